@@ -1,0 +1,73 @@
+/**
+ * fgentic-retrieval CLI: command wiring only. Each command calls one component entry point, loaded
+ * lazily so that `projection decode` does not pay for the database or Kubernetes clients.
+ */
+import { parseArgs } from 'node:util';
+
+const USAGE = `fgentic-retrieval <command>
+
+  start                                          local stack on embedded defaults
+  serve projector|retrieval|webhook|controller [--config FILE]
+  render -f PATH... [-o DIR]                     custom resources -> rendered manifests
+  admission check -f PATH...                     offline webhook verdicts (exit 1 if any denied)
+  ingest --jsonl FILE | --bundle DIR [--database-url URL]
+  projection decode [--now UNIX] [--agent NS/NAME]   header value on stdin
+  snapshot digest                                snapshot JSON on stdin -> state_sha256
+`;
+
+type Command = (argv: string[]) => Promise<number>;
+
+function notBuilt(name: string): Command {
+  return async () => {
+    process.stderr.write(`${name}: not available in this build\n`);
+    return 2;
+  };
+}
+
+const commands: Record<string, Command> = {
+  'projection decode': async (argv) => {
+    const { values } = parseArgs({
+      args: argv,
+      options: { now: { type: 'string' }, agent: { type: 'string' } },
+    });
+    const { projectionDecode } = await import('./contract-commands.ts');
+    return projectionDecode({
+      ...(values.now !== undefined ? { now: values.now } : {}),
+      ...(values.agent !== undefined ? { agent: values.agent } : {}),
+    });
+  },
+  'snapshot digest': async () => {
+    const { snapshotDigest } = await import('./contract-commands.ts');
+    return snapshotDigest();
+  },
+  start: notBuilt('start'),
+  'serve projector': notBuilt('serve projector'),
+  'serve retrieval': notBuilt('serve retrieval'),
+  'serve webhook': notBuilt('serve webhook'),
+  'serve controller': notBuilt('serve controller'),
+  render: notBuilt('render'),
+  'admission check': notBuilt('admission check'),
+  ingest: notBuilt('ingest'),
+};
+
+export async function main(argv: string[]): Promise<number> {
+  for (const words of [2, 1]) {
+    const key = argv.slice(0, words).join(' ');
+    const command = commands[key];
+    if (command && argv.length >= words) return command(argv.slice(words));
+  }
+  process.stderr.write(
+    argv.length === 0 || argv[0] === '--help' || argv[0] === 'help' ? USAGE : `unknown command\n\n${USAGE}`,
+  );
+  return argv.length === 0 || argv[0] === '--help' || argv[0] === 'help' ? 0 : 2;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`error: ${err instanceof Error ? err.message : 'unexpected failure'}\n`);
+    process.exitCode = 2;
+  },
+);

@@ -1,0 +1,116 @@
+/**
+ * Identifier grammars shared by the contract, the CRDs, the webhook and the database CHECKs.
+ * Matrix grammars follow the client-server spec's user-ID and room-ID appendix, narrowed exactly as
+ * the origin knowledge store's `is_full_mxid` is (localpart `[a-z0-9._=/+-]`, 4–255 bytes).
+ */
+
+const utf8 = new TextEncoder();
+
+export function utf8Length(s: string): number {
+  return utf8.encode(s).length;
+}
+
+export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+export const HEX64 = /^[0-9a-f]{64}$/;
+export const PARTNER_GROUP =
+  /^partner\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const LOCALPART = /^[a-z0-9._=/+-]+$/;
+const DNS_NAME = /^[A-Za-z0-9.-]{1,255}$/;
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
+const IPV6_BRACKETED = /^\[[0-9A-Fa-f:.]{2,45}\]$/;
+const PORT = /^[0-9]{1,5}$/;
+const V12_ROOM_ID = /^![A-Za-z0-9_-]{43}$/;
+const OPAQUE = /^[\x21-\x39\x3b-\x7e]+$/; // printable ASCII without ':'
+const EVENT_ID = /^\$[\x21-\x7e]+$/;
+
+export function isDns1123Label(s: unknown): s is string {
+  return typeof s === 'string' && DNS1123_LABEL.test(s);
+}
+
+export function isHex64(s: unknown): s is string {
+  return typeof s === 'string' && HEX64.test(s);
+}
+
+/** Matrix server name: DNS name, IPv4 literal or bracketed IPv6 literal, optional port 1–65535. */
+export function isServerName(s: string): boolean {
+  let host = s;
+  const bracketEnd = s.lastIndexOf(']');
+  const colon = s.lastIndexOf(':');
+  if (colon > bracketEnd) {
+    const port = s.slice(colon + 1);
+    if (!PORT.test(port)) return false;
+    const n = Number(port);
+    if (n < 1 || n > 65535) return false;
+    host = s.slice(0, colon);
+  }
+  if (host.startsWith('[')) return IPV6_BRACKETED.test(host);
+  if (/^[0-9.]+$/.test(host)) return IPV4.test(host);
+  if (!DNS_NAME.test(host)) return false;
+  // Labels must be non-empty and not start or end with '-'.
+  return host.split('.').every((label) => label.length > 0 && label.length <= 63 && !/^-|-$/.test(label));
+}
+
+/** A complete Matrix user ID: `@localpart:server`, at most 255 UTF-8 bytes. A localpart alone fails. */
+export function isFullMxid(s: unknown): s is string {
+  if (typeof s !== 'string' || s.length < 4 || utf8Length(s) > 255 || s[0] !== '@') return false;
+  const colon = s.indexOf(':');
+  if (colon < 2) return false;
+  return LOCALPART.test(s.slice(1, colon)) && isServerName(s.slice(colon + 1));
+}
+
+/** Room IDs: legacy `!opaque:server` or room-version-12 domainless `!<43 unpadded base64url>`. */
+export function isRoomId(s: unknown): s is string {
+  if (typeof s !== 'string' || s[0] !== '!' || utf8Length(s) > 255) return false;
+  if (V12_ROOM_ID.test(s)) return true;
+  const colon = s.indexOf(':');
+  if (colon < 2) return false;
+  return OPAQUE.test(s.slice(1, colon)) && isServerName(s.slice(colon + 1));
+}
+
+/** Event IDs: `$` and printable ASCII (v1–v2 `$opaque:server`, v3+ hash forms), at most 255 bytes. */
+export function isEventId(s: unknown): s is string {
+  return typeof s === 'string' && s.length >= 2 && s.length <= 255 && EVENT_ID.test(s);
+}
+
+export function isPartnerGroup(s: unknown): s is string {
+  return typeof s === 'string' && PARTNER_GROUP.test(s);
+}
+
+/** The policy segment of `partner/<policy>/<group>`. */
+export function partnerGroupPolicy(group: string): string {
+  return group.split('/')[1] ?? '';
+}
+
+export const CLASSIFICATIONS = [
+  'public',
+  'approved_non_public',
+  'restricted',
+  'regulated',
+  'secret',
+  'authentication',
+] as const;
+export type Classification = (typeof CLASSIFICATIONS)[number];
+
+export function isClassification(s: unknown): s is Classification {
+  return typeof s === 'string' && (CLASSIFICATIONS as readonly string[]).includes(s);
+}
+
+/** The only two classification ceilings a projection or registry entry may carry (ADR 0017). */
+export type AllowedClassifications = readonly ['public'] | readonly ['approved_non_public', 'public'];
+
+export function isAllowedClassifications(v: unknown): v is AllowedClassifications {
+  if (!Array.isArray(v)) return false;
+  if (v.length === 1) return v[0] === 'public';
+  return v.length === 2 && v[0] === 'approved_non_public' && v[1] === 'public';
+}
+
+/** Compare strings by their UTF-8 bytes (what the ADR's sort orders use). */
+export function compareUtf8(a: string, b: string): number {
+  if (a === b) return 0;
+  return Buffer.compare(utf8.encode(a), utf8.encode(b));
+}
+
+/** Plain ASCII/byte order for ASCII-only strings such as partner groups. */
+export function compareAscii(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
