@@ -107,8 +107,12 @@ export function isAllowedClassifications(v: unknown): v is AllowedClassification
 /** Compare strings by their UTF-8 bytes (what the ADR's sort orders use). */
 export function compareUtf8(a: string, b: string): number {
   if (a === b) return 0;
+  // Below U+D800, UTF-16 code-unit order equals code-point order, which equals UTF-8 byte order.
+  if (!HIGH_UNITS.test(a) && !HIGH_UNITS.test(b)) return a < b ? -1 : 1;
   return Buffer.compare(utf8.encode(a), utf8.encode(b));
 }
+
+const HIGH_UNITS = /[\ud800-\uffff]/;
 
 /** Plain ASCII/byte order for ASCII-only strings such as partner groups. */
 export function compareAscii(a: string, b: string): number {

@@ -12,7 +12,6 @@ import {
   isHex64,
   isPartnerGroup,
   partnerGroupPolicy,
-  utf8Length,
 } from './identifiers.ts';
 import { checkAudience, checkFields, checkPrincipal, type MatrixPrincipal } from './principal.ts';
 import { accept, type Denial, deny, type Verdict } from './reasons.ts';
@@ -159,14 +158,16 @@ export function checkClient(v: JsonValue | undefined, path = 'client'): Denial |
   const bad = checkFields(v, ['audience', 'azp', 'issuer', 'policy_id'], [], path);
   if (bad) return bad;
   const { audience, azp, issuer, policy_id } = v;
-  if (typeof issuer !== 'string' || issuer.length === 0 || utf8Length(issuer) > 512)
-    return deny('client', `${path}.issuer`);
-  if (typeof audience !== 'string' || audience.length === 0 || utf8Length(audience) > 255)
-    return deny('client', `${path}.audience`);
-  if (typeof azp !== 'string' || azp.length === 0 || utf8Length(azp) > 255)
-    return deny('client', `${path}.azp`);
+  // Exact-match identifiers: printable ASCII without spaces, so no look-alike or padded value can pass.
+  if (!isTokenText(issuer, 512)) return deny('client', `${path}.issuer`);
+  if (!isTokenText(audience, 255)) return deny('client', `${path}.audience`);
+  if (!isTokenText(azp, 255)) return deny('client', `${path}.azp`);
   if (!isDns1123Label(policy_id)) return deny('client', `${path}.policy_id`);
   return { audience, azp, issuer, policy_id };
+}
+
+export function isTokenText(v: unknown, maxBytes: number): v is string {
+  return typeof v === 'string' && v.length > 0 && v.length <= maxBytes && /^[\x21-\x7e]+$/.test(v);
 }
 
 /** 1–16 ASCII-sorted unique `partner/<policy_id>/<group>` strings, all under the given policy. */
