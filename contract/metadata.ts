@@ -37,7 +37,6 @@ export function isBoundedCleanText(s: unknown, maxBytes: number): s is string {
     typeof s === 'string' &&
     s.length > 0 &&
     s.trim() === s &&
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is rejected
     !/[\u0000-\u001f\u007f-\u009f]/.test(s) &&
     utf8Length(s) <= maxBytes
   );
