@@ -1,0 +1,413 @@
+/**
+ * projector.json: strict parsing and validation (pure), plus an atomically reloading store (I/O).
+ *
+ * Shape: docs/interfaces.md "Projector configuration file". Unknown fields, wrong types, unsafe
+ * regexes, duplicate rooms/agents/paths, overlapping partner keys, partner groups outside their
+ * policy and partner/local group collisions are load errors. A load error never leaves an older file
+ * half-applied: the store switches to deny-all and reports not ready until a valid file appears.
+ */
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import {
+  type AllowedClassifications,
+  checkPartnerGroups,
+  compareAscii,
+  isAllowedClassifications,
+  isDns1123Label,
+  isPlainObject,
+  isRoomId,
+  isServerName,
+  type JsonValue,
+  parseStrictJson,
+  utf8Length,
+} from '../contract/index.ts';
+
+export interface BridgedOrigin {
+  readonly network: string;
+  readonly userIdRegex: RegExp;
+}
+
+export interface AgentRoute {
+  readonly namespace: string;
+  readonly name: string;
+  readonly localPath: string;
+  readonly publicPath?: string;
+}
+
+export interface RoomEntry {
+  readonly roomId: string;
+  readonly allowedClassifications: AllowedClassifications;
+}
+
+export interface PartnerEntry {
+  readonly issuer: string;
+  readonly audience: string;
+  readonly azp: string;
+  readonly policyId: string;
+  readonly groups: readonly string[];
+  readonly allowedClassifications: AllowedClassifications;
+  readonly agents: readonly { readonly namespace: string; readonly name: string }[];
+}
+
+export interface LiveRoomCheckConfig {
+  readonly enabled: boolean;
+  readonly homeserverUrl?: string;
+  readonly accessTokenFile?: string;
+  /** Budget for the whole live read; default 150 ms (agentgateway's check budget is 200 ms). */
+  readonly timeoutMs: number;
+}
+
+export interface ProjectorConfig {
+  readonly version: 1;
+  readonly publicRetrievalTimeoutSeconds: number;
+  readonly bridge: {
+    readonly workload: string;
+    readonly localServer: string;
+    readonly serviceUserRegex: RegExp;
+    readonly bridgedOrigins: readonly BridgedOrigin[];
+  };
+  readonly agents: readonly AgentRoute[];
+  readonly rooms: ReadonlyMap<string, RoomEntry>;
+  readonly partners: readonly PartnerEntry[];
+  /** (issuer, audience, azp) → entries; the loader guarantees at most one per key. */
+  readonly partnerIndex: ReadonlyMap<string, readonly PartnerEntry[]>;
+  readonly localGroups: readonly string[];
+  readonly liveRoomCheck: LiveRoomCheckConfig;
+}
+
+export type ConfigResult = { ok: true; config: ProjectorConfig } | { ok: false; error: string };
+
+export const RESERVED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+const MAX_REGEX_LENGTH = 512;
+const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+const PATH_RE = /^\/[A-Za-z0-9._~!$&'()*+,;=:@/%-]{0,1023}$/;
+
+export function partnerKey(issuer: string, audience: string, azp: string): string {
+  return JSON.stringify([issuer, audience, azp]);
+}
+
+class ConfigError extends Error {}
+
+function fail(path: string, what: string): never {
+  throw new ConfigError(`${path}: ${what}`);
+}
+
+type Obj = { [key: string]: JsonValue };
+
+function obj(v: JsonValue | undefined, path: string, required: string[], optional: string[] = []): Obj {
+  if (!isPlainObject(v)) fail(path, 'must be an object');
+  for (const key of Object.keys(v)) {
+    if (!required.includes(key) && !optional.includes(key)) fail(`${path}.${key}`, 'unknown field');
+  }
+  for (const key of required) if (!Object.hasOwn(v, key)) fail(`${path}.${key}`, 'required');
+  return v;
+}
+
+function str(v: JsonValue | undefined, path: string, maxBytes = 255): string {
+  if (typeof v !== 'string' || v.length === 0 || utf8Length(v) > maxBytes) fail(path, 'must be a string');
+  // No control characters: these values are compared with header values.
+  if (/[\x00-\x1f\x7f]/.test(v)) fail(path, 'control character');
+  return v;
+}
+
+function arr(v: JsonValue | undefined, path: string, max = 10000): JsonValue[] {
+  if (!Array.isArray(v) || v.length > max) fail(path, 'must be an array');
+  return v;
+}
+
+function label(v: JsonValue | undefined, path: string): string {
+  if (!isDns1123Label(v)) fail(path, 'must be a DNS-1123 label');
+  return v;
+}
+
+function routePath(v: JsonValue | undefined, path: string): string {
+  if (typeof v !== 'string' || !PATH_RE.test(v)) fail(path, 'must be an absolute path without query');
+  if (RESERVED_PATHS.has(v)) fail(path, 'reserved path');
+  return v;
+}
+
+/**
+ * Compile an operator regex safely: anchored, bounded, no backreferences or lookaround, no nested
+ * quantifiers (the classic catastrophic-backtracking shape). Inputs are MXIDs (≤ 255 bytes) anyway.
+ */
+export function compileSafeRegex(v: JsonValue | undefined, path: string): RegExp {
+  if (typeof v !== 'string' || v.length === 0 || v.length > MAX_REGEX_LENGTH) fail(path, 'bad regex');
+  if (!v.startsWith('^') || !v.endsWith('$') || v.endsWith('\\$')) fail(path, 'regex must be anchored ^…$');
+  if (/\\[1-9]|\\k<|\(\?[=!<]/.test(v)) fail(path, 'regex uses backreferences or lookaround');
+  if (/\([^()]*[+*}][^()]*\)\s*[+*{]/.test(v)) fail(path, 'regex has nested quantifiers');
+  try {
+    return new RegExp(v, 'u');
+  } catch {
+    fail(path, 'regex does not compile');
+  }
+}
+
+function classifications(v: JsonValue | undefined, path: string): AllowedClassifications {
+  if (!isAllowedClassifications(v)) fail(path, 'must be ["public"] or ["approved_non_public","public"]');
+  return [...v] as unknown as AllowedClassifications;
+}
+
+function parseLiveRoomCheck(v: JsonValue | undefined): LiveRoomCheckConfig {
+  if (v === undefined) return { enabled: false, timeoutMs: 150 };
+  const o = obj(v, 'liveRoomCheck', ['enabled'], ['homeserverUrl', 'accessTokenFile', 'timeoutMs']);
+  if (typeof o['enabled'] !== 'boolean') fail('liveRoomCheck.enabled', 'must be a boolean');
+  let homeserverUrl: string | undefined;
+  if (o['homeserverUrl'] !== undefined) {
+    homeserverUrl = str(o['homeserverUrl'], 'liveRoomCheck.homeserverUrl', 2048);
+    let u: URL;
+    try {
+      u = new URL(homeserverUrl);
+    } catch {
+      fail('liveRoomCheck.homeserverUrl', 'must be a URL');
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:')
+      fail('liveRoomCheck.homeserverUrl', 'http(s) only');
+    if (u.username || u.password || u.search || u.hash)
+      fail('liveRoomCheck.homeserverUrl', 'plain origin only');
+  }
+  const accessTokenFile =
+    o['accessTokenFile'] === undefined
+      ? undefined
+      : str(o['accessTokenFile'], 'liveRoomCheck.accessTokenFile', 4096);
+  let timeoutMs = 150;
+  if (o['timeoutMs'] !== undefined) {
+    const t = o['timeoutMs'];
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 10 || t > 10000)
+      fail('liveRoomCheck.timeoutMs', 'must be an integer 10–10000');
+    timeoutMs = t;
+  }
+  if (o['enabled'] && (homeserverUrl === undefined || accessTokenFile === undefined))
+    fail('liveRoomCheck', 'enabled requires homeserverUrl and accessTokenFile');
+  return {
+    enabled: o['enabled'],
+    timeoutMs,
+    ...(homeserverUrl === undefined ? {} : { homeserverUrl }),
+    ...(accessTokenFile === undefined ? {} : { accessTokenFile }),
+  };
+}
+
+/** Validate an already parsed configuration object. Never throws. */
+export function validateConfig(v: unknown): ConfigResult {
+  try {
+    return { ok: true, config: build(v as JsonValue) };
+  } catch (e) {
+    if (e instanceof ConfigError) return { ok: false, error: e.message };
+    return { ok: false, error: 'invalid configuration' };
+  }
+}
+
+/** Parse projector.json text strictly (duplicate names and trailing data fail). Never throws. */
+export function parseConfig(text: string): ConfigResult {
+  if (text.length > MAX_CONFIG_BYTES) return { ok: false, error: 'configuration too large' };
+  const parsed = parseStrictJson(text, { maxDepth: 16, maxLength: MAX_CONFIG_BYTES });
+  if (!parsed.ok) return { ok: false, error: `not strict JSON (${parsed.error} at ${parsed.offset})` };
+  return validateConfig(parsed.value);
+}
+
+function build(v: JsonValue): ProjectorConfig {
+  const root = obj(
+    v,
+    '$',
+    ['version', 'publicRetrievalTimeoutSeconds', 'bridge', 'agents', 'rooms', 'partners', 'localGroups'],
+    ['liveRoomCheck'],
+  );
+  if (root['version'] !== 1) fail('version', 'must be 1');
+  const timeout = root['publicRetrievalTimeoutSeconds'];
+  if (!isValidTimeoutSetting(timeout)) fail('publicRetrievalTimeoutSeconds', 'must be an integer 1–60');
+
+  const b = obj(root['bridge'], 'bridge', ['workload', 'localServer', 'serviceUserRegex', 'bridgedOrigins']);
+  const workload = str(b['workload'], 'bridge.workload', 253);
+  const localServer = str(b['localServer'], 'bridge.localServer');
+  if (!isServerName(localServer)) fail('bridge.localServer', 'must be a Matrix server name');
+  const serviceUserRegex = compileSafeRegex(b['serviceUserRegex'], 'bridge.serviceUserRegex');
+  const networks = new Set<string>();
+  const bridgedOrigins = arr(b['bridgedOrigins'], 'bridge.bridgedOrigins', 64).map((o, k) => {
+    const p = `bridge.bridgedOrigins[${k}]`;
+    const e = obj(o, p, ['network', 'userIdRegex']);
+    const network = label(e['network'], `${p}.network`);
+    if (networks.has(network)) fail(`${p}.network`, 'duplicate network');
+    networks.add(network);
+    return { network, userIdRegex: compileSafeRegex(e['userIdRegex'], `${p}.userIdRegex`) };
+  });
+
+  const agentKeys = new Set<string>();
+  const paths = new Set<string>();
+  const agents = arr(root['agents'], 'agents', 1000).map((a, k): AgentRoute => {
+    const p = `agents[${k}]`;
+    const e = obj(a, p, ['namespace', 'name', 'localPath'], ['publicPath']);
+    const namespace = label(e['namespace'], `${p}.namespace`);
+    const name = label(e['name'], `${p}.name`);
+    const key = `${namespace}/${name}`;
+    if (agentKeys.has(key)) fail(p, 'duplicate agent');
+    agentKeys.add(key);
+    const localPath = routePath(e['localPath'], `${p}.localPath`);
+    const publicPath =
+      e['publicPath'] === undefined ? undefined : routePath(e['publicPath'], `${p}.publicPath`);
+    for (const path of [localPath, publicPath]) {
+      if (path === undefined) continue;
+      if (paths.has(path)) fail(p, 'duplicate route path');
+      paths.add(path);
+    }
+    return { namespace, name, localPath, ...(publicPath === undefined ? {} : { publicPath }) };
+  });
+
+  const rooms = new Map<string, RoomEntry>();
+  arr(root['rooms'], 'rooms', 100000).forEach((r, k) => {
+    const p = `rooms[${k}]`;
+    const e = obj(r, p, ['roomId', 'allowedClassifications']);
+    if (!isRoomId(e['roomId'])) fail(`${p}.roomId`, 'must be a room ID');
+    const roomId = e['roomId'];
+    if (rooms.has(roomId)) fail(p, 'duplicate room');
+    rooms.set(roomId, { roomId, allowedClassifications: classifications(e['allowedClassifications'], p) });
+  });
+
+  const localGroups = arr(root['localGroups'], 'localGroups', 1000).map((g, k) => {
+    const s = str(g, `localGroups[${k}]`);
+    if (s.startsWith('partner/')) fail(`localGroups[${k}]`, 'local group in the partner namespace');
+    return s;
+  });
+  if (new Set(localGroups).size !== localGroups.length) fail('localGroups', 'duplicate group');
+  const localGroupSet = new Set(localGroups);
+
+  const partnerIndex = new Map<string, PartnerEntry[]>();
+  const partners = arr(root['partners'], 'partners', 10000).map((c, k): PartnerEntry => {
+    const p = `partners[${k}]`;
+    const e = obj(c, p, [
+      'issuer',
+      'audience',
+      'azp',
+      'policyId',
+      'groups',
+      'allowedClassifications',
+      'agents',
+    ]);
+    const issuer = str(e['issuer'], `${p}.issuer`, 512);
+    if (!issuer.startsWith('https://')) fail(`${p}.issuer`, 'must be an https URL');
+    const audience = str(e['audience'], `${p}.audience`);
+    const azp = str(e['azp'], `${p}.azp`);
+    const policyId = label(e['policyId'], `${p}.policyId`);
+    const groupsIn = arr(e['groups'], `${p}.groups`, 16);
+    if (!groupsIn.every((g) => typeof g === 'string')) fail(`${p}.groups`, 'must be strings');
+    const sorted = [...(groupsIn as string[])].sort(compareAscii);
+    const groups = checkPartnerGroups(sorted, policyId, `${p}.groups`);
+    if ('ok' in groups) fail(`${p}.groups`, 'must be 1–16 unique partner/<policyId>/<group> names');
+    for (const g of groups) if (localGroupSet.has(g)) fail(`${p}.groups`, 'collides with a local group');
+    const agentRefs = new Set<string>();
+    const partnerAgents = arr(e['agents'], `${p}.agents`, 1000).map((a, j) => {
+      const q = `${p}.agents[${j}]`;
+      const r = obj(a, q, ['namespace', 'name']);
+      const ref = { namespace: label(r['namespace'], `${q}.namespace`), name: label(r['name'], `${q}.name`) };
+      const key = `${ref.namespace}/${ref.name}`;
+      if (agentRefs.has(key)) fail(q, 'duplicate agent');
+      agentRefs.add(key);
+      return ref;
+    });
+    const entry: PartnerEntry = {
+      issuer,
+      audience,
+      azp,
+      policyId,
+      groups,
+      allowedClassifications: classifications(e['allowedClassifications'], p),
+      agents: partnerAgents,
+    };
+    const key = partnerKey(issuer, audience, azp);
+    if (partnerIndex.has(key)) fail(p, 'overlapping partner mapping (same issuer, audience, azp)');
+    partnerIndex.set(key, [entry]);
+    return entry;
+  });
+
+  return {
+    version: 1,
+    publicRetrievalTimeoutSeconds: timeout,
+    bridge: { workload, localServer, serviceUserRegex, bridgedOrigins },
+    agents,
+    rooms,
+    partners,
+    partnerIndex,
+    localGroups,
+    liveRoomCheck: parseLiveRoomCheck(root['liveRoomCheck']),
+  };
+}
+
+export function isValidTimeoutSetting(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 60;
+}
+
+/** Snapshot of the store: a valid configuration, or deny-all with a content-free error. */
+export type ConfigState =
+  | { readonly ready: true; readonly config: ProjectorConfig; readonly generation: number }
+  | { readonly ready: false; readonly error: string; readonly generation: number };
+
+export interface ConfigStore {
+  current(): ConfigState;
+  close(): void;
+}
+
+/** A store over a fixed, already validated (or invalid) configuration: tests and embedded stacks. */
+export function staticConfigStore(result: ConfigResult): ConfigStore {
+  const state: ConfigState = result.ok
+    ? { ready: true, config: result.config, generation: 1 }
+    : { ready: false, error: result.error, generation: 1 };
+  return { current: () => state, close: () => {} };
+}
+
+export interface FileStoreOptions {
+  /** Polling interval in ms (fallback for file systems where fs.watch misses ConfigMap swaps). */
+  readonly pollMs?: number;
+  readonly onChange?: (state: ConfigState) => void;
+}
+
+/**
+ * Load the file now and again whenever it changes. Each load replaces the whole state in one
+ * assignment; an unreadable or invalid file means deny-all until a valid one is seen.
+ */
+export function fileConfigStore(path: string, options: FileStoreOptions = {}): ConfigStore {
+  let lastText: string | undefined | null = null; // null: never read
+  let generation = 0;
+  let state: ConfigState = { ready: false, error: 'not loaded', generation };
+  const reload = () => {
+    let text: string | undefined;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch {
+      text = undefined;
+    }
+    if (text === lastText) return;
+    lastText = text;
+    generation += 1;
+    if (text === undefined) {
+      state = { ready: false, error: 'configuration file missing or unreadable', generation };
+    } else {
+      const result = parseConfig(text);
+      state = result.ok
+        ? { ready: true, config: result.config, generation }
+        : { ready: false, error: result.error, generation };
+    }
+    options.onChange?.(state);
+  };
+  reload();
+  let watcher: FSWatcher | undefined;
+  try {
+    // Watch the directory: Kubernetes swaps ConfigMap contents through a `..data` symlink rename.
+    const name = basename(path);
+    watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
+      if (file === null || file === name || String(file).startsWith('..')) reload();
+    });
+    watcher.on('error', () => {
+      watcher?.close();
+      watcher = undefined;
+    });
+  } catch {
+    watcher = undefined;
+  }
+  const timer = setInterval(reload, options.pollMs ?? 1000);
+  timer.unref();
+  return {
+    current: () => state,
+    close: () => {
+      clearInterval(timer);
+      watcher?.close();
+    },
+  };
+}
