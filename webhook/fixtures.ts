@@ -1,0 +1,202 @@
+/**
+ * Fixture builders for tests and the benchmark: kagent Agents, our resources and AdmissionReview v1
+ * requests. Each builder returns fresh JSON so a test changes exactly the field it is about.
+ */
+import { CONTROLLER_USER, type KubeObject, type Operation } from './rules/types.ts';
+
+export const KAGENT_NS = 'kagent';
+
+export function platform(kagentNamespace = KAGENT_NS, localGroups: string[] = ['staff']): KubeObject {
+  return {
+    apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+    kind: 'RetrievalPlatform',
+    metadata: { name: 'default' },
+    spec: {
+      namespaces: { retrieval: 'knowledge', kagent: kagentNamespace, gateway: 'agentgateway-system' },
+      localGroups,
+    },
+  };
+}
+
+export function retrievalAgentCr(name = 'knowledge-agent', namespace = KAGENT_NS): KubeObject {
+  return {
+    apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+    kind: 'RetrievalAgent',
+    metadata: { name, namespace, uid: `ra-${namespace}-${name}` },
+    spec: {
+      description: 'answers from the knowledge base',
+      modelConfig: 'agentgateway-model',
+      systemMessage: 'hi',
+    },
+  };
+}
+
+/** The Agent the reconciler renders for a RetrievalAgent. */
+export function retrievalAgent(name = 'knowledge-agent', namespace = KAGENT_NS): KubeObject {
+  return {
+    apiVersion: 'kagent.dev/v1alpha2',
+    kind: 'Agent',
+    metadata: {
+      name,
+      namespace,
+      labels: {
+        'app.kubernetes.io/managed-by': 'fgentic-retrieval',
+        'app.kubernetes.io/part-of': 'fgentic-retrieval',
+        'retrieval.fgentic.dev/role': 'retrieval-agent',
+      },
+      ownerReferences: [
+        {
+          apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+          kind: 'RetrievalAgent',
+          name,
+          uid: `ra-${namespace}-${name}`,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    spec: {
+      type: 'Declarative',
+      description: 'answers from the knowledge base',
+      declarative: {
+        runtime: 'python',
+        modelConfig: 'agentgateway-model',
+        systemMessage: 'Answer from the knowledge base.',
+        tools: [
+          {
+            type: 'McpServer',
+            mcpServer: {
+              apiGroup: 'kagent.dev',
+              kind: 'RemoteMCPServer',
+              name: 'knowledge-retrieval',
+              namespace: KAGENT_NS,
+              toolNames: ['search_knowledge'],
+              allowedHeaders: ['X-Fgentic-Identity'],
+            },
+            headersFrom: [
+              {
+                name: 'Authorization',
+                valueFrom: { type: 'Secret', name: `${name}-mcp-key`, key: 'authorization' },
+              },
+            ],
+          },
+        ],
+      },
+    },
+  };
+}
+
+/** An ordinary Declarative Agent with one tool on some other RemoteMCPServer. */
+export function plainAgent(name = 'helper', namespace = 'team-a'): KubeObject {
+  return {
+    apiVersion: 'kagent.dev/v1alpha2',
+    kind: 'Agent',
+    metadata: { name, namespace },
+    spec: {
+      type: 'Declarative',
+      declarative: {
+        runtime: 'python',
+        modelConfig: 'model',
+        systemMessage: 'hi',
+        tools: [
+          {
+            type: 'McpServer',
+            mcpServer: { apiGroup: 'kagent.dev', kind: 'RemoteMCPServer', name: 'tools', toolNames: ['get'] },
+          },
+        ],
+      },
+    },
+  };
+}
+
+export function v1alpha1Agent(name = 'old', namespace = 'team-a', toolServer = 'tools'): KubeObject {
+  return {
+    apiVersion: 'kagent.dev/v1alpha1',
+    kind: 'Agent',
+    metadata: { name, namespace },
+    spec: {
+      description: 'old layout',
+      modelConfig: 'model',
+      systemMessage: 'hi',
+      tools: [{ type: 'McpServer', mcpServer: { toolServer, toolNames: ['get'] } }],
+    },
+  };
+}
+
+export function room(name: string, roomId: string, extra: Record<string, unknown> = {}): KubeObject {
+  return {
+    apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+    kind: 'RetrievalRoom',
+    metadata: { name },
+    spec: { roomId, allowedClassifications: ['public'], ...extra } as KubeObject,
+  };
+}
+
+export function partner(name: string, extra: Record<string, unknown> = {}): KubeObject {
+  return {
+    apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+    kind: 'PartnerClient',
+    metadata: { name },
+    spec: {
+      issuer: 'https://issuer.example',
+      audience: 'fgentic-a2a',
+      azp: 'org-b-a2a',
+      policyId: 'org-b',
+      groups: ['partner/org-b/docs'],
+      allowedClassifications: ['public'],
+      agents: [{ namespace: KAGENT_NS, name: 'knowledge-agent' }],
+      ...extra,
+    } as KubeObject,
+  };
+}
+
+export interface ReviewOptions {
+  operation?: Operation;
+  user?: string;
+  oldObject?: KubeObject | null;
+  uid?: string;
+}
+
+let counter = 0;
+
+/** An AdmissionReview v1 request for `object` (for DELETE pass the object as `oldObject` and null). */
+export function admissionReview(
+  object: KubeObject | null,
+  opts: ReviewOptions = {},
+): Record<string, unknown> {
+  const operation = opts.operation ?? 'CREATE';
+  const subject = (object ?? opts.oldObject ?? {}) as KubeObject;
+  const apiVersion = String(subject['apiVersion'] ?? '');
+  const slash = apiVersion.indexOf('/');
+  const group = slash < 0 ? '' : apiVersion.slice(0, slash);
+  const version = apiVersion.slice(slash + 1);
+  const kind = String(subject['kind'] ?? '');
+  const md = (subject['metadata'] ?? {}) as Record<string, unknown>;
+  const plural = `${kind.toLowerCase()}s`;
+  const uid = opts.uid ?? `00000000-0000-4000-8000-${String(++counter).padStart(12, '0')}`;
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid,
+      kind: { group, version, kind },
+      resource: { group, version, resource: plural },
+      requestKind: { group, version, kind },
+      requestResource: { group, version, resource: plural },
+      name: md['name'],
+      ...(md['namespace'] !== undefined ? { namespace: md['namespace'] } : {}),
+      operation,
+      userInfo: { username: opts.user ?? 'alice@example.com', groups: ['system:authenticated'] },
+      object: operation === 'DELETE' ? null : object,
+      oldObject: operation === 'CREATE' ? null : (opts.oldObject ?? null),
+      dryRun: false,
+      options: null,
+    },
+  };
+}
+
+export const CONTROLLER = CONTROLLER_USER;
+
+export function clone<T>(v: T): T {
+  return structuredClone(v);
+}

@@ -1,0 +1,131 @@
+/**
+ * Shared shapes of the admission rules: the request the rules see, their verdict, and the view of the
+ * other objects in the cluster (or in the offline file set). No I/O here.
+ */
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+/** A Kubernetes object as decoded JSON; only `metadata` is assumed to be an object when present. */
+export type KubeObject = JsonObject;
+
+export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+
+export interface GroupVersionKind {
+  group: string;
+  version: string;
+  kind: string;
+}
+
+/** The part of an AdmissionRequest the rules depend on. */
+export interface AdmissionInput {
+  operation: Operation;
+  kind: GroupVersionKind;
+  /** Present for CREATE/UPDATE; null for DELETE. */
+  object: KubeObject | null;
+  /** Present for UPDATE/DELETE; null for CREATE. */
+  oldObject: KubeObject | null;
+  /** Request namespace/name (fall back to the object's metadata). */
+  namespace: string;
+  name: string;
+  username: string;
+}
+
+/** One finding: a stable reason code (bounded set, used as a metric label), a field path and a message. */
+export interface Finding {
+  reason: string;
+  path: string;
+  message: string;
+}
+
+export interface Verdict {
+  denials: Finding[];
+  warnings: Finding[];
+}
+
+/** The objects other than the one under review that the cross-object rules need. */
+export interface ClusterView {
+  retrievalAgent(namespace: string, name: string): KubeObject | undefined;
+  /** kagent Agent (any served version) by namespace/name. */
+  agent(namespace: string, name: string): KubeObject | undefined;
+  /** The cluster's RetrievalPlatform (named `default`), if any. */
+  platform(): KubeObject | undefined;
+  rooms(): readonly KubeObject[];
+  partners(): readonly KubeObject[];
+}
+
+export interface RulesConfig {
+  /** The reconciler's user; the only one allowed to change retrieval Agents. */
+  controllerUser: string;
+  /** Users allowed to DELETE retrieval Agents besides the controller (garbage collection, namespace teardown). */
+  deleteUsers: readonly string[];
+  retrievalServerName: string;
+  identityHeader: string;
+  retrievalTool: string;
+}
+
+export const CONTROLLER_USER = 'system:serviceaccount:fgentic-system:fgentic-retrieval-controller';
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY_VALUE = 'fgentic-retrieval';
+export const ROLE_LABEL = 'retrieval.fgentic.dev/role';
+export const ROLE_VALUE = 'retrieval-agent';
+export const RETRIEVAL_GROUP = 'retrieval.fgentic.dev';
+export const KAGENT_GROUP = 'kagent.dev';
+
+export const DEFAULT_RULES_CONFIG: RulesConfig = {
+  controllerUser: CONTROLLER_USER,
+  deleteUsers: [
+    'system:serviceaccount:kube-system:generic-garbage-collector',
+    'system:serviceaccount:kube-system:namespace-controller',
+  ],
+  retrievalServerName: 'knowledge-retrieval',
+  identityHeader: 'X-Fgentic-Identity',
+  retrievalTool: 'search_knowledge',
+};
+
+export function isObject(v: unknown): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export function field(o: unknown, key: string): Json | undefined {
+  return isObject(o) && Object.hasOwn(o, key) ? o[key] : undefined;
+}
+
+export function str(o: unknown, key: string): string | undefined {
+  const v = field(o, key);
+  return typeof v === 'string' ? v : undefined;
+}
+
+export function meta(o: KubeObject | null | undefined): JsonObject {
+  const m = o ? field(o, 'metadata') : undefined;
+  return isObject(m) ? m : {};
+}
+
+export function labels(o: KubeObject | null | undefined): JsonObject {
+  const l = field(meta(o), 'labels');
+  return isObject(l) ? l : {};
+}
+
+export function nameOf(o: KubeObject | null | undefined): string {
+  return str(meta(o), 'name') ?? '';
+}
+
+export function namespaceOf(o: KubeObject | null | undefined): string {
+  return str(meta(o), 'namespace') ?? '';
+}
+
+/** Collects findings while a rule walks an object. */
+export class Findings implements Verdict {
+  readonly denials: Finding[] = [];
+  readonly warnings: Finding[] = [];
+  deny(reason: string, path: string, message: string): void {
+    this.denials.push({ reason, path, message });
+  }
+  warn(reason: string, path: string, message: string): void {
+    this.warnings.push({ reason, path, message });
+  }
+}
+
+export function formatFinding(f: Finding): string {
+  return f.path ? `${f.path}: ${f.message} [${f.reason}]` : `${f.message} [${f.reason}]`;
+}
