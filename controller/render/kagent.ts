@@ -1,0 +1,90 @@
+/**
+ * kagent v0.9.11 objects: the `knowledge-retrieval` RemoteMCPServer per Agent namespace (pointing at the
+ * gateway's MCP route) and the whole retrieval Agent, so that nobody hand-edits the one kind of Agent
+ * allowed to propagate a header (research/kagent-contract.md §1–2, ADR decision 10, DESIGN decision 6).
+ */
+import type { K8sObject } from '../types.ts';
+import { HEADER } from './cel.ts';
+import {
+  AGENT_POD_LABEL,
+  type Agent,
+  agentOwner,
+  MCP_ROUTE_PATH,
+  MCP_TOOL,
+  type Model,
+  meta,
+  platformOwner,
+  REMOTE_MCP_SERVER,
+  ROLE_LABEL,
+  workloadOf,
+} from './model.ts';
+
+const KAGENT = 'kagent.dev/v1alpha2';
+
+function remoteMcpServer(m: Model, namespace: string): K8sObject {
+  return {
+    apiVersion: KAGENT,
+    kind: 'RemoteMCPServer',
+    metadata: meta(REMOTE_MCP_SERVER, namespace, platformOwner(m.platform)),
+    spec: {
+      description: 'Permission-aware knowledge retrieval (search_knowledge) through agentgateway',
+      url: `${m.platform.spec.gateway.mcpUrl.replace(/\/+$/, '')}${MCP_ROUTE_PATH}`,
+      protocol: 'STREAMABLE_HTTP',
+      timeout: '30s',
+      terminateOnClose: true,
+    },
+  };
+}
+
+function agent(a: Agent): K8sObject {
+  const s = a.res.spec;
+  const skills = (s.skills ?? []).map((k) => ({
+    id: k.id,
+    name: k.name,
+    ...(k.description ? { description: k.description } : {}),
+    ...(k.tags?.length ? { tags: [...k.tags] } : {}),
+  }));
+  return {
+    apiVersion: KAGENT,
+    kind: 'Agent',
+    metadata: meta(a.name, a.namespace, agentOwner(a), { [ROLE_LABEL]: 'retrieval-agent' }),
+    spec: {
+      type: 'Declarative',
+      ...(s.description ? { description: s.description } : {}),
+      declarative: {
+        runtime: 'python',
+        modelConfig: s.modelConfig,
+        systemMessage: s.systemMessage,
+        tools: [
+          {
+            type: 'McpServer',
+            mcpServer: {
+              apiGroup: 'kagent.dev',
+              kind: 'RemoteMCPServer',
+              name: REMOTE_MCP_SERVER,
+              toolNames: [MCP_TOOL],
+              allowedHeaders: ['X-Fgentic-Identity'],
+            },
+            headersFrom: [
+              {
+                name: 'Authorization',
+                valueFrom: { type: 'Secret', name: s.mcpApiKeySecretRef.name, key: s.mcpApiKeySecretRef.key },
+              },
+              // Selects this Agent's own MCP route (and rate-limit bucket); the API key must match it.
+              { name: HEADER.retrievalAgent, value: workloadOf(a) },
+            ],
+          },
+        ],
+        ...(skills.length ? { a2aConfig: { skills } } : {}),
+        deployment: { labels: { [AGENT_POD_LABEL]: a.name } },
+      },
+    },
+  };
+}
+
+export function renderKagent(m: Model): K8sObject[] {
+  const out: K8sObject[] = [];
+  for (const ns of [...new Set(m.agents.map((a) => a.namespace))].sort()) out.push(remoteMcpServer(m, ns));
+  for (const a of m.agents) out.push(agent(a));
+  return out;
+}

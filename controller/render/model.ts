@@ -1,0 +1,161 @@
+/** Normalised, defaulted view of the resources that survived conflict detection; shared by the renderers. */
+import type {
+  AgentRef,
+  Classifications,
+  K8sObject,
+  OwnerReference,
+  PartnerClient,
+  RetrievalAgent,
+  RetrievalPlatform,
+  RetrievalPlatformSpec,
+  RetrievalRoom,
+} from '../types.ts';
+import { API_VERSION } from '../types.ts';
+
+export const MANAGED_LABELS = {
+  'app.kubernetes.io/managed-by': 'fgentic-retrieval',
+  'app.kubernetes.io/part-of': 'fgentic-retrieval',
+} as const;
+export const ROLE_LABEL = 'retrieval.fgentic.dev/role';
+export const AGENT_POD_LABEL = 'retrieval.fgentic.dev/agent';
+export const MCP_KEY_LABEL = 'retrieval.fgentic.dev/api-key';
+
+export const MCP_ROUTE_PATH = '/mcp/knowledge-retrieval';
+export const MCP_TOOL = 'search_knowledge';
+export const REMOTE_MCP_SERVER = 'knowledge-retrieval';
+export const KAGENT_CONTROLLER = { service: 'kagent-controller', port: 8083 } as const;
+export const AGENT_PORT = 8080;
+export const METRICS_PORT = 9090;
+
+export interface Platform {
+  name: string;
+  uid?: string;
+  spec: RetrievalPlatformSpec;
+  timeout: number;
+  a2aBackend: 'controller' | 'agentService';
+  projector: { service: string; port: number };
+  retrieval: { service: string; port: number };
+  proxyPodLabels: Record<string, string>;
+  jwks?:
+    | { inline: string }
+    | { service: string; namespace: string; port: number; path: string; tls: boolean };
+}
+
+export interface Agent {
+  namespace: string;
+  name: string;
+  uid?: string;
+  res: RetrievalAgent;
+  rpm: number;
+  public: boolean;
+  localPath: string;
+  publicPath: string;
+  /** Partners bound to this agent that render (sorted by issuer/audience/azp). */
+  partners: Partner[];
+}
+
+export interface Partner {
+  name: string;
+  res: PartnerClient;
+  classifications: Classifications;
+  agents: AgentRef[];
+}
+
+export interface Room {
+  name: string;
+  res: RetrievalRoom;
+  roomId: string;
+  classifications: Classifications;
+}
+
+export interface Model {
+  platform: Platform;
+  platformRes: RetrievalPlatform;
+  agents: Agent[];
+  rooms: Room[];
+  partners: Partner[];
+}
+
+export function workloadOf(a: { namespace: string; name: string }): string {
+  return `${a.namespace}/${a.name}`;
+}
+
+export function meta(
+  name: string,
+  namespace: string | undefined,
+  owner: OwnerReference | undefined,
+  extraLabels: Record<string, string> = {},
+): K8sObject['metadata'] {
+  return {
+    name,
+    ...(namespace !== undefined ? { namespace } : {}),
+    labels: { ...MANAGED_LABELS, ...extraLabels },
+    ...(owner ? { ownerReferences: [owner] } : {}),
+  };
+}
+
+export function platformOwner(p: Platform): OwnerReference | undefined {
+  return p.uid
+    ? {
+        apiVersion: API_VERSION,
+        kind: 'RetrievalPlatform',
+        name: p.name,
+        uid: p.uid,
+        controller: true,
+        blockOwnerDeletion: true,
+      }
+    : undefined;
+}
+
+export function agentOwner(a: Agent): OwnerReference | undefined {
+  return a.uid
+    ? {
+        apiVersion: API_VERSION,
+        kind: 'RetrievalAgent',
+        name: a.name,
+        uid: a.uid,
+        controller: true,
+        blockOwnerDeletion: true,
+      }
+    : undefined;
+}
+
+export function normClassifications(v: string[] | undefined): Classifications {
+  return v && v.length === 2 ? ['approved_non_public', 'public'] : ['public'];
+}
+
+export function cmpStr(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+export function partnerKey(p: PartnerClient): string {
+  return JSON.stringify([p.spec.issuer, p.spec.audience, p.spec.azp]);
+}
+
+/** Parses `http(s)://<svc>.<ns>.svc[.cluster.local][:port]/path` into a Service reference. */
+export function serviceFromUrl(
+  url: string,
+): { service: string; namespace: string; port: number; path: string; tls: boolean } | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return undefined;
+  }
+  const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?$/.exec(
+    u.hostname,
+  );
+  if (!m || (u.protocol !== 'http:' && u.protocol !== 'https:')) return undefined;
+  const tls = u.protocol === 'https:';
+  const port = u.port ? Number(u.port) : tls ? 443 : 80;
+  return { service: m[1] as string, namespace: m[3] as string, port, path: u.pathname || '/', tls };
+}
+
+export function urlPort(url: string): number | undefined {
+  try {
+    const u = new URL(url);
+    return u.port ? Number(u.port) : u.protocol === 'https:' ? 443 : 80;
+  } catch {
+    return undefined;
+  }
+}
