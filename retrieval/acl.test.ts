@@ -1,0 +1,330 @@
+/**
+ * The ACL prefilter against a plain-TypeScript model of the ADR 0017 row rules, through the real
+ * path: pg → pglite-socket → Postgres 18 + pgvector. Differential (random corpora and projections,
+ * both ranking plans) plus one named test per row rule.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
+import {
+  type ChunkMetadata,
+  CLASSIFICATIONS,
+  type Classification,
+  isMatrixProjection,
+  type MatrixPrincipal,
+  type Projection,
+} from '../contract/index.ts';
+import { toVectorParam } from './db/pool.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, hnswSettings, hnswStatement, type Plan } from './planner.ts';
+import { buildPredicate } from './predicate.ts';
+import { searchKnowledge } from './search.ts';
+import {
+  cosineDistance,
+  decodeFixture,
+  matrixHeader,
+  meta,
+  oauthHeader,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from './testing.ts';
+
+/** The reference model: ADR 0017 Matrix rule 5 and OAuth rule 4, written as plainly as possible. */
+function referenceAllows(p: Projection, m: ChunkMetadata): boolean {
+  if (!(p.allowed_classifications as readonly string[]).includes(m.classification)) return false;
+  if (isMatrixProjection(p)) {
+    if (p.audience.length === 0) return false;
+    return p.audience.every((a) =>
+      m.allowed_principals.some(
+        (r) =>
+          r.kind === a.kind &&
+          r.principal === a.principal &&
+          (r.kind === 'bridged_matrix' ? r.network : undefined) ===
+            (a.kind === 'bridged_matrix' ? a.network : undefined),
+      ),
+    );
+  }
+  return p.groups.some((g) => m.allowed_groups.includes(g));
+}
+
+const PRINCIPALS: MatrixPrincipal[] = Object.values(P);
+const GROUPS = [
+  'partner/org-b/docs',
+  'partner/org-b/doc',
+  'partner/org-b/docs-internal',
+  'partner/org-b/eng',
+  'partner/org-c/docs',
+];
+
+let t: TestDatabase;
+before(async () => {
+  t = await startTestDatabase();
+});
+after(async () => {
+  await t?.close();
+});
+
+async function load(rows: { id: string; m: ChunkMetadata; v: number[] }[]): Promise<void> {
+  await t.pool.query('DELETE FROM knowledge.chunks');
+  await writeChunks(t.pool, {
+    chunks: rows.map((r) => ({
+      chunk_id: r.id,
+      content: `content of ${r.id}`,
+      metadata: r.m,
+      embedding: r.v,
+    })),
+  });
+}
+
+async function ids(p: Projection, q: number[], k: number, force?: Plan): Promise<string[]> {
+  const r = await searchKnowledge(
+    t.pool,
+    { projection: p, embedding: q, maxResults: k },
+    { ...DEFAULT_PLANNER, ...(force ? { force } : {}) },
+  );
+  return r.hits.map((h) => h.chunk_id);
+}
+
+const subset = <T>(xs: readonly T[]) => fc.subarray([...xs]);
+const metadataArb = fc.record({
+  classification: fc.constantFrom(...CLASSIFICATIONS),
+  principals: subset(PRINCIPALS),
+  groups: subset(GROUPS),
+});
+const matrixArb = fc.record({
+  kind: fc.constant('matrix' as const),
+  caller: fc.constantFrom(...PRINCIPALS),
+  others: subset(PRINCIPALS),
+  wide: fc.boolean(),
+});
+const oauthArb = fc.record({
+  kind: fc.constant('oauth' as const),
+  policy: fc.constantFrom('org-b', 'org-c'),
+  pick: fc.array(fc.nat(), { minLength: 1, maxLength: 4 }),
+  wide: fc.boolean(),
+});
+
+type GenProjection =
+  | { kind: 'matrix'; caller: MatrixPrincipal; others: MatrixPrincipal[]; wide: boolean }
+  | { kind: 'oauth'; policy: string; pick: number[]; wide: boolean };
+
+function projectionFrom(x: GenProjection): Projection {
+  const classifications = x.wide ? (['approved_non_public', 'public'] as const) : (['public'] as const);
+  if (x.kind === 'matrix') {
+    const key = (p: MatrixPrincipal) => JSON.stringify(p);
+    const audience = [...new Map([x.caller, ...x.others].map((p) => [key(p), p])).values()];
+    return decodeFixture(matrixHeader({ caller: x.caller, audience, classifications }));
+  }
+  const own = GROUPS.filter((g) => g.startsWith(`partner/${x.policy}/`));
+  const groups = [...new Set(x.pick.map((n) => own[n % own.length] as string))];
+  return decodeFixture(oauthHeader({ policy: x.policy, groups, classifications }));
+}
+
+describe('differential: server = reference model of the row rules', () => {
+  test('random corpora × random projections × both plans', async () => {
+    let checked = 0;
+    let nonEmpty = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(metadataArb, { minLength: 1, maxLength: 40 }),
+        fc.array(fc.oneof(matrixArb, oauthArb), { minLength: 1, maxLength: 8 }),
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer(),
+        async (metas, projections, k, seed) => {
+          const rand = prng(seed);
+          const rows = metas
+            .filter((m) => m.principals.length + m.groups.length > 0)
+            .map((m, i) => ({
+              id: `c${String(i).padStart(3, '0')}`,
+              m: meta({
+                classification: m.classification as Classification,
+                principals: m.principals,
+                groups: m.groups,
+              }),
+              v: randomVector(rand),
+            }));
+          await load(rows);
+          const q = randomVector(rand);
+          for (const x of projections) {
+            const p = projectionFrom(x);
+            const ref = rows
+              .filter((r) => referenceAllows(p, r.m))
+              .map((r) => ({ id: r.id, d: cosineDistance(q, r.v) }))
+              .sort((a, b) => a.d - b.d || (a.id < b.id ? -1 : 1));
+            const dist = new Map(ref.map((r) => [r.id, r.d]));
+            const expected = ref.slice(0, k);
+            for (const plan of ['exact', 'hnsw'] as const) {
+              const got = await ids(p, q, k, plan);
+              assert.equal(got.length, expected.length, `${plan}: result count`);
+              got.forEach((id, i) => {
+                const d = dist.get(id);
+                assert.ok(d !== undefined, `${plan}: ${id} returned but not authorized by the model`);
+                const want = expected[i];
+                if (want && want.id !== id) assert.ok(Math.abs(want.d - d) < 1e-5, `${plan}: order at ${i}`);
+              });
+              checked++;
+              if (got.length > 0) nonEmpty++;
+            }
+          }
+        },
+      ),
+      { numRuns: 60, seed: 333 },
+    );
+    assert.ok(checked > 50 && nonEmpty > 10, `too few meaningful cases (${checked}, ${nonEmpty})`);
+  });
+});
+
+describe('ADR 0017 row rules (named)', () => {
+  const rand = prng(7);
+  const q = randomVector(rand);
+  const rows: { id: string; m: ChunkMetadata; v: number[] }[] = [];
+  const row = (id: string, m: ChunkMetadata) => rows.push({ id, m, v: randomVector(rand) });
+  row('oauth-docs', meta({ groups: ['partner/org-b/docs'] }));
+  row('oauth-empty-groups', meta({ principals: [P.alice] }));
+  row('oauth-other-group', meta({ groups: ['partner/org-b/eng'] }));
+  row('oauth-prefix-short', meta({ groups: ['partner/org-b/doc'] }));
+  row('oauth-prefix-long', meta({ groups: ['partner/org-b/docs-internal'] }));
+  row('oauth-docs-anp', meta({ groups: ['partner/org-b/docs'], classification: 'approved_non_public' }));
+  row('oauth-docs-restricted', meta({ groups: ['partner/org-b/docs'], classification: 'restricted' }));
+  row('mx-alice', meta({ principals: [P.alice] }));
+  row('mx-alice-bob', meta({ principals: [P.alice, P.bob] }));
+  row('mx-alice-slackbob', meta({ principals: [P.alice, P.slackBob] }));
+  row('mx-alice-ircbob', meta({ principals: [P.alice, P.ircBob] }));
+  row('mx-group-only', meta({ groups: ['partner/org-c/docs'] }));
+  row('mx-alice-anp', meta({ principals: [P.alice], classification: 'approved_non_public' }));
+  for (const c of ['restricted', 'regulated', 'secret', 'authentication'] as const)
+    row(`mx-alice-${c}`, meta({ principals: [P.alice], classification: c }));
+
+  before(async () => load(rows));
+
+  const oauth = (groups: string[], wide = false) =>
+    decodeFixture(
+      oauthHeader({
+        policy: 'org-b',
+        groups,
+        classifications: wide ? ['approved_non_public', 'public'] : ['public'],
+      }),
+    );
+  const matrix = (caller: MatrixPrincipal, audience: MatrixPrincipal[], wide = false) =>
+    decodeFixture(
+      matrixHeader({
+        caller,
+        audience,
+        classifications: wide ? ['approved_non_public', 'public'] : ['public'],
+      }),
+    );
+  const all = async (p: Projection) => (await ids(p, q, 20)).sort();
+
+  test('OAuth: exact group intersection admits the row (positive control)', async () => {
+    assert.deepEqual(await all(oauth(['partner/org-b/docs'])), ['oauth-docs']);
+  });
+  test('OAuth: absent allowed_groups cannot be stored (CHECK) and empty groups deny', async () => {
+    const bad = { ...meta({ principals: [P.alice] }) } as Record<string, unknown>;
+    delete bad['allowed_groups'];
+    await assert.rejects(
+      t.pool.query(
+        "INSERT INTO knowledge.chunks VALUES ('x', 'x', (ARRAY[1::real] || array_fill(0::real, ARRAY[1023]))::vector, $1)",
+        [JSON.stringify(bad)],
+      ),
+      /chunks_metadata_valid/,
+    );
+    assert.ok(
+      !(await all(oauth(['partner/org-b/docs', 'partner/org-b/eng']))).includes('oauth-empty-groups'),
+    );
+  });
+  test('OAuth: non-intersecting groups deny', async () => {
+    assert.deepEqual(await all(oauth(['partner/org-b/ops'])), []);
+  });
+  test('OAuth: prefix matches deny in both directions', async () => {
+    assert.deepEqual(await all(oauth(['partner/org-b/docs'])), ['oauth-docs']);
+    assert.deepEqual(await all(oauth(['partner/org-b/do'])), []);
+  });
+  test('OAuth: a principals-only row is never admitted, whatever the groups', async () => {
+    const got = await all(oauth(['partner/org-b/doc', 'partner/org-b/docs', 'partner/org-b/eng'], true));
+    assert.ok(!got.includes('oauth-empty-groups') && !got.some((id) => id.startsWith('mx-alice')));
+  });
+  test('OAuth: disallowed classification denies; approved_non_public needs the wide ceiling', async () => {
+    assert.deepEqual(await all(oauth(['partner/org-b/docs'])), ['oauth-docs']);
+    assert.deepEqual(await all(oauth(['partner/org-b/docs'], true)), ['oauth-docs', 'oauth-docs-anp']);
+  });
+  test('Matrix: group-only row is denied', async () => {
+    assert.ok(!(await all(matrix(P.alice, [P.alice], true))).includes('mx-group-only'));
+  });
+  test('Matrix: partial audience intersection denies', async () => {
+    assert.deepEqual(await all(matrix(P.alice, [P.alice, P.bob])), ['mx-alice-bob']);
+    assert.deepEqual(await all(matrix(P.alice, [P.alice, P.bob, P.carol])), []);
+  });
+  test('Matrix: single-reader audience sees every row naming it', async () => {
+    assert.deepEqual(await all(matrix(P.alice, [P.alice])), [
+      'mx-alice',
+      'mx-alice-bob',
+      'mx-alice-ircbob',
+      'mx-alice-slackbob',
+      'oauth-empty-groups',
+    ]);
+  });
+  test('Matrix: unauthorized audience member (kind or network differs) denies', async () => {
+    assert.deepEqual(await all(matrix(P.alice, [P.alice, P.slackBob])), ['mx-alice-slackbob']);
+    assert.deepEqual(await all(matrix(P.alice, [P.alice, P.ircBob])), ['mx-alice-ircbob']);
+    // Same MXID as alice but a bridged identity: not alice.
+    assert.deepEqual(await all(matrix(P.slackAlice, [P.slackAlice])), []);
+  });
+  test('Matrix: disallowed classifications deny; restricted and above never pass', async () => {
+    const narrow = await all(matrix(P.alice, [P.alice]));
+    assert.ok(!narrow.includes('mx-alice-anp'));
+    const wide = await all(matrix(P.alice, [P.alice], true));
+    assert.ok(wide.includes('mx-alice-anp'));
+    assert.ok(!wide.some((id) => /restricted|regulated|secret|authentication/.test(id)));
+  });
+});
+
+describe('plans', () => {
+  test('the approximate plan uses the HNSW index under the same WHERE and its settings stay local', async () => {
+    const rand = prng(11);
+    await load(
+      Array.from({ length: 60 }, (_, i) => ({
+        id: `r${i}`,
+        m: meta({ principals: [P.alice] }),
+        v: randomVector(rand),
+      })),
+    );
+    const p = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    const r = await searchKnowledge(
+      t.pool,
+      { projection: p, embedding: randomVector(rand), maxResults: 5 },
+      {
+        ...DEFAULT_PLANNER,
+        exactThreshold: 10,
+      },
+    );
+    assert.equal(r.plan, 'hnsw');
+    assert.equal(r.hits.length, 5);
+    const small = await searchKnowledge(t.pool, {
+      projection: p,
+      embedding: randomVector(rand),
+      maxResults: 5,
+    });
+    assert.equal(small.plan, 'exact');
+    const client = await t.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const settings = hnswSettings(DEFAULT_PLANNER);
+      await client.query(settings.text, settings.values as unknown[]);
+      const stmt = hnswStatement(buildPredicate(p), toVectorParam(randomVector(rand)), 5);
+      const plan = await client.query(`EXPLAIN (COSTS OFF) ${stmt.text}`, stmt.values as unknown[]);
+      const text = plan.rows
+        .map((r) => String(r['QUERY PLAN']).replace(/'\[[^\]]*\]'/g, '<vector>'))
+        .join('\n');
+      assert.match(text, /chunks_embedding_hnsw_idx/);
+      assert.match(text, /allowed_principals/);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    const show = await t.pool.query('SHOW hnsw.iterative_scan');
+    assert.equal(show.rows[0]?.['hnsw.iterative_scan'], 'off');
+  });
+});

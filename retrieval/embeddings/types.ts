@@ -1,0 +1,26 @@
+/** What the server and ingestion need from an embedding model. */
+export const EMBEDDING_DIMENSIONS = 1024;
+
+export interface Embedder {
+  /** Profile id recorded in the database, e.g. `bge-m3-1024-v1`. */
+  readonly profile: string;
+  embed(texts: readonly string[], signal?: AbortSignal): Promise<number[][]>;
+}
+
+/** Embedding failures carry only a reason code, never input text. */
+export class EmbeddingError extends Error {
+  constructor(readonly reason: 'embedding_unavailable' | 'embedding_invalid') {
+    super(reason);
+    this.name = 'EmbeddingError';
+  }
+}
+
+export function checkVector(v: unknown): v is number[] {
+  if (!Array.isArray(v) || v.length !== EMBEDDING_DIMENSIONS) return false;
+  let norm = 0;
+  for (const x of v) {
+    if (typeof x !== 'number' || !Number.isFinite(x)) return false;
+    norm += x * x;
+  }
+  return norm > 0;
+}

@@ -1,0 +1,176 @@
+/**
+ * Test fixtures shared by the retrieval test files: an embedded database started once per file,
+ * projection builders (always passed through the contract's encode/decode), seeded vectors.
+ * Not used by production code paths.
+ */
+import type pg from 'pg';
+import {
+  type AllowedClassifications,
+  type ChunkMetadata,
+  comparePrincipals,
+  decodeProjection,
+  encodeProjection,
+  type MatrixPrincipal,
+  type Projection,
+} from '../contract/index.ts';
+import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
+import { migrate } from './db/migrate.ts';
+import { createPool } from './db/pool.ts';
+
+export const AGENT = { namespace: 'kagent', name: 'knowledge-agent' } as const;
+export const NOW = 1_784_116_900;
+
+export interface TestDatabase {
+  readonly db: EmbeddedDatabase;
+  readonly pool: pg.Pool;
+  close(): Promise<void>;
+}
+
+export async function startTestDatabase(): Promise<TestDatabase> {
+  const db = await startEmbeddedDatabase();
+  const pool = createPool({ connectionString: db.url, max: db.poolSize });
+  await migrate(pool);
+  // Small graph parameters keep inserts fast in tests (research/deps-probe.md §1).
+  await pool.query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
+  await pool.query(
+    'CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',
+  );
+  return {
+    db,
+    pool,
+    async close() {
+      await pool.end().catch(() => {});
+      await db.close();
+    },
+  };
+}
+
+/** Deterministic PRNG (mulberry32). */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A random unit vector, rounded to float32 like pgvector stores it. */
+export function randomVector(rand: () => number, dims = 1024): number[] {
+  const v = Array.from({ length: dims }, () => rand() * 2 - 1);
+  const n = Math.hypot(...v);
+  return Array.from(new Float32Array(v.map((x) => x / n)));
+}
+
+export function cosineDistance(a: readonly number[], b: readonly number[]): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] ?? 0;
+    const y = b[i] ?? 0;
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  return 1 - dot / Math.sqrt(na * nb);
+}
+
+const HEX = 'a'.repeat(64);
+
+export function matrixHeader(opts: {
+  caller: MatrixPrincipal;
+  audience: readonly MatrixPrincipal[];
+  classifications?: AllowedClassifications;
+  iat?: number;
+  exp?: number;
+  agent?: { namespace: string; name: string };
+  roomId?: string;
+}): string {
+  const audience = [...opts.audience].sort(comparePrincipals);
+  const iat = opts.iat ?? NOW - 60;
+  const p = {
+    agent: opts.agent ?? AGENT,
+    allowed_classifications: opts.classifications ?? ['public'],
+    audience,
+    delegation_id: HEX,
+    exp: opts.exp ?? iat + 600,
+    groups: [],
+    iat,
+    kind: opts.caller.kind,
+    ...(opts.caller.kind === 'bridged_matrix' ? { network: opts.caller.network } : {}),
+    principal: opts.caller.principal,
+    room: {
+      event_id: '$event',
+      history_visibility: 'joined',
+      id: opts.roomId ?? '!room:org-a.example',
+      join_rule: 'invite',
+      state_sha256: 'b'.repeat(64),
+    },
+    v: 1,
+  } as unknown as Projection;
+  const enc = encodeProjection(p);
+  if (!enc.ok) throw new Error(`fixture projection invalid: ${enc.reason} ${enc.path ?? ''}`);
+  return enc.value;
+}
+
+export function oauthHeader(opts: {
+  policy: string;
+  groups: readonly string[];
+  classifications?: AllowedClassifications;
+  iat?: number;
+  exp?: number;
+  agent?: { namespace: string; name: string };
+}): string {
+  const iat = opts.iat ?? NOW - 60;
+  const p = {
+    agent: opts.agent ?? AGENT,
+    allowed_classifications: opts.classifications ?? ['public'],
+    client: {
+      audience: 'fgentic-a2a',
+      azp: `${opts.policy}-a2a`,
+      issuer: 'https://issuer.example',
+      policy_id: opts.policy,
+    },
+    delegation_id: HEX,
+    exp: opts.exp ?? iat + 600,
+    groups: [...opts.groups].sort(),
+    iat,
+    kind: 'oidc_client',
+    v: 1,
+  } as unknown as Projection;
+  const enc = encodeProjection(p);
+  if (!enc.ok) throw new Error(`fixture projection invalid: ${enc.reason} ${enc.path ?? ''}`);
+  return enc.value;
+}
+
+export function decodeFixture(header: string, now = NOW): Projection {
+  const v = decodeProjection(header, { now, agents: [AGENT] });
+  if (!v.ok) throw new Error(`fixture decode failed: ${v.reason}`);
+  return v.value;
+}
+
+export function meta(opts: {
+  source?: string;
+  classification?: ChunkMetadata['classification'];
+  principals?: readonly MatrixPrincipal[];
+  groups?: readonly string[];
+}): ChunkMetadata {
+  return {
+    source: { id: opts.source ?? 'docs/a.md', title: 'A' },
+    classification: opts.classification ?? 'public',
+    allowed_principals: [...(opts.principals ?? [])],
+    allowed_groups: [...(opts.groups ?? [])],
+  };
+}
+
+export const P = {
+  alice: { kind: 'matrix', principal: '@alice:org-a.example' },
+  bob: { kind: 'matrix', principal: '@bob:org-a.example' },
+  carol: { kind: 'matrix', principal: '@carol:org-b.example' },
+  slackBob: { kind: 'bridged_matrix', network: 'slack', principal: '@slack-bob:org-a.example' },
+  ircBob: { kind: 'bridged_matrix', network: 'irc', principal: '@slack-bob:org-a.example' },
+  slackAlice: { kind: 'bridged_matrix', network: 'slack', principal: '@alice:org-a.example' },
+} as const satisfies Record<string, MatrixPrincipal>;
