@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { stateDigest } from '../contract/index.ts';
+import { validateConfig } from './config.ts';
+import { liveRoomCheck, matrixSdkReader, type RoomStateReader, snapshotFromState } from './homeserver.ts';
+import { startProjector } from './index.ts';
+import { sendCheck } from './test-doubles/client.ts';
+import {
+  AGENT_BOT,
+  ALICE,
+  BOB,
+  config,
+  configJson,
+  localRequest,
+  type MutableJson,
+  NOW,
+  ROOM,
+  roomContext,
+  snapshot,
+} from './test-doubles/fixtures.ts';
+import { HomeserverDouble } from './test-doubles/homeserver.ts';
+
+const TOKEN = 'syt_test_token';
+const cfg = config();
+const room = cfg.rooms.get(ROOM)!;
+const hs = new HomeserverDouble(TOKEN);
+let reader: RoomStateReader;
+
+function seed() {
+  hs.rooms.clear();
+  hs.mode = 'ok';
+  hs.seedAdrRoom(
+    ROOM,
+    [
+      { principal: AGENT_BOT, event_id: '$member-agent' },
+      { principal: BOB, event_id: '$member-slack-bob' },
+      { principal: ALICE, event_id: '$member-alice' },
+    ],
+    ALICE,
+  );
+}
+
+const check = (timeoutMs = 1000) => liveRoomCheck(reader, cfg, room, roomContext(), timeoutMs);
+
+describe('live room-state check against a Matrix client-server API double', () => {
+  before(async () => {
+    await hs.start();
+    reader = matrixSdkReader({ baseUrl: hs.url, accessToken: TOKEN, timeoutMs: 1000 });
+  });
+  after(() => hs.stop());
+  beforeEach(seed);
+
+  test('unchanged state: the rebuilt snapshot has the bridge digest and audience', async () => {
+    const raw = await reader.readRoomState(ROOM);
+    const s = snapshotFromState(raw, cfg, room);
+    assert.ok(s);
+    assert.equal(stateDigest(s), stateDigest(snapshot()));
+    assert.deepEqual(await check(), { ok: true });
+  });
+
+  test('drift: a new member joins → state_drift', async () => {
+    hs.join(ROOM, '@dave:org-a.example');
+    assert.deepEqual(await check(), { ok: false, reason: 'state_drift' });
+  });
+
+  test('drift: history visibility changes → state_drift', async () => {
+    hs.setState(ROOM, {
+      type: 'm.room.history_visibility',
+      state_key: '',
+      content: { history_visibility: 'shared' },
+      sender: ALICE,
+    });
+    assert.deepEqual(await check(), { ok: false, reason: 'state_drift' });
+  });
+
+  test('drift: same values under a new event (join rule re-sent) → state_drift', async () => {
+    hs.setState(ROOM, {
+      type: 'm.room.join_rules',
+      state_key: '',
+      content: { join_rule: 'invite' },
+      sender: ALICE,
+    });
+    assert.deepEqual(await check(), { ok: false, reason: 'state_drift' });
+  });
+
+  test('drift: server ACL changes or disappears → state_drift', async () => {
+    hs.setState(ROOM, {
+      type: 'm.room.server_acl',
+      state_key: '',
+      content: { allow: ['org-a.example', 'org-b.example'], allow_ip_literals: false, deny: [] },
+      event_id: '$acl',
+      sender: ALICE,
+    });
+    assert.deepEqual(await check(), { ok: false, reason: 'state_drift' });
+  });
+
+  test('drift: a member leaves → state_drift', async () => {
+    hs.setState(ROOM, {
+      type: 'm.room.member',
+      state_key: BOB,
+      content: { membership: 'leave' },
+      event_id: '$bob-left',
+      sender: BOB,
+    });
+    assert.deepEqual(await check(), { ok: false, reason: 'state_drift' });
+  });
+
+  test('incomplete state (no create event) → state_drift', async () => {
+    hs.rooms.get(ROOM)!.delete(JSON.stringify(['m.room.create', '']));
+    assert.deepEqual(await check(), { ok: false, reason: 'state_drift' });
+  });
+
+  test('outage: homeserver 500 → homeserver_unavailable', async () => {
+    hs.mode = 'error';
+    assert.deepEqual(await check(), { ok: false, reason: 'homeserver_unavailable' });
+  });
+
+  test('outage: homeserver hangs → homeserver_unavailable within the budget', async () => {
+    hs.mode = 'hang';
+    const t0 = Date.now();
+    assert.deepEqual(await check(100), { ok: false, reason: 'homeserver_unavailable' });
+    assert.ok(Date.now() - t0 < 1000);
+  });
+
+  test('wrong access token or room not visible → homeserver_unavailable', async () => {
+    const bad = matrixSdkReader({ baseUrl: hs.url, accessToken: 'nope', timeoutMs: 500 });
+    assert.deepEqual(await liveRoomCheck(bad, cfg, room, roomContext(), 500), {
+      ok: false,
+      reason: 'homeserver_unavailable',
+    });
+    hs.rooms.clear();
+    assert.deepEqual(await check(), { ok: false, reason: 'homeserver_unavailable' });
+  });
+
+  test('end to end: projector with liveRoomCheck enabled allows, then denies on drift and outage', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'projector-live-'));
+    const tokenFile = join(dir, 'token');
+    writeFileSync(tokenFile, `${TOKEN}\n`);
+    const c = configJson() as MutableJson;
+    c.liveRoomCheck = { enabled: true, homeserverUrl: hs.url, accessTokenFile: tokenFile, timeoutMs: 500 };
+    const parsed = validateConfig(c);
+    assert.ok(parsed.ok);
+    if (!parsed.ok) return;
+    const p = await startProjector({ config: parsed.config, now: () => NOW });
+    try {
+      const send = async () => {
+        const r = await sendCheck(p.url, localRequest());
+        return {
+          status: r.status,
+          body: r.body,
+          ...(r.headers['x-fgentic-identity'] ? { id: String(r.headers['x-fgentic-identity']) } : {}),
+        };
+      };
+      const ok = await send();
+      assert.equal(ok.status, 200);
+      assert.ok(ok.id);
+      hs.join(ROOM, '@eve:org-a.example');
+      assert.deepEqual(await send(), { status: 403, body: '{"error":"denied","reason":"state_drift"}' });
+      hs.mode = 'error';
+      assert.deepEqual(await send(), {
+        status: 403,
+        body: '{"error":"denied","reason":"homeserver_unavailable"}',
+      });
+    } finally {
+      await p.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

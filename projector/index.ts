@@ -1,0 +1,88 @@
+/**
+ * Projector entry point for programmatic use (the end-to-end stack) and the CLI.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createLogger } from '../common/log.ts';
+import { type ConfigStore, fileConfigStore, type ProjectorConfig, staticConfigStore } from './config.ts';
+import type { RoomStateReader } from './homeserver.ts';
+import { createProjectorHandler } from './http.ts';
+
+export type { ProjectorConfig } from './config.ts';
+export { parseConfig, validateConfig } from './config.ts';
+export type { RawRoomState, RoomStateReader } from './homeserver.ts';
+export { createProjectorHandler } from './http.ts';
+
+const log = createLogger('projector');
+
+export interface StartProjectorOptions {
+  /** projector.json to load and watch. Exactly one of configPath / config. */
+  readonly configPath?: string;
+  /** An already validated configuration (embedded stacks, tests); not watched. */
+  readonly config?: ProjectorConfig;
+  readonly port?: number;
+  readonly host?: string;
+  /** Current Unix time in seconds. */
+  readonly now?: () => number;
+  readonly randomBytes?: (n: number) => Uint8Array;
+  /** Live room-state reader override; default: matrix-js-sdk per liveRoomCheck in the configuration. */
+  readonly homeserver?: RoomStateReader;
+  /** Config polling interval (ms) for configPath. */
+  readonly pollMs?: number;
+}
+
+export interface RunningProjector {
+  readonly url: string;
+  readonly server: Server;
+  readonly store: ConfigStore;
+  close(): Promise<void>;
+}
+
+export async function startProjector(options: StartProjectorOptions): Promise<RunningProjector> {
+  if ((options.configPath === undefined) === (options.config === undefined))
+    throw new TypeError('startProjector needs exactly one of configPath or config');
+  const store =
+    options.configPath !== undefined
+      ? fileConfigStore(options.configPath, {
+          ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+          onChange: (s) =>
+            s.ready
+              ? log.info('configuration loaded', { generation: s.generation })
+              : log.error('configuration rejected: denying every check', {
+                  generation: s.generation,
+                  error: s.error,
+                }),
+        })
+      : staticConfigStore({ ok: true, config: options.config! });
+  const handler = createProjectorHandler({
+    store,
+    ...(options.now ? { now: options.now } : {}),
+    ...(options.randomBytes ? { randomBytes: options.randomBytes } : {}),
+    ...(options.homeserver ? { homeserver: options.homeserver } : {}),
+  });
+  const server = createServer(
+    { keepAliveTimeout: 65_000, requestTimeout: 10_000, headersTimeout: 5_000 },
+    handler,
+  );
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${urlHost}:${address.port}`,
+    server,
+    store,
+    close: () =>
+      new Promise<void>((resolve) => {
+        store.close();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
