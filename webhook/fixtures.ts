@@ -2,6 +2,7 @@
  * Fixture builders for tests and the benchmark: kagent Agents, our resources and AdmissionReview v1
  * requests. Each builder returns fresh JSON so a test changes exactly the field it is about.
  */
+import { makeAdmissionReview } from './review.ts';
 import { CONTROLLER_USER, type KubeObject, type Operation } from './rules/types.ts';
 
 export const KAGENT_NS = 'kagent';
@@ -159,40 +160,17 @@ export interface ReviewOptions {
 
 let counter = 0;
 
-/** An AdmissionReview v1 request for `object` (for DELETE pass the object as `oldObject` and null). */
+/** An AdmissionReview v1 request for `object` (for DELETE pass null and the object as `oldObject`). */
 export function admissionReview(
   object: KubeObject | null,
   opts: ReviewOptions = {},
 ): Record<string, unknown> {
-  const operation = opts.operation ?? 'CREATE';
-  const subject = (object ?? opts.oldObject ?? {}) as KubeObject;
-  const apiVersion = String(subject['apiVersion'] ?? '');
-  const slash = apiVersion.indexOf('/');
-  const group = slash < 0 ? '' : apiVersion.slice(0, slash);
-  const version = apiVersion.slice(slash + 1);
-  const kind = String(subject['kind'] ?? '');
-  const md = (subject['metadata'] ?? {}) as Record<string, unknown>;
-  const plural = `${kind.toLowerCase()}s`;
-  const uid = opts.uid ?? `00000000-0000-4000-8000-${String(++counter).padStart(12, '0')}`;
-  return {
-    apiVersion: 'admission.k8s.io/v1',
-    kind: 'AdmissionReview',
-    request: {
-      uid,
-      kind: { group, version, kind },
-      resource: { group, version, resource: plural },
-      requestKind: { group, version, kind },
-      requestResource: { group, version, resource: plural },
-      name: md['name'],
-      ...(md['namespace'] !== undefined ? { namespace: md['namespace'] } : {}),
-      operation,
-      userInfo: { username: opts.user ?? 'alice@example.com', groups: ['system:authenticated'] },
-      object: operation === 'DELETE' ? null : object,
-      oldObject: operation === 'CREATE' ? null : (opts.oldObject ?? null),
-      dryRun: false,
-      options: null,
-    },
-  };
+  return makeAdmissionReview(object, {
+    operation: opts.operation ?? 'CREATE',
+    username: opts.user ?? 'alice@example.com',
+    oldObject: opts.oldObject ?? null,
+    uid: opts.uid ?? `00000000-0000-4000-8000-${String(++counter).padStart(12, '0')}`,
+  });
 }
 
 export const CONTROLLER = CONTROLLER_USER;

@@ -244,3 +244,45 @@ export function reviewBytes(
   }
   return review(body, view, cfg);
 }
+
+export interface MakeReviewOptions {
+  operation?: Operation;
+  username?: string;
+  oldObject?: KubeObject | null;
+  uid: string;
+}
+
+/** Builds the AdmissionReview v1 request the apiserver would send for `object` (offline check, tests). */
+export function makeAdmissionReview(
+  object: KubeObject | null,
+  opts: MakeReviewOptions,
+): Record<string, unknown> {
+  const operation = opts.operation ?? 'CREATE';
+  const subject = (object ?? opts.oldObject ?? {}) as KubeObject;
+  const apiVersion = typeof subject['apiVersion'] === 'string' ? subject['apiVersion'] : '';
+  const slash = apiVersion.indexOf('/');
+  const group = slash < 0 ? '' : apiVersion.slice(0, slash);
+  const version = apiVersion.slice(slash + 1);
+  const kind = typeof subject['kind'] === 'string' ? subject['kind'] : '';
+  const resource = { group, version, resource: `${kind.toLowerCase()}s` };
+  const ns = namespaceOf(subject);
+  return {
+    apiVersion: ADMISSION_API_VERSION,
+    kind: 'AdmissionReview',
+    request: {
+      uid: opts.uid,
+      kind: { group, version, kind },
+      resource,
+      requestKind: { group, version, kind },
+      requestResource: resource,
+      name: nameOf(subject),
+      ...(ns !== '' ? { namespace: ns } : {}),
+      operation,
+      userInfo: { username: opts.username ?? '', groups: ['system:authenticated'] },
+      object: operation === 'DELETE' ? null : object,
+      oldObject: operation === 'CREATE' ? null : (opts.oldObject ?? null),
+      dryRun: false,
+      options: null,
+    },
+  };
+}

@@ -142,20 +142,17 @@ function explainHeaders(f: Findings, path: string, value: Json, cfg: RulesConfig
   const seen = new Set<string>();
   for (let i = 0; i < value.length && n < MAX_ENTRY_FINDINGS; i++) {
     const entry = value[i] as Json;
-    const p = headerProblem(entry, identityLower, retrieval);
     const shown = typeof entry === 'string' ? JSON.stringify(entry.slice(0, 64)) : typeof entry;
+    const lower = typeof entry === 'string' ? entry.trim().toLowerCase() : undefined;
+    const p =
+      lower !== undefined && lower !== '' && seen.has(lower)
+        ? { reason: 'header-duplicate', why: 'duplicate (names are case-insensitive)' }
+        : headerProblem(entry, identityLower, retrieval);
+    if (lower !== undefined) seen.add(lower);
     if (p) {
       f.deny(p.reason, `${path}[${i}]`, `${shown}: ${p.why}`);
       n++;
-    } else if (typeof entry === 'string') {
-      const lower = entry.toLowerCase();
-      if (seen.has(lower)) {
-        f.deny('header-duplicate', `${path}[${i}]`, `${shown}: duplicate (names are case-insensitive)`);
-        n++;
-      }
-      seen.add(lower);
     }
-    if (typeof entry === 'string' && p) seen.add(entry.toLowerCase());
   }
   if (retrieval && value.length !== 1 && n === 0)
     f.deny(

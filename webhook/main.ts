@@ -1,0 +1,116 @@
+/**
+ * `serve webhook`: configuration, the ClusterView (in-cluster informers, or a fixed file set for local
+ * runs) and the HTTPS server, until SIGTERM/SIGINT.
+ */
+import { readFileSync } from 'node:fs';
+import { createLogger } from '../common/log.ts';
+import { loadManifests } from './manifests.ts';
+import { reviewBytes } from './review.ts';
+import { type ClusterView, DEFAULT_RULES_CONFIG, isObject, type RulesConfig } from './rules/types.ts';
+import { startWebhookServer } from './server.ts';
+import { StaticClusterView } from './view.ts';
+
+export interface WebhookConfig {
+  port: number;
+  certDir: string;
+  controllerUser: string;
+  deleteUsers: string[];
+  /** Local runs only: take the cluster from these manifest paths instead of the API server. */
+  offlineObjects?: string[];
+}
+
+export const DEFAULT_WEBHOOK_CONFIG: WebhookConfig = {
+  port: 8443,
+  certDir: '/etc/fgentic/webhook-tls',
+  controllerUser: DEFAULT_RULES_CONFIG.controllerUser,
+  deleteUsers: [...DEFAULT_RULES_CONFIG.deleteUsers],
+};
+
+export function parseWebhookConfig(text: string): WebhookConfig {
+  const raw: unknown = JSON.parse(text);
+  if (!isObject(raw)) throw new Error('webhook config must be a JSON object');
+  const cfg: WebhookConfig = { ...DEFAULT_WEBHOOK_CONFIG };
+  for (const [k, v] of Object.entries(raw)) {
+    if (k === 'port' && Number.isInteger(v) && (v as number) > 0 && (v as number) < 65536)
+      cfg.port = v as number;
+    else if (k === 'certDir' && typeof v === 'string') cfg.certDir = v;
+    else if (k === 'controllerUser' && typeof v === 'string' && v !== '') cfg.controllerUser = v;
+    else if (k === 'deleteUsers' && Array.isArray(v) && v.every((x) => typeof x === 'string'))
+      cfg.deleteUsers = v as string[];
+    else if (k === 'offlineObjects' && Array.isArray(v) && v.every((x) => typeof x === 'string'))
+      cfg.offlineObjects = v as string[];
+    else throw new Error(`webhook config: invalid or unknown key ${JSON.stringify(k)}`);
+  }
+  return cfg;
+}
+
+export async function runWebhookServer(args: {
+  configFile?: string;
+  certDir?: string;
+  port?: string;
+}): Promise<number> {
+  const log = createLogger('webhook');
+  let cfg: WebhookConfig;
+  try {
+    cfg = args.configFile
+      ? parseWebhookConfig(readFileSync(args.configFile, 'utf8'))
+      : { ...DEFAULT_WEBHOOK_CONFIG };
+  } catch (err) {
+    process.stderr.write(`serve webhook: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (args.certDir !== undefined) cfg.certDir = args.certDir;
+  if (args.port !== undefined) {
+    const p = Number(args.port);
+    if (!Number.isInteger(p) || p < 0 || p > 65535) {
+      process.stderr.write('serve webhook: --port must be an integer port\n');
+      return 2;
+    }
+    cfg.port = p;
+  }
+  const rules: RulesConfig = {
+    ...DEFAULT_RULES_CONFIG,
+    controllerUser: cfg.controllerUser,
+    deleteUsers: cfg.deleteUsers,
+  };
+  let view: ClusterView;
+  let ready: () => boolean;
+  let stopView = async () => {};
+  if (cfg.offlineObjects) {
+    view = new StaticClusterView(
+      loadManifests(cfg.offlineObjects).flatMap((m) => (m.object ? [m.object] : [])),
+    );
+    ready = () => true;
+  } else {
+    const { KubeConfig } = await import('@kubernetes/client-node');
+    const { KubeClusterView } = await import('./kube-view.ts');
+    const kc = new KubeConfig();
+    kc.loadFromDefault();
+    const kv = new KubeClusterView(kc, log);
+    await kv.start();
+    view = kv;
+    ready = () => kv.ready();
+    stopView = () => kv.stop();
+  }
+  let server: Awaited<ReturnType<typeof startWebhookServer>>;
+  try {
+    server = await startWebhookServer({
+      certDir: cfg.certDir,
+      port: cfg.port,
+      ready,
+      logger: log,
+      handler: (body) => reviewBytes(body, view, rules),
+    });
+  } catch (err) {
+    process.stderr.write(`serve webhook: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}\n`);
+    await stopView();
+    return 1;
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await server.close();
+  await stopView();
+  return 0;
+}
