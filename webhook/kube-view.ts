@@ -31,7 +31,7 @@ export class KubeClusterView implements ClusterView {
   private dirty = true;
   private synced = 0;
   private readonly informers: Array<{
-    list(): KubernetesObject[];
+    list(): readonly KubernetesObject[];
     stop(): Promise<void>;
     apiVersion: string;
     kind: string;
