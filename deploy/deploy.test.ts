@@ -298,7 +298,12 @@ describe('workloads', () => {
   test('the four servers exist with the expected replicas and commands', () => {
     const expect: [string, string, number, string[]][] = [
       ['fgentic-system', 'fgentic-controller', 1, ['serve', 'controller']],
-      ['fgentic-system', 'fgentic-webhook', 2, ['serve', 'webhook']],
+      [
+        'fgentic-system',
+        'fgentic-webhook',
+        2,
+        ['serve', 'webhook', '--cert-dir', '/etc/fgentic/webhook-tls', '--port', '8443'],
+      ],
       [
         'knowledge',
         'fgentic-projector',
@@ -671,22 +676,35 @@ describe('admission webhook', () => {
     }
   });
 
-  test('rules cover kagent Agents (v1alpha1, v1alpha2) and all four retrieval.fgentic.dev kinds', () => {
+  test('rules cover kagent Agents, RemoteMCPServers and all four retrieval.fgentic.dev kinds', () => {
     const rules = vwcs[0].webhooks.flatMap((w: Y) => w.rules);
-    const covers = (group: string, version: string, resource: string) =>
+    const covers = (group: string, version: string, resource: string, ops: string[]) =>
       rules.some(
         (r: Y) =>
           r.apiGroups.includes(group) &&
           r.apiVersions.includes(version) &&
           r.resources.includes(resource) &&
-          r.operations.includes('CREATE') &&
-          r.operations.includes('UPDATE'),
+          ops.every((op) => r.operations.includes(op)),
       );
+    // DELETE too: only the reconciler (or GC) may delete a rendered retrieval Agent or the
+    // retrieval RemoteMCPServer (webhook/rules/kagent-agent.ts).
+    const kagentOps = ['CREATE', 'UPDATE', 'DELETE'];
     for (const v of ['v1alpha1', 'v1alpha2'])
-      assert.ok(covers('kagent.dev', v, 'agents'), `kagent agents ${v}`);
+      assert.ok(covers('kagent.dev', v, 'agents', kagentOps), `agents ${v}`);
+    assert.ok(covers('kagent.dev', 'v1alpha2', 'remotemcpservers', kagentOps), 'remotemcpservers');
     for (const k of ['retrievalagents', 'retrievalrooms', 'partnerclients', 'retrievalplatforms']) {
-      assert.ok(covers('retrieval.fgentic.dev', 'v1alpha1', k), k);
+      assert.ok(covers('retrieval.fgentic.dev', 'v1alpha1', k, ['CREATE', 'UPDATE']), k);
     }
+    // Every routed resource is one the webhook reviews, and nothing else.
+    const routed = new Set<string>(rules.flatMap((r: Y) => r.resources));
+    assert.deepEqual([...routed].sort(), [
+      'agents',
+      'partnerclients',
+      'remotemcpservers',
+      'retrievalagents',
+      'retrievalplatforms',
+      'retrievalrooms',
+    ]);
   });
 
   test('CA injection points at the Certificate whose Secret the webhook pods mount', () => {
@@ -696,10 +714,12 @@ describe('admission webhook', () => {
     const vol = spec.volumes.find((v: Y) => v.secret?.secretName === cert.spec.secretName);
     assert.ok(vol, 'webhook pods mount the certificate Secret');
     assert.notEqual(vol.secret.optional, true, 'no serving without a certificate');
-    const env = Object.fromEntries(spec.containers[0].env.map((e: Y) => [e.name, e.value]));
+    // `serve webhook --cert-dir DIR` reads DIR/tls.crt and DIR/tls.key (webhook/cli.ts).
+    const args: string[] = spec.containers[0].args;
     const mount = spec.containers[0].volumeMounts.find((m: Y) => m.name === vol.name);
-    assert.equal(env.FGENTIC_TLS_CERT_FILE, `${mount.mountPath}/tls.crt`);
-    assert.equal(env.FGENTIC_TLS_KEY_FILE, `${mount.mountPath}/tls.key`);
+    assert.equal(args[args.indexOf('--cert-dir') + 1], mount.mountPath);
+    assert.equal(mount.subPath, undefined, 'renewed certificates must reach the pod');
+    assert.equal(vol.secret.items, undefined, 'both tls.crt and tls.key are projected');
   });
 
   test('cert-manager objects carry their required fields (hand-checked: no model installed)', () => {
