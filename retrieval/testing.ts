@@ -80,7 +80,7 @@ export function cosineDistance(a: readonly number[], b: readonly number[]): numb
 
 const HEX = 'a'.repeat(64);
 
-export function matrixHeader(opts: {
+export interface MatrixFixture {
   caller: MatrixPrincipal;
   audience: readonly MatrixPrincipal[];
   classifications?: AllowedClassifications;
@@ -88,7 +88,15 @@ export function matrixHeader(opts: {
   exp?: number;
   agent?: { namespace: string; name: string };
   roomId?: string;
-}): string {
+}
+
+export function matrixHeader(opts: MatrixFixture): string {
+  const enc = encodeProjection(matrixObject(opts));
+  if (!enc.ok) throw new Error(`fixture projection invalid: ${enc.reason} ${enc.path ?? ''}`);
+  return enc.value;
+}
+
+export function matrixObject(opts: MatrixFixture): Projection {
   const audience = [...opts.audience].sort(comparePrincipals);
   const iat = opts.iat ?? NOW - 60;
   const p = {
@@ -111,9 +119,7 @@ export function matrixHeader(opts: {
     },
     v: 1,
   } as unknown as Projection;
-  const enc = encodeProjection(p);
-  if (!enc.ok) throw new Error(`fixture projection invalid: ${enc.reason} ${enc.path ?? ''}`);
-  return enc.value;
+  return p;
 }
 
 export function oauthHeader(opts: {

@@ -1,0 +1,116 @@
+/**
+ * Strict parse of retrieval.json (docs/interfaces.md "Retrieval configuration file"). Unknown keys,
+ * wrong types or an empty agent list are errors: the server refuses to start rather than guess.
+ * The database URL never comes from this file (DATABASE_URL only).
+ */
+import { readFileSync } from 'node:fs';
+import { type AgentRef, isDns1123Label, parseStrictJson } from '../contract/index.ts';
+import { LOCAL_PROFILE } from './embeddings/local.ts';
+
+export interface EmbeddingsConfig {
+  readonly profile: string;
+  readonly url?: string;
+  readonly model?: string;
+  readonly tokenFile?: string;
+}
+
+export interface RetrievalConfig {
+  readonly version: 1;
+  readonly agents: readonly AgentRef[];
+  readonly embeddings: EmbeddingsConfig;
+  readonly allowedOrigins: readonly string[];
+}
+
+export class ConfigError extends Error {
+  constructor(readonly path: string) {
+    super(`invalid retrieval config at ${path}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function only(o: Obj, required: string[], optional: string[], path: string): void {
+  for (const k of Object.keys(o))
+    if (!required.includes(k) && !optional.includes(k)) throw new ConfigError(`${path}.${k}`);
+  for (const k of required) if (!Object.hasOwn(o, k)) throw new ConfigError(`${path}.${k}`);
+}
+
+function str(v: unknown, path: string, max = 2048): string {
+  if (typeof v !== 'string' || v.length === 0 || v.length > max || v.trim() !== v)
+    throw new ConfigError(path);
+  return v;
+}
+
+const PROFILE = /^[a-z0-9][a-z0-9.-]{0,62}[a-z0-9]$/;
+
+export function parseConfig(value: unknown): RetrievalConfig {
+  if (!isObj(value)) throw new ConfigError('$');
+  only(value, ['version', 'agents', 'embeddings'], ['allowedOrigins'], '$');
+  if (value['version'] !== 1) throw new ConfigError('$.version');
+  const agentsIn = value['agents'];
+  if (!Array.isArray(agentsIn) || agentsIn.length === 0 || agentsIn.length > 64)
+    throw new ConfigError('$.agents');
+  const agents = agentsIn.map((a, i) => {
+    const path = `$.agents[${i}]`;
+    if (!isObj(a)) throw new ConfigError(path);
+    only(a, ['namespace', 'name'], [], path);
+    if (!isDns1123Label(a['namespace'])) throw new ConfigError(`${path}.namespace`);
+    if (!isDns1123Label(a['name'])) throw new ConfigError(`${path}.name`);
+    return { namespace: a['namespace'], name: a['name'] };
+  });
+  const e = value['embeddings'];
+  if (!isObj(e)) throw new ConfigError('$.embeddings');
+  const profile = str(e['profile'], '$.embeddings.profile', 64);
+  if (!PROFILE.test(profile)) throw new ConfigError('$.embeddings.profile');
+  let embeddings: EmbeddingsConfig;
+  if (profile === LOCAL_PROFILE) {
+    only(e, ['profile'], [], '$.embeddings');
+    embeddings = { profile };
+  } else {
+    only(e, ['profile', 'url', 'model'], ['tokenFile'], '$.embeddings');
+    const url = str(e['url'], '$.embeddings.url');
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new ConfigError('$.embeddings.url');
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+      throw new ConfigError('$.embeddings.url');
+    embeddings = {
+      profile,
+      url,
+      model: str(e['model'], '$.embeddings.model', 255),
+      ...(e['tokenFile'] !== undefined ? { tokenFile: str(e['tokenFile'], '$.embeddings.tokenFile') } : {}),
+    };
+  }
+  const originsIn = value['allowedOrigins'] ?? [];
+  if (!Array.isArray(originsIn) || originsIn.length > 64) throw new ConfigError('$.allowedOrigins');
+  const allowedOrigins = originsIn.map((o, i) => {
+    const s = str(o, `$.allowedOrigins[${i}]`, 512);
+    let u: URL;
+    try {
+      u = new URL(s);
+    } catch {
+      throw new ConfigError(`$.allowedOrigins[${i}]`);
+    }
+    // An origin is scheme://host[:port] exactly, as browsers send it.
+    if (u.origin !== s) throw new ConfigError(`$.allowedOrigins[${i}]`);
+    return s;
+  });
+  return { version: 1, agents, embeddings, allowedOrigins };
+}
+
+export function loadConfig(file: string): RetrievalConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    throw new ConfigError('$file');
+  }
+  const parsed = parseStrictJson(text, { maxDepth: 8, maxLength: 1 << 20 });
+  if (!parsed.ok) throw new ConfigError('$');
+  return parseConfig(parsed.value);
+}

@@ -1,0 +1,61 @@
+/**
+ * HTTP adapter: /mcp, /healthz (process up), /readyz (database reachable and embedding profile
+ * matches), /metrics (own registry). Nothing here logs request content.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createLogger } from '../common/log.ts';
+import { handleMcp, type McpContext } from './mcp/server.ts';
+
+const log = createLogger('retrieval');
+
+export interface HttpContext extends McpContext {
+  /** Live readiness probe: DB reachable and profile matches. */
+  readonly checkReady: () => Promise<boolean>;
+}
+
+function send(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
+  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+export function createHttpServer(ctx: HttpContext): Server {
+  return createServer((req: IncomingMessage, res: ServerResponse) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const route =
+      path === '/mcp' || path === '/healthz' || path === '/readyz' || path === '/metrics' ? path : 'other';
+    const end = ctx.metrics.httpSeconds.startTimer({ route });
+    res.on('finish', () => end({ status: String(res.statusCode) }));
+    const fail = () => {
+      if (!res.headersSent) send(res, 500, 'internal error\n');
+      else res.destroy();
+    };
+    try {
+      if (path === '/mcp') {
+        handleMcp(req, res, ctx).catch((err: unknown) => {
+          log.error('mcp request failed', { error: err instanceof Error ? err.name : 'unknown' });
+          fail();
+        });
+        return;
+      }
+      if (req.method !== 'GET') return send(res, 405, 'method not allowed\n');
+      if (path === '/healthz') return send(res, 200, 'ok\n');
+      if (path === '/readyz') {
+        ctx
+          .checkReady()
+          .then((ok) => send(res, ok ? 200 : 503, ok ? 'ready\n' : 'not ready\n'))
+          .catch(() => send(res, 503, 'not ready\n'));
+        return;
+      }
+      if (path === '/metrics') {
+        ctx.metrics.registry
+          .metrics()
+          .then((text) => send(res, 200, text, ctx.metrics.registry.contentType))
+          .catch(fail);
+        return;
+      }
+      send(res, 404, 'not found\n');
+    } catch {
+      fail();
+    }
+  });
+}

@@ -1,0 +1,163 @@
+/**
+ * POST /mcp: revision gate → (tools/call only) identity decode → a fresh stateless SDK Server +
+ * Streamable HTTP transport per request (JSON responses, no sessions), with the decoded identity in
+ * the tool handler's closure. Discovery methods need no projection (DESIGN.md decision 5).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type pg from 'pg';
+import { createLogger } from '../../common/log.ts';
+import { type AgentRef, decodeProjection, type Projection, type Verdict } from '../../contract/index.ts';
+import { type Embedder, EmbeddingError } from '../embeddings/types.ts';
+import type { RetrievalMetrics } from '../metrics.ts';
+import type { PlannerOptions } from '../planner.ts';
+import { searchKnowledge } from '../search.ts';
+import { errorResult, parseArgs, renderResult, TOOL, TOOL_NAME } from './tool.ts';
+import { gateRequest, MCP_REVISION, originAllowed } from './version-gate.ts';
+
+const log = createLogger('retrieval');
+export const IDENTITY_HEADER = 'x-fgentic-identity';
+const MAX_BODY_BYTES = 64 * 1024;
+
+export interface McpContext {
+  readonly pool: pg.Pool;
+  readonly embedder: Embedder;
+  readonly agents: readonly AgentRef[];
+  readonly allowedOrigins: readonly string[];
+  readonly metrics: RetrievalMetrics;
+  readonly planner: PlannerOptions;
+  /** Whether the database profile matches the embedder; false → refuse to serve. */
+  readonly ready: () => boolean;
+  readonly now?: () => number;
+}
+
+/** Every raw value of a header (Node merges duplicates in req.headers; rawHeaders keeps them apart). */
+export function rawHeaderValues(req: IncomingMessage, name: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i]?.toLowerCase() === name) out.push(req.rawHeaders[i + 1] ?? '');
+  }
+  return out;
+}
+
+function jsonRpcError(res: ServerResponse, status: number, code: number, message: string): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) return undefined;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function buildServer(ctx: McpContext, identity: Verdict<Projection> | undefined): Server {
+  const server = new Server(
+    { name: 'fgentic-knowledge-retrieval', version: '0.1.0' },
+    { capabilities: { tools: { listChanged: false } } },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [TOOL] }));
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const { toolCalls, denials } = ctx.metrics;
+    const refuse = (error: 'denied' | 'invalid_arguments' | 'unavailable', reason: string) => {
+      toolCalls.inc({ outcome: error });
+      denials.inc({ reason });
+      log.info('tool call refused', { reason });
+      return errorResult(error, reason);
+    };
+    if (!identity) return refuse('denied', 'missing');
+    if (!identity.ok) return refuse('denied', identity.reason);
+    if (request.params.name !== TOOL_NAME) return refuse('invalid_arguments', 'unknown_tool');
+    const args = parseArgs(request.params.arguments ?? {});
+    if (!args) return refuse('invalid_arguments', 'invalid_arguments');
+    if (!ctx.ready()) return refuse('unavailable', 'profile_mismatch');
+    let embedding: number[];
+    const endEmbed = ctx.metrics.embedSeconds.startTimer();
+    try {
+      const [v] = await ctx.embedder.embed([args.query]);
+      if (!v) throw new EmbeddingError('embedding_invalid');
+      embedding = v;
+    } catch (err) {
+      return refuse('unavailable', err instanceof EmbeddingError ? err.reason : 'embedding_unavailable');
+    } finally {
+      endEmbed();
+    }
+    const started = process.hrtime.bigint();
+    try {
+      const result = await searchKnowledge(
+        ctx.pool,
+        {
+          projection: identity.value,
+          embedding,
+          maxResults: args.maxResults,
+          mode: args.mode,
+          queryText: args.query,
+        },
+        ctx.planner,
+      );
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      ctx.metrics.searchSeconds.observe({ plan: result.plan, mode: args.mode }, seconds);
+      toolCalls.inc({ outcome: 'ok' });
+      log.info('search served', { plan: result.plan, mode: args.mode, results: result.hits.length, seconds });
+      return renderResult(result.hits);
+    } catch {
+      // Any SQL, connection or predicate failure: no content, no fallback query.
+      return refuse('unavailable', 'database_unavailable');
+    }
+  });
+  return server;
+}
+
+export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: McpContext): Promise<void> {
+  const origin = rawHeaderValues(req, 'origin');
+  if (origin.length > 1 || !originAllowed(origin[0], ctx.allowedOrigins)) {
+    jsonRpcError(res, 403, -32000, 'origin not allowed');
+    return;
+  }
+  if (req.method !== 'POST') {
+    // Stateless JSON-only server: no GET stream, no session to DELETE.
+    res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'method not allowed' }, id: null }),
+    );
+    return;
+  }
+  const raw = await readBody(req);
+  if (!raw) return jsonRpcError(res, 413, -32600, 'request too large');
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString('utf8'));
+  } catch {
+    return jsonRpcError(res, 400, -32700, 'parse error');
+  }
+  const gate = gateRequest(body, rawHeaderValues(req, 'mcp-protocol-version'));
+  if (!gate.ok) return jsonRpcError(res, gate.status, gate.code, gate.message);
+
+  let identity: Verdict<Projection> | undefined;
+  if (gate.method === 'tools/call') {
+    const values = rawHeaderValues(req, IDENTITY_HEADER);
+    if (values.length === 0) ctx.metrics.missingCarrier.inc();
+    const now = ctx.now ? ctx.now() : Math.floor(Date.now() / 1000);
+    identity = decodeProjection(values.length === 1 ? values[0] : values, { now, agents: ctx.agents });
+  }
+  const server = buildServer(ctx, identity);
+  const transport = new StreamableHTTPServerTransport({
+    sessionIdGenerator: undefined,
+    enableJsonResponse: true,
+  });
+  res.on('close', () => {
+    transport.close().catch(() => {});
+    server.close().catch(() => {});
+  });
+  await server.connect(transport);
+  await transport.handleRequest(req, res, body);
+}
+
+export { MCP_REVISION };
