@@ -15,6 +15,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ValidatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
+import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
@@ -90,6 +91,8 @@ const MODELS: Record<string, new (o: Y) => { validate(): void }> = {
   'admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration': ValidatingWebhookConfiguration,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  // Only reached through the kustomize build (../../crds belongs to crds/).
+  'apiextensions.k8s.io/v1/CustomResourceDefinition': CustomResourceDefinition,
 };
 const HAND_CHECKED = new Set(['cert-manager.io/v1/Issuer', 'cert-manager.io/v1/Certificate']);
 const CLUSTER_SCOPED = new Set([
@@ -595,6 +598,7 @@ describe('RBAC', () => {
       ['agentgateway.dev', 'agentgatewaypolicies'],
       ['agentgateway.dev', 'agentgatewaybackends'],
       ['gateway.networking.k8s.io', 'httproutes'],
+      ['gateway.networking.k8s.io', 'referencegrants'],
       ['kagent.dev', 'agents'],
       ['kagent.dev', 'remotemcpservers'],
       ['networking.k8s.io', 'networkpolicies'],
@@ -640,6 +644,110 @@ describe('RBAC', () => {
       'retrievalplatforms',
       'retrievalrooms',
     ]);
+  });
+});
+
+describe('what the reconciler renders for examples/ fits this base', () => {
+  /** Resource names for RBAC; an unknown kind fails so that new rendered kinds get RBAC first. */
+  const PLURAL: Record<string, [string, string]> = {
+    ConfigMap: ['', 'configmaps'],
+    NetworkPolicy: ['networking.k8s.io', 'networkpolicies'],
+    ReferenceGrant: ['gateway.networking.k8s.io', 'referencegrants'],
+    HTTPRoute: ['gateway.networking.k8s.io', 'httproutes'],
+    AgentgatewayBackend: ['agentgateway.dev', 'agentgatewaybackends'],
+    AgentgatewayPolicy: ['agentgateway.dev', 'agentgatewaypolicies'],
+    RemoteMCPServer: ['kagent.dev', 'remotemcpservers'],
+    Agent: ['kagent.dev', 'agents'],
+  };
+
+  async function rendered(): Promise<Y[]> {
+    const { loadResources } = await import('../controller/render-command.ts');
+    const { render } = await import('../controller/render/index.ts');
+    const result = render(loadResources([join(repo, 'examples')]));
+    assert.deepEqual(result.conflicts, [], 'examples/ renders without conflicts');
+    assert.ok(result.objects.length > 0);
+    return result.objects as Y[];
+  }
+
+  test('the controller may create, patch and delete every rendered kind where it renders it', async () => {
+    const cluster = named('ClusterRole', 'fgentic-retrieval-controller').rules as Y[];
+    const knowledge = named('Role', 'fgentic-retrieval-controller', 'knowledge').rules as Y[];
+    for (const o of await rendered()) {
+      const gr = PLURAL[o.kind];
+      assert.ok(gr, `rendered kind ${o.kind} has no RBAC entry here: add it to rbac-controller.yaml`);
+      const [group, resource] = gr;
+      const ok = (rules: Y[]) =>
+        ['create', 'patch', 'delete'].every((v) =>
+          rules.some(
+            (r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(v),
+          ),
+        );
+      const where = `${o.kind} ${o.metadata.namespace}/${o.metadata.name}`;
+      assert.ok(ok(cluster) || (o.metadata.namespace === 'knowledge' && ok(knowledge)), where);
+    }
+  });
+
+  test('rendered ConfigMaps are the ones the projector and retrieval pods mount', async () => {
+    const cms = (await rendered()).filter((o) => o.kind === 'ConfigMap');
+    const mounted = ofKind('Deployment')
+      .filter((d) => d.metadata.namespace === 'knowledge')
+      .flatMap((d) => d.spec.template.spec.volumes.filter((v: Y) => v.configMap))
+      .map((v: Y) => `${v.configMap.name}:${v.configMap.items.map((i: Y) => i.key).join(',')}`)
+      .sort();
+    const renderedKeys = cms.map((c) => `${c.metadata.name}:${Object.keys(c.data).join(',')}`).sort();
+    assert.deepEqual(renderedKeys, mounted);
+    for (const c of cms) assert.equal(c.metadata.namespace, 'knowledge');
+  });
+
+  test('Secret refs in the example RetrievalPlatform name the Secrets the pods mount', () => {
+    const platform = parseFile(join(repo, 'examples', 'platform.yaml'))[0]?.obj;
+    assert.equal(platform?.kind, 'RetrievalPlatform');
+    const mountedSecret = (deploy: string, mountPath: string) => {
+      const spec = named('Deployment', deploy, 'knowledge').spec.template.spec;
+      const m = spec.containers[0].volumeMounts.find((x: Y) => x.mountPath === mountPath);
+      const v = spec.volumes.find((x: Y) => x.name === m.name);
+      return {
+        name: v.secret.secretName,
+        key: v.secret.items[0].key,
+        path: join(mountPath, v.secret.items[0].path),
+      };
+    };
+    // docs/interfaces.md: embeddings.tokenFile /credentials/authorization; homeserver token file.
+    const emb = mountedSecret('knowledge-retrieval', '/credentials');
+    assert.equal(emb.path, '/credentials/authorization');
+    const ref = platform.spec.embeddings.tokenSecretRef;
+    if (ref) assert.deepEqual([ref.name, ref.key], [emb.name, emb.key], 'embeddings tokenSecretRef');
+    const hs = mountedSecret('fgentic-projector', '/var/run/secrets/fgentic');
+    assert.equal(hs.path, '/var/run/secrets/fgentic/homeserver-token');
+    const hsRef = platform.spec.liveRoomCheck?.tokenSecretRef;
+    if (hsRef) assert.deepEqual([hsRef.name, hsRef.key], [hs.name, hs.key], 'liveRoomCheck tokenSecretRef');
+  });
+
+  test('rendered NetworkPolicies in knowledge select the pods this base runs', async () => {
+    const nps = (await rendered()).filter(
+      (o) => o.kind === 'NetworkPolicy' && o.metadata.namespace === 'knowledge',
+    );
+    assert.ok(nps.length > 0);
+    const pods = ofKind('Deployment').filter((d) => d.metadata.namespace === 'knowledge');
+    for (const np of nps) {
+      const sel = np.spec.podSelector.matchLabels ?? {};
+      if (Object.keys(sel).length === 0) continue; // the namespace default deny
+      const hits = pods.filter((d) => matches(sel, d.spec.template.metadata.labels));
+      assert.equal(hits.length, 1, `${np.metadata.name} selects ${hits.length} of our Deployments`);
+      // The port the pod serves (and the Service targets) is one the policy opens for ingress.
+      // (Other opened ports, e.g. a separate metrics port, are the renderer's business.)
+      if (np.spec.policyTypes.includes('Ingress')) {
+        const opened = (np.spec.ingress ?? []).flatMap((r: Y) => (r.ports ?? []).map((p: Y) => p.port));
+        assert.ok(opened.includes(8080), `${np.metadata.name}: serving port 8080 not opened`);
+      }
+    }
+    for (const d of pods) {
+      const covered = nps.some((np) => {
+        const sel = np.spec.podSelector.matchLabels ?? {};
+        return Object.keys(sel).length > 0 && matches(sel, d.spec.template.metadata.labels);
+      });
+      assert.ok(covered, `${d.metadata.name}: no rendered allow policy; its pods would be cut off`);
+    }
   });
 });
 
@@ -887,6 +995,16 @@ describe('Flux example (hand-checked: no model installed)', () => {
     assert.equal(res.spec.path, './examples');
   });
 
+  test('the resources Kustomization applies only our kinds (examples/ today)', () => {
+    const res = ks.find((k) => k.spec.path !== './deploy/base');
+    const dir = join(repo, res.spec.path);
+    for (const f of yamlFiles(dir)) {
+      for (const d of parseFile(f)) {
+        assert.equal(d.obj.apiVersion, 'retrieval.fgentic.dev/v1alpha1', where(d));
+      }
+    }
+  });
+
   test('the Flux image override replaces the base entry and never says latest', () => {
     const op = ks.find((k) => k.spec.path === './deploy/base');
     for (const img of op.spec.images ?? []) {
@@ -1000,6 +1118,7 @@ describe('kustomize build (when kubectl is available)', () => {
     for (const p of ['partnerclients', 'retrievalagents', 'retrievalplatforms', 'retrievalrooms']) {
       assert.ok(plurals.includes(p), `CRD ${p}: the webhook rules and RBAC name it`);
     }
+    for (const c of crds) validateCore(c, `built CRD ${c.metadata.name}`);
     for (const o of ours) {
       if (!HAND_CHECKED.has(`${o.apiVersion}/${o.kind}`))
         validateCore(o, `built ${o.kind}/${o.metadata.name}`);
