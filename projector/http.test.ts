@@ -142,6 +142,14 @@ describe('ext-auth HTTP server (agentgateway v1.3.1 wire contract)', () => {
     assert.equal(r2.body, '{"error":"denied","reason":"body"}');
   });
 
+  test('chunked framing: an empty chunked body is no body (allow); any chunked byte denies', async () => {
+    const empty = await sendCheck(p.url, localRequest({ headers: { 'transfer-encoding': ['chunked'] } }));
+    assert.equal(empty.status, 200);
+    assert.equal(countHeader(empty, 'x-fgentic-identity'), 1);
+    const full = await sendCheck(p.url, localRequest({ headers: { 'transfer-encoding': ['chunked'] } }), 'x');
+    assert.equal(full.body, '{"error":"denied","reason":"body"}');
+  });
+
   test('no credential/cookie ever read: Authorization or Cookie on the check request denies', async () => {
     for (const h of [{ authorization: ['Bearer abc'] }, { cookie: ['sid=1'] }]) {
       const local = await sendCheck(p.url, localRequest({ headers: h }));

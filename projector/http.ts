@@ -158,19 +158,15 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     void req;
   };
 
-  const handler = ((req: IncomingMessage, res: ServerResponse) => {
-    const started = process.hrtime.bigint();
-    const target = req.url ?? '';
-    if (req.method === 'GET' && OPS_PATHS.has(target) && !hasIdentityInput(req.headers)) {
-      ops(req, res, target);
-      return;
-    }
-    // Never read the body. If one was sent, drain it so the connection stays usable; the
-    // decision denies on the announcing headers.
-    req.resume();
+  const check = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    started: bigint,
+    headers: Record<string, string[] | undefined>,
+  ) => {
     const state = options.store.current();
-    const check: CheckRequest = { method: req.method ?? '', path: target, headers: req.headersDistinct };
-    const decision = decide(check, state.ready ? state.config : undefined, {
+    const input: CheckRequest = { method: req.method ?? '', path: req.url ?? '', headers };
+    const decision = decide(input, state.ready ? state.config : undefined, {
       now: now(),
       randomBytes: random,
     });
@@ -207,6 +203,47 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
       },
       () => finish(res, started, { route: 'local', allow: false, reason: 'internal', agent: decision.agent }),
     );
+  };
+
+  const handler = ((req: IncomingMessage, res: ServerResponse) => {
+    const started = process.hrtime.bigint();
+    const target = req.url ?? '';
+    if (req.method === 'GET' && OPS_PATHS.has(target) && !hasIdentityInput(req.headers)) {
+      ops(req, res, target);
+      return;
+    }
+    // The body is never parsed. Without transfer-encoding the decision sees content-length (only
+    // "0" passes) and any bytes are drained unread. With transfer-encoding (a client stack may frame
+    // an empty body as chunked) the bytes are counted, never kept: an empty body is no body, and any
+    // byte denies.
+    if (req.headers['transfer-encoding'] === undefined) {
+      req.resume();
+      check(req, res, started, req.headersDistinct);
+      return;
+    }
+    let bytes = 0;
+    let answered = false;
+    req.on('data', (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (chunk.length > 0 && !answered) {
+        answered = true;
+        res.setHeader('connection', 'close');
+        finish(res, started, { route: 'unknown', allow: false, reason: 'body' });
+      }
+    });
+    req.on('end', () => {
+      if (answered || bytes !== 0) return;
+      answered = true;
+      const headers = { ...req.headersDistinct };
+      delete headers['transfer-encoding'];
+      check(req, res, started, headers);
+    });
+    req.on('error', () => {
+      if (!answered) {
+        answered = true;
+        finish(res, started, { route: 'unknown', allow: false, reason: 'body' });
+      }
+    });
   }) as ProjectorHandler;
   Object.defineProperty(handler, 'registry', { value: registry });
   return handler;
