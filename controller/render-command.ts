@@ -77,13 +77,20 @@ export function formatConflict(c: Conflict): string {
 export async function renderCommand(argv: string[]): Promise<number> {
   let values: { file?: string[]; output?: string };
   try {
-    ({ values } = parseArgs({
+    // `-f a b c` (the documented form) and `-f a -f b` both work: positionals are more paths.
+    const parsed = parseArgs({
       args: argv,
+      allowPositionals: true,
       options: {
         file: { type: 'string', short: 'f', multiple: true },
         output: { type: 'string', short: 'o' },
       },
-    }));
+    });
+    values = parsed.values;
+    if (parsed.positionals.length) {
+      if (!values.file?.length) throw new Error('paths must follow -f');
+      values.file = [...values.file, ...parsed.positionals];
+    }
   } catch (e) {
     process.stderr.write(
       `render: ${(e as Error).message}\nusage: fgentic-retrieval render -f PATH... [-o DIR]\n`,
