@@ -69,6 +69,7 @@ export async function ingestRecords(
   embedder: Embedder,
   records: readonly IngestRecord[],
   progress?: Progress,
+  scope: { readonly replacePrefix?: string; readonly replaceSources?: readonly string[] } = {},
 ): Promise<IngestStats> {
   const prepared: Prepared[] = [];
   const tombstones = new Set<string>();
@@ -133,7 +134,12 @@ export async function ingestRecords(
   }));
   const stats = await writeChunks(
     pool,
-    { chunks, deleteSources: [...tombstones], replaceSources: [...sources] },
+    {
+      chunks,
+      deleteSources: [...tombstones],
+      replaceSources: [...new Set([...sources, ...(scope.replaceSources ?? [])])],
+      ...(scope.replacePrefix !== undefined ? { replacePrefix: scope.replacePrefix } : {}),
+    },
     (d) => progress?.update(d),
   );
   progress?.done();
