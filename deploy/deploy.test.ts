@@ -1015,12 +1015,31 @@ describe('Flux example (hand-checked: no model installed)', () => {
   });
 
   test('the GitRepository ignore rules keep every path the Kustomizations read', () => {
-    const ignore: string = repos[0].spec.ignore ?? '';
-    for (const k of ks) {
-      const top = k.spec.path.replace(/^\.\//, '').split('/')[0];
-      assert.ok(ignore.includes(`!/${top}/`), `${k.spec.path} would be ignored`);
+    // gitignore semantics: the last matching pattern wins, and nothing inside an excluded directory
+    // can be re-included, so every ancestor directory of a needed path must itself be kept.
+    const patterns = (repos[0].spec.ignore ?? '')
+      .split('\n')
+      .map((l: string) => l.trim())
+      .filter((l: string) => l && !l.startsWith('#'));
+    const kept = (dir: string) => {
+      let keep = true;
+      for (const p of patterns) {
+        const neg = p.startsWith('!');
+        const pat = (neg ? p.slice(1) : p).replace(/\/$/, '');
+        const re = new RegExp(`^${pat.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*')}$`);
+        if (re.test(`/${dir}`)) keep = neg;
+      }
+      return keep;
+    };
+    const needed = [...ks.map((k) => k.spec.path.replace(/^\.\//, '')), 'crds'];
+    for (const path of needed) {
+      const parts = path.split('/');
+      for (let i = 1; i <= parts.length; i++) {
+        const dir = parts.slice(0, i).join('/');
+        assert.ok(kept(dir), `${dir} is ignored, so ${path} never reaches Flux`);
+      }
     }
-    assert.ok(ignore.includes('!/crds/'), 'deploy/base reads ../../crds');
+    assert.ok(!kept('e2e') && !kept('deploy/flux'), 'the ignore rules do narrow the artifact');
   });
 });
 
