@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { stateDigest } from '../contract/index.ts';
 import { validateConfig } from './config.ts';
-import { liveRoomCheck, matrixSdkReader, type RoomStateReader, snapshotFromState } from './homeserver.ts';
+import {
+  ConfiguredReader,
+  liveRoomCheck,
+  matrixSdkReader,
+  type RoomStateReader,
+  snapshotFromState,
+} from './homeserver.ts';
 import { startProjector } from './index.ts';
 import { sendCheck } from './test-doubles/client.ts';
 import {
@@ -17,6 +23,7 @@ import {
   localRequest,
   type MutableJson,
   NOW,
+  publicRequest,
   ROOM,
   roomContext,
   snapshot,
@@ -167,6 +174,75 @@ describe('live room-state check against a Matrix client-server API double', () =
     } finally {
       await p.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('federated member without a server ACL → state_drift (snapshot policy)', async () => {
+    const members = [
+      { principal: ALICE, kind: 'matrix' as const, event_id: '$member-alice' },
+      { principal: '@zoe:org-b.example', kind: 'matrix' as const, event_id: '$member-zoe' },
+    ];
+    const ctx = roomContext({ members, serverAcl: null });
+    hs.rooms.clear();
+    hs.seedAdrRoom(
+      ROOM,
+      [
+        { principal: ALICE, event_id: '$member-alice' },
+        { principal: '@zoe:org-b.example', event_id: '$member-zoe' },
+      ],
+      ALICE,
+    );
+    hs.rooms.get(ROOM)!.delete(JSON.stringify(['m.room.server_acl', '']));
+    assert.deepEqual(await liveRoomCheck(reader, cfg, room, ctx, 1000), { ok: false, reason: 'state_drift' });
+  });
+
+  test('configured reader: token file rotation, missing token → failing reader and not usable', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'projector-token-'));
+    const tokenFile = join(dir, 'token');
+    try {
+      const c = configJson() as MutableJson;
+      c.liveRoomCheck = { enabled: true, homeserverUrl: hs.url, accessTokenFile: tokenFile };
+      const parsed = validateConfig(c);
+      assert.ok(parsed.ok);
+      if (!parsed.ok) return;
+      const cr = new ConfiguredReader(0);
+      assert.equal(cr.usable(parsed.config, 1), false);
+      assert.deepEqual(await liveRoomCheck(cr.get(parsed.config, 1)!, cfg, room, roomContext(), 500), {
+        ok: false,
+        reason: 'homeserver_unavailable',
+      });
+      writeFileSync(tokenFile, 'wrong');
+      assert.equal(cr.usable(parsed.config, 1), true);
+      assert.deepEqual(await liveRoomCheck(cr.get(parsed.config, 1)!, cfg, room, roomContext(), 500), {
+        ok: false,
+        reason: 'homeserver_unavailable',
+      });
+      writeFileSync(tokenFile, TOKEN);
+      assert.deepEqual(await liveRoomCheck(cr.get(parsed.config, 1)!, cfg, room, roomContext(), 500), {
+        ok: true,
+      });
+      const disabled = config();
+      assert.equal(cr.get(disabled, 2), undefined);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('server: live check enabled with an unreadable token → /readyz 503, local denies, public still served', async () => {
+    const c = configJson() as MutableJson;
+    c.liveRoomCheck = { enabled: true, homeserverUrl: hs.url, accessTokenFile: '/nonexistent/token' };
+    const parsed = validateConfig(c);
+    assert.ok(parsed.ok);
+    if (!parsed.ok) return;
+    const p = await startProjector({ config: parsed.config, now: () => NOW });
+    try {
+      const ready = await fetch(`${p.url}/readyz`);
+      assert.equal(ready.status, 503);
+      const local = await sendCheck(p.url, localRequest());
+      assert.equal(local.body, '{"error":"denied","reason":"homeserver_unavailable"}');
+      assert.equal((await sendCheck(p.url, publicRequest())).status, 200);
+    } finally {
+      await p.close();
     }
   });
 });

@@ -232,20 +232,52 @@ export function matrixSdkReader(options: {
   };
 }
 
-/** The production reader for a configuration (token read from its file); undefined when disabled. */
-export function readerFromConfig(config: ProjectorConfig): RoomStateReader | undefined {
-  const live = config.liveRoomCheck;
-  if (!live.enabled || !live.homeserverUrl || !live.accessTokenFile) return undefined;
-  let token: string;
-  try {
-    token = readFileSync(live.accessTokenFile, 'utf8').trim();
-  } catch {
-    return failingReader;
-  }
-  if (token.length === 0 || /[\s\x00-\x1f]/.test(token)) return failingReader;
-  return matrixSdkReader({ baseUrl: live.homeserverUrl, accessToken: token, timeoutMs: live.timeoutMs });
-}
-
 const failingReader: RoomStateReader = {
   readRoomState: () => Promise.reject(new Error('homeserver token unavailable')),
 };
+
+/**
+ * The production reader for the current configuration: matrix-js-sdk with the access token read
+ * from `liveRoomCheck.accessTokenFile`. The token file is re-read when the configuration changes and
+ * at most every `tokenRefreshMs` otherwise (Secret rotation); an unreadable or empty token yields a
+ * reader that always fails (deny) and makes `usable` false (not ready).
+ */
+export class ConfiguredReader {
+  private generation = -1;
+  private token: string | undefined;
+  private readAt = 0;
+  private reader: RoomStateReader | undefined;
+
+  constructor(private readonly tokenRefreshMs = 10_000) {}
+
+  get(config: ProjectorConfig, generation: number): RoomStateReader | undefined {
+    const live = config.liveRoomCheck;
+    if (!live.enabled || !live.homeserverUrl || !live.accessTokenFile) return undefined;
+    const now = Date.now();
+    if (generation === this.generation && now - this.readAt < this.tokenRefreshMs && this.reader)
+      return this.reader;
+    let token: string | undefined;
+    try {
+      token = readFileSync(live.accessTokenFile, 'utf8').trim();
+    } catch {
+      token = undefined;
+    }
+    if (token !== undefined && (token.length === 0 || /[\s\x00-\x1f\x7f]/.test(token))) token = undefined;
+    if (generation !== this.generation || token !== this.token || !this.reader) {
+      this.reader =
+        token === undefined
+          ? failingReader
+          : matrixSdkReader({ baseUrl: live.homeserverUrl, accessToken: token, timeoutMs: live.timeoutMs });
+    }
+    this.generation = generation;
+    this.token = token;
+    this.readAt = now;
+    return this.reader;
+  }
+
+  /** Whether the live check can run at all (token present); false makes /readyz fail. */
+  usable(config: ProjectorConfig, generation: number): boolean {
+    const r = this.get(config, generation);
+    return r === undefined || r !== failingReader;
+  }
+}

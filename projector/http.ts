@@ -18,7 +18,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createLogger } from '../common/log.ts';
 import type { ConfigStore, ProjectorConfig } from './config.ts';
 import { type Decision, decide } from './decide.ts';
-import { liveRoomCheck, type RoomStateReader, readerFromConfig } from './homeserver.ts';
+import { ConfiguredReader, liveRoomCheck, type RoomStateReader } from './homeserver.ts';
 import { type DenyReason, statusFor } from './reasons.ts';
 import type { CheckRequest } from './request.ts';
 
@@ -71,7 +71,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     help: '1 when a valid configuration is loaded, 0 when the projector denies everything.',
     registers: [registry],
     collect() {
-      this.set(options.store.current().ready ? 1 : 0);
+      this.set(isReady() ? 1 : 0);
     },
   });
   void ready;
@@ -84,15 +84,13 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
 
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const random = options.randomBytes ?? ((n: number) => nodeRandomBytes(n));
-  let readerGeneration = -1;
-  let configuredReader: RoomStateReader | undefined;
-  const readerFor = (config: ProjectorConfig, generation: number): RoomStateReader | undefined => {
-    if (options.homeserver) return options.homeserver;
-    if (generation !== readerGeneration) {
-      configuredReader = readerFromConfig(config);
-      readerGeneration = generation;
-    }
-    return configuredReader;
+  const configured = new ConfiguredReader();
+  const readerFor = (config: ProjectorConfig, generation: number): RoomStateReader | undefined =>
+    options.homeserver ?? configured.get(config, generation);
+  const isReady = (): boolean => {
+    const state = options.store.current();
+    if (!state.ready) return false;
+    return options.homeserver !== undefined || configured.usable(state.config, state.generation);
   };
 
   const finish = (
@@ -147,7 +145,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     if (path === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (path === '/readyz') {
-      const ok = options.store.current().ready;
+      const ok = isReady();
       res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : 'not ready\n');
     } else {
       registry.metrics().then(
