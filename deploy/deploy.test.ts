@@ -333,6 +333,8 @@ describe('workloads', () => {
         `${name}: keep the image ENTRYPOINT`,
       );
       assert.ok(matches(d.spec.selector.matchLabels, d.spec.template.metadata.labels), `${name} selector`);
+      // A single replica is the active reconciler: never run two during a rollout.
+      if (name === 'fgentic-controller' && replicas === 1) assert.equal(d.spec.strategy.type, 'Recreate');
     }
   });
 
