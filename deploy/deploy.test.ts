@@ -817,6 +817,19 @@ describe('admission webhook', () => {
     ]);
   });
 
+  test('the shipped configuration is the one webhook/render.ts renders (rules, matchConditions)', async () => {
+    const { renderValidatingWebhookConfiguration } = await import('../webhook/render.ts');
+    const expected = renderValidatingWebhookConfiguration() as Y;
+    const strip = (o: Y) => ({ ...o, metadata: { ...o.metadata, labels: undefined } });
+    // Labels differ on purpose: the base's objects are Flux/kubectl-owned (no managed-by label).
+    assert.deepEqual(strip(vwcs[0]), strip(expected));
+    const agents = vwcs[0].webhooks.find((w: Y) => w.name === 'agents.kagent.retrieval.fgentic.dev');
+    assert.equal(agents.matchConditions.length, 1, 'the only narrowing is the renderer-verified condition');
+    for (const w of vwcs[0].webhooks) {
+      if (w !== agents) assert.equal(w.matchConditions, undefined, `${w.name}: every request is reviewed`);
+    }
+  });
+
   test('CA injection points at the Certificate whose Secret the webhook pods mount', () => {
     const ann = vwcs[0].metadata.annotations['cert-manager.io/inject-ca-from'];
     assert.equal(ann, `${cert.metadata.namespace}/${cert.metadata.name}`);
