@@ -1,0 +1,202 @@
+/** Pure parts of the retrieval server: predicate, revision gate, Origin check, config, tool args, fusion. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import type { Projection } from '../contract/index.ts';
+import { ConfigError, parseConfig } from './config.ts';
+import { parseArgs } from './mcp/tool.ts';
+import { gateRequest, originAllowed } from './mcp/version-gate.ts';
+import {
+  boundedCountStatement,
+  choosePlan,
+  DEFAULT_PLANNER,
+  exactStatement,
+  hnswSettings,
+} from './planner.ts';
+import { buildPredicate, PredicateError } from './predicate.ts';
+import { fuse, type SearchHit } from './search.ts';
+import { decodeFixture, matrixHeader, oauthHeader, P } from './testing.ts';
+
+describe('predicate (pure)', () => {
+  test('Matrix: classification set and typed audience are parameters, never SQL text', () => {
+    const p = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice, P.slackBob] }));
+    const pred = buildPredicate(p);
+    assert.equal(
+      pred.sql,
+      "(c.metadata->>'classification') = ANY($1::text[]) AND (c.metadata->'allowed_principals') @> $2::jsonb",
+    );
+    assert.deepEqual(pred.params[0], ['public']);
+    assert.deepEqual(JSON.parse(String(pred.params[1])), [
+      { kind: 'bridged_matrix', network: 'slack', principal: '@slack-bob:org-a.example' },
+      { kind: 'matrix', principal: '@alice:org-a.example' },
+    ]);
+    assert.ok(!pred.sql.includes('alice') && !pred.sql.includes('slack'));
+  });
+  test('OAuth: exact group overlap, parameterized', () => {
+    const p = decodeFixture(
+      oauthHeader({
+        policy: 'org-b',
+        groups: ['partner/org-b/docs'],
+        classifications: ['approved_non_public', 'public'],
+      }),
+    );
+    const pred = buildPredicate(p, 3);
+    assert.equal(
+      pred.sql,
+      "(c.metadata->>'classification') = ANY($3::text[]) AND (c.metadata->'allowed_groups') ?| $4::text[]",
+    );
+    assert.deepEqual(pred.params, [['approved_non_public', 'public'], ['partner/org-b/docs']]);
+  });
+  test('forged (unvalidated) projections are refused, never widened', () => {
+    const m = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    const o = decodeFixture(oauthHeader({ policy: 'org-b', groups: ['partner/org-b/docs'] }));
+    const forged: unknown[] = [
+      { ...m, audience: [] },
+      { ...m, audience: [{ kind: 'matrix', principal: 'alice' }] },
+      { ...m, allowed_classifications: ['public', 'restricted'] },
+      { ...m, allowed_classifications: [] },
+      { ...o, groups: [] },
+      { ...o, groups: ['partner/org-c/docs'] },
+      { ...o, groups: ["partner/org-b/docs' OR true --"] },
+      { ...o, kind: 'other' },
+    ];
+    for (const f of forged) assert.throws(() => buildPredicate(f as Projection), PredicateError);
+  });
+  test('property: any valid projection yields SQL free of identity strings and fixed-shape params', () => {
+    fc.assert(
+      fc.property(fc.subarray(Object.values(P), { minLength: 1 }), (aud) => {
+        const p = decodeFixture(matrixHeader({ caller: aud[0] as (typeof aud)[0], audience: aud }));
+        const pred = buildPredicate(p);
+        assert.equal(pred.params.length, 2);
+        for (const a of aud) assert.ok(!pred.sql.includes(a.principal));
+      }),
+    );
+  });
+  test('statements keep the predicate and add only their own parameters', () => {
+    const p = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    const pred = buildPredicate(p);
+    const count = boundedCountStatement(pred, DEFAULT_PLANNER);
+    assert.match(count.text, /LIMIT \$3\) s$/);
+    assert.equal(count.values[2], DEFAULT_PLANNER.exactThreshold + 1);
+    const exact = exactStatement(pred, '[1]', 5);
+    assert.match(exact.text, /MATERIALIZED/);
+    assert.match(exact.text, /ORDER BY distance, chunk_id/);
+    assert.match(hnswSettings(DEFAULT_PLANNER).text, /'hnsw.iterative_scan', 'strict_order', true/);
+    assert.equal(choosePlan(DEFAULT_PLANNER.exactThreshold, DEFAULT_PLANNER), 'exact');
+    assert.equal(choosePlan(DEFAULT_PLANNER.exactThreshold + 1, DEFAULT_PLANNER), 'hnsw');
+  });
+});
+
+describe('MCP revision gate (pure)', () => {
+  const init = (v: unknown) => ({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: v },
+  });
+  test('initialize must offer exactly 2025-11-25', () => {
+    assert.equal(gateRequest(init('2025-11-25'), []).ok, true);
+    for (const v of ['2025-06-18', '2024-11-05', '', 5, undefined])
+      assert.equal(gateRequest(init(v), []).ok, false);
+    assert.equal(gateRequest(init('2025-11-25'), ['2025-06-18']).ok, false);
+  });
+  test('every later message needs exactly one MCP-Protocol-Version: 2025-11-25', () => {
+    const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+    assert.equal(gateRequest(list, ['2025-11-25']).ok, true);
+    for (const h of [[], ['2025-06-18'], ['2025-11-25 '], ['2025-11-25', '2025-11-25']]) {
+      const v = gateRequest(list, h);
+      assert.equal(v.ok, false);
+      if (!v.ok) assert.equal(v.status, 400);
+    }
+    const note = { jsonrpc: '2.0', method: 'notifications/initialized' };
+    assert.equal(gateRequest(note, []).ok, false);
+  });
+  test('batches and non-requests are rejected', () => {
+    assert.equal(gateRequest([init('2025-11-25')], []).ok, false);
+    assert.equal(gateRequest({ jsonrpc: '2.0', id: 1, result: {} }, ['2025-11-25']).ok, false);
+    assert.equal(gateRequest('x', ['2025-11-25']).ok, false);
+  });
+  test('Origin: absent, configured or loopback only', () => {
+    assert.equal(originAllowed(undefined, []), true);
+    assert.equal(originAllowed('http://127.0.0.1:5173', []), true);
+    assert.equal(originAllowed('https://app.example', ['https://app.example']), true);
+    assert.equal(originAllowed('https://evil.example', ['https://app.example']), false);
+    assert.equal(originAllowed('http://localhost.evil.example', []), false);
+    assert.equal(originAllowed('null', []), false);
+  });
+});
+
+describe('config (strict)', () => {
+  const good = {
+    version: 1,
+    agents: [{ namespace: 'kagent', name: 'knowledge-agent' }],
+    embeddings: {
+      profile: 'bge-m3-1024-v1',
+      url: 'http://agentgateway-proxy.agentgateway-system.svc.cluster.local:8082/v1/embeddings',
+      model: 'BAAI/bge-m3',
+      tokenFile: '/credentials/authorization',
+    },
+    allowedOrigins: [],
+  };
+  test('the documented example parses', () => {
+    const c = parseConfig(good);
+    assert.equal(c.agents[0]?.name, 'knowledge-agent');
+    assert.equal(c.embeddings.model, 'BAAI/bge-m3');
+    assert.equal(
+      parseConfig({ ...good, embeddings: { profile: 'local-hash-1024-v1' } }).embeddings.url,
+      undefined,
+    );
+  });
+  test('unknown keys, empty agents, bad labels, bad origins, database URLs → refuse', () => {
+    const bad: unknown[] = [
+      { ...good, extra: 1 },
+      { ...good, version: 2 },
+      { ...good, agents: [] },
+      { ...good, agents: [{ namespace: 'Kagent', name: 'x' }] },
+      { ...good, embeddings: { ...good.embeddings, url: 'ftp://x' } },
+      { ...good, embeddings: { ...good.embeddings, dims: 768 } },
+      { ...good, allowedOrigins: ['https://app.example/path'] },
+      { ...good, databaseUrl: 'postgres://x' },
+      [],
+    ];
+    for (const b of bad) assert.throws(() => parseConfig(b), ConfigError);
+  });
+});
+
+describe('tool arguments', () => {
+  test('bounds follow the input schema', () => {
+    assert.deepEqual(parseArgs({ query: 'x' }), { query: 'x', maxResults: 5, mode: 'vector' });
+    assert.deepEqual(parseArgs({ query: 'x', max_results: 20, mode: 'hybrid' }), {
+      query: 'x',
+      maxResults: 20,
+      mode: 'hybrid',
+    });
+    for (const a of [
+      {},
+      { query: '' },
+      { query: '   ' },
+      { query: 'x'.repeat(4097) },
+      { query: 'x', max_results: 0 },
+      { query: 'x', max_results: 1.5 },
+      { query: 'x', extra: true },
+      null,
+    ])
+      assert.equal(parseArgs(a), undefined);
+  });
+});
+
+describe('hybrid fusion', () => {
+  const hit = (id: string, distance: number): SearchHit => ({
+    chunk_id: id,
+    content: id,
+    metadata: { source: { id }, classification: 'public' },
+    distance,
+  });
+  test('reciprocal-rank fusion rewards agreement and never invents rows', () => {
+    const fused = fuse([hit('a', 0.1), hit('b', 0.2), hit('c', 0.3)], [hit('c', 0.3), hit('d', 0.4)], 3);
+    assert.deepEqual(
+      fused.map((h) => h.chunk_id),
+      ['c', 'a', 'b'],
+    );
+  });
+});
