@@ -64,9 +64,11 @@ function parseFile(file: string): Doc[] {
 
 const allFiles = yamlFiles(here);
 const allDocs = allFiles.flatMap(parseFile);
-const isKustomizeFile = (d: Doc) => d.obj.apiVersion === 'kustomize.config.k8s.io/v1beta1';
+const isKustomizeFile = (d: Doc) => String(d.obj.apiVersion).startsWith('kustomize.config.k8s.io/');
 const baseDocs = allDocs.filter((d) => d.file.startsWith(base + '/') && !isKustomizeFile(d));
 const fluxDocs = allDocs.filter((d) => d.file.startsWith(flux + '/'));
+const components = join(here, 'components');
+const componentDocs = allDocs.filter((d) => d.file.startsWith(components + '/') && !isKustomizeFile(d));
 const objects = baseDocs.map((d) => d.obj);
 const where = (d: Doc) => `${relative(repo, d.file)}#${d.index} ${d.obj.kind}/${d.obj.metadata?.name}`;
 const ofKind = (kind: string, objs: Y[] = objects): Y[] => objs.filter((o) => o.kind === kind);
@@ -689,6 +691,27 @@ describe('what the reconciler renders for examples/ fits this base', () => {
     }
   });
 
+  test('the controller may list and watch every rendered kind cluster-wide (its prune pass does)', async () => {
+    const { RENDERED_KINDS } = await import('../controller/kube/client.ts');
+    const cluster = named('ClusterRole', 'fgentic-retrieval-controller').rules as Y[];
+    for (const k of RENDERED_KINDS) {
+      const group = k.apiVersion.includes('/') ? k.apiVersion.split('/')[0] : '';
+      for (const v of ['list', 'watch']) {
+        assert.ok(
+          cluster.some(
+            (r) => r.apiGroups.includes(group) && r.resources.includes(k.plural) && r.verbs.includes(v),
+          ),
+          `${k.kind}: ${v}`,
+        );
+      }
+      assert.deepEqual(
+        PLURAL[k.kind],
+        [group, k.plural],
+        `${k.kind}: this test's table agrees with the controller`,
+      );
+    }
+  });
+
   test('rendered ConfigMaps are the ones the projector and retrieval pods mount', async () => {
     const cms = (await rendered()).filter((o) => o.kind === 'ConfigMap');
     const mounted = ofKind('Deployment')
@@ -750,6 +773,34 @@ describe('what the reconciler renders for examples/ fits this base', () => {
       });
       assert.ok(covered, `${d.metadata.name}: no rendered allow policy; its pods would be cut off`);
     }
+  });
+});
+
+describe('optional components', () => {
+  test('jwks-secret-reader: a Component whose resources exist and validate', () => {
+    const k = parseFile(join(components, 'jwks-secret-reader', 'kustomization.yaml'))[0]?.obj;
+    assert.equal(k.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
+    assert.equal(k.kind, 'Component');
+    for (const r of k.resources) assert.ok(existsSync(join(components, 'jwks-secret-reader', r)), r);
+    assert.ok(componentDocs.length > 0);
+    for (const d of componentDocs) validateCore(d.obj, where(d));
+  });
+
+  test('jwks-secret-reader: get on one named Secret, bound to the controller only', () => {
+    const roles = componentDocs.filter((d) => d.obj.kind === 'Role').map((d) => d.obj);
+    assert.equal(roles.length, 1);
+    for (const rule of roles[0].rules) {
+      assert.deepEqual(rule.resources, ['secrets']);
+      assert.deepEqual(rule.verbs, ['get'], 'no list/watch: those ignore resourceNames');
+      assert.equal(rule.resourceNames?.length, 1, 'exactly one Secret by name');
+    }
+    const bindings = componentDocs.filter((d) => d.obj.kind === 'RoleBinding').map((d) => d.obj);
+    assert.equal(bindings.length, 1);
+    assert.equal(bindings[0].roleRef.name, roles[0].metadata.name);
+    assert.equal(bindings[0].metadata.namespace, roles[0].metadata.namespace);
+    assert.deepEqual(bindings[0].subjects, [
+      { kind: 'ServiceAccount', name: 'fgentic-retrieval-controller', namespace: 'fgentic-system' },
+    ]);
   });
 });
 
