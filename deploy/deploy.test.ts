@@ -319,7 +319,7 @@ describe('workloads', () => {
         'knowledge',
         'knowledge-retrieval',
         2,
-        ['serve', 'retrieval', '--config', '/etc/fgentic/retrieval.json'],
+        ['serve', 'retrieval', '--config', '/etc/fgentic/retrieval.json', '--no-migrate'],
       ],
     ];
     assert.equal(ofKind('Deployment').length, expect.length);
