@@ -4,7 +4,8 @@
  *
  * Each server runs in its own child process (pinned to CPU 1 with taskset when available, so "one
  * core" is literal); the load generator runs in this process (pinned to CPU 0) over keep-alive
- * connections, one connection per concurrent worker, bounded by time. Loopback only.
+ * connections, one connection per concurrent worker, bounded by time (BENCH_DURATION_MS per target and
+ * level, split into BENCH_ROUNDS alternating rounds, each after a short warm-up). Loopback only.
  * The projector runs with its audit log silenced (FGENTIC_LOG_LEVEL=silent) unless BENCH_AUDIT=1.
  * Prints a table and writes bench/results/projector.json.
  */
@@ -18,7 +19,9 @@ import { fileURLToPath } from 'node:url';
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32,64').split(',').map(Number);
 const DURATION_MS = Number(process.env['BENCH_DURATION_MS'] ?? 3000);
-const WARMUP_MS = Number(process.env['BENCH_WARMUP_MS'] ?? 700);
+const WARMUP_MS = Number(process.env['BENCH_WARMUP_MS'] ?? 300);
+/** Targets alternate in short rounds so that background load drifts affect them alike. */
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
 
 // ---- child mode: serve one target and print its port -------------------------------------------
 async function serve(kind: string): Promise<void> {
@@ -93,6 +96,7 @@ async function load(
   port: number,
   req: { method: string; path: string; headers: Record<string, string> },
   concurrency: number,
+  durationMs: number,
 ) {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   const one = () =>
@@ -130,13 +134,18 @@ async function load(
   await new Promise((r) => setTimeout(r, WARMUP_MS));
   measuring = true;
   const start = process.hrtime.bigint();
-  await new Promise((r) => setTimeout(r, DURATION_MS));
+  await new Promise((r) => setTimeout(r, durationMs));
   measuring = false;
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
   stop = true;
   await Promise.all(workers);
   agent.destroy();
-  samples.sort((a, b) => a - b);
+  return { samples, seconds, non2xx, errors };
+}
+
+function summarise(runs: Awaited<ReturnType<typeof load>>[]) {
+  const samples = runs.flatMap((r) => r.samples).sort((a, b) => a - b);
+  const seconds = runs.reduce((t, r) => t + r.seconds, 0);
   const q = (p: number) =>
     samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? Number.NaN;
   return {
@@ -144,8 +153,8 @@ async function load(
     rate: samples.length / seconds,
     p50: q(0.5),
     p99: q(0.99),
-    non2xx,
-    errors,
+    non2xx: runs.reduce((t, r) => t + r.non2xx, 0),
+    errors: runs.reduce((t, r) => t + r.errors, 0),
   };
 }
 
@@ -196,8 +205,14 @@ async function main() {
   const results: Result[] = [];
   try {
     for (const c of CONCURRENCY) {
+      const runs = new Map<Target, Awaited<ReturnType<typeof load>>[]>(targets.map((t) => [t, []]));
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const t of targets) {
+          runs.get(t)!.push(await load(servers[t.kind].port, requests[t.route], c, DURATION_MS / ROUNDS));
+        }
+      }
       for (const t of targets) {
-        const r = await load(servers[t.kind].port, requests[t.route], c);
+        const r = summarise(runs.get(t)!);
         results.push({
           target: t.name,
           concurrency: c,
@@ -260,8 +275,9 @@ async function main() {
         node: process.version,
         pinned_server_cpu: pin ? 1 : null,
         audit_log: process.env['BENCH_AUDIT'] === '1',
-        duration_ms: DURATION_MS,
-        warmup_ms: WARMUP_MS,
+        duration_ms_per_target_and_level: DURATION_MS,
+        rounds: ROUNDS,
+        warmup_ms_per_round: WARMUP_MS,
         results: rows,
         decision_us_in_process: cost,
         goals,
