@@ -1169,6 +1169,43 @@ describe('Dockerfile and .dockerignore', () => {
     assert.ok(pkg.dependencies.tsx, 'tsx is a runtime dependency (the image runs TypeScript through it)');
   });
 
+  test('every relative import of the shipped code resolves inside the image', () => {
+    const copied = new Set(
+      lines
+        .filter((l) => l.startsWith('COPY ') && !l.includes('--from'))
+        .flatMap((l) => l.split(/\s+/).slice(1, -1)),
+    );
+    // Paths the .dockerignore drops even inside copied folders.
+    const dropped = (rel: string) =>
+      rel.endsWith('.test.ts') || /(^|\/)(testdata|test-doubles|node_modules)(\/|$)/.test(rel);
+    const walk = (dir: string): string[] =>
+      readdirSync(dir).flatMap((n) => {
+        const p = join(dir, n);
+        return statSync(p).isDirectory() ? walk(p) : /\.(ts|mjs)$/.test(n) ? [p] : [];
+      });
+    let checked = 0;
+    for (const top of copied) {
+      const abs = join(repo, top);
+      if (!existsSync(abs) || !statSync(abs).isDirectory()) continue;
+      for (const file of walk(abs)) {
+        const rel = relative(repo, file);
+        if (dropped(rel)) continue;
+        const src = readFileSync(file, 'utf8');
+        for (const m of src.matchAll(/(?:from\s+|import\(\s*)'(\.{1,2}\/[^']+)'/g)) {
+          const target = relative(repo, resolve(dirname(file), m[1] ?? ''));
+          const head = target.split('/')[0] ?? '';
+          assert.ok(
+            copied.has(head) || copied.has(target),
+            `${rel} imports ${m[1]}: ${head}/ is not in the image`,
+          );
+          assert.ok(!dropped(target), `${rel} imports ${m[1]}, which .dockerignore drops`);
+          checked++;
+        }
+      }
+    }
+    assert.ok(checked > 50, `only ${checked} imports checked`);
+  });
+
   test('.dockerignore keeps secrets, git metadata, local modules and tests out of the context', () => {
     const ignore = readFileSync(join(repo, '.dockerignore'), 'utf8')
       .split('\n')
