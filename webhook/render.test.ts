@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, test } from 'node:test';
-import { run } from '@bufbuild/cel';
-import { strings } from '@bufbuild/cel/ext';
 import fc from 'fast-check';
 import { ValidatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
+import { compileCel } from './cel.ts';
 import {
   admissionReview,
   CONTROLLER,
@@ -22,16 +21,12 @@ import { StaticClusterView } from './view.ts';
 
 const vwc = renderValidatingWebhookConfiguration();
 const webhooks = vwc['webhooks'] as JsonObject[];
-const EXPR = agentMatchExpression();
+const MATCH = compileCel(agentMatchExpression());
 
 /** Evaluates the Agent matchCondition like the API server: true, false, or an error (= call, fail closed). */
 function matches(body: Record<string, unknown>): boolean | 'error' {
   const req = body['request'] as JsonObject;
-  const out = run(
-    EXPR,
-    { request: req, object: req['object'] ?? null, oldObject: req['oldObject'] ?? null },
-    { funcs: strings },
-  );
+  const out = MATCH({ request: req, object: req['object'] ?? null, oldObject: req['oldObject'] ?? null });
   return typeof out === 'boolean' ? out : 'error';
 }
 

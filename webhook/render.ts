@@ -10,7 +10,13 @@
  * Agent that squats the name of a RetrievalAgent is skipped; the RetrievalAgent rule (no adoption of a
  * foreign Agent) and the reconciler's refusal to adopt unlabelled Agents cover it.
  */
-import { DEFAULT_RULES_CONFIG, MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROLE_LABEL } from './rules/types.ts';
+import {
+  DEFAULT_RULES_CONFIG,
+  KAGENT_GROUP,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
+  ROLE_LABEL,
+} from './rules/types.ts';
 
 export interface RenderOptions {
   namespace: string;
@@ -139,4 +145,207 @@ export function renderValidatingWebhookConfiguration(
       },
     ],
   };
+}
+
+export interface PolicyOptions {
+  /** The RetrievalPlatform's kagent namespace, where the retrieval RemoteMCPServer lives. */
+  kagentNamespace: string;
+  controllerUser: string;
+  deleteUsers: readonly string[];
+  name: string;
+}
+
+export const DEFAULT_POLICY_OPTIONS: PolicyOptions = {
+  kagentNamespace: 'kagent',
+  controllerUser: DEFAULT_RULES_CONFIG.controllerUser,
+  deleteUsers: DEFAULT_RULES_CONFIG.deleteUsers,
+  name: 'retrieval-agent-headers.fgentic.dev',
+};
+
+export interface PolicyValidation {
+  expression: string;
+  message: string;
+  reason: 'Forbidden' | 'Invalid';
+}
+
+/**
+ * The in-process (ValidatingAdmissionPolicy) form of the Agent rules, for clusters that prefer it to the
+ * webhook. Differences, by construction of CEL admission: it cannot list RetrievalAgents, so a retrieval
+ * Agent is recognised by its labels alone (only the reconciler may write labelled Agents, so the label
+ * is as trustworthy as the reconciler); it relies on the API server's pruning for misplaced fields; it
+ * has no finalizer-only exemption; and it does not cover our own kinds' cross-object rules (keep the
+ * webhook's `resources` entry for those).
+ */
+export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
+  variables: Array<{ name: string; expression: string }>;
+  validations: PolicyValidation[];
+} {
+  const o = { ...DEFAULT_POLICY_OPTIONS, ...opts };
+  const server = DEFAULT_RULES_CONFIG.retrievalServerName;
+  const header = DEFAULT_RULES_CONFIG.identityHeader.toLowerCase();
+  const tool = DEFAULT_RULES_CONFIG.retrievalTool;
+  const v = 'variables';
+  const variables = [
+    { name: 'isNewRetrieval', expression: `object != null && ${claims('object')}` },
+    { name: 'isOldRetrieval', expression: `oldObject != null && ${claims('oldObject')}` },
+    { name: 'isController', expression: `request.userInfo.username == '${o.controllerUser}'` },
+    {
+      name: 'tools',
+      expression:
+        `object != null && request.kind.version == 'v1alpha2' && has(object.spec) && has(object.spec.declarative) && ` +
+        `has(object.spec.declarative.tools) ? object.spec.declarative.tools : []`,
+    },
+  ];
+  const retrievalOnly = (cond: string) =>
+    `!${v}.isNewRetrieval || request.kind.version != 'v1alpha2' || (${cond})`;
+  const validations: PolicyValidation[] = [
+    {
+      expression:
+        `!(${v}.isNewRetrieval || ${v}.isOldRetrieval) || ${v}.isController || ` +
+        `(request.operation == 'DELETE' && request.userInfo.username in ${list(o.deleteUsers)})`,
+      message: `only ${o.controllerUser} may change a retrieval Agent`,
+      reason: 'Forbidden',
+    },
+    {
+      expression: `!${v}.isOldRetrieval || ${v}.isNewRetrieval || request.operation == 'DELETE'`,
+      message: 'a retrieval Agent cannot stop being one; delete it instead',
+      reason: 'Forbidden',
+    },
+    {
+      expression: `!(${v}.isNewRetrieval || ${v}.isOldRetrieval) || request.operation == 'DELETE' || request.kind.version == 'v1alpha2'`,
+      message: 'a retrieval Agent must be written as kagent.dev/v1alpha2',
+      reason: 'Invalid',
+    },
+    {
+      expression:
+        `request.kind.version != 'v1alpha1' || object == null || !has(object.spec) || !has(object.spec.tools) || ` +
+        `object.spec.tools.all(t, !has(t.mcpServer) || !has(t.mcpServer.toolServer) || ` +
+        `(t.mcpServer.toolServer != '${server}' && !t.mcpServer.toolServer.endsWith('/${server}')))`,
+      message: `${server} may be referenced only by retrieval Agents`,
+      reason: 'Forbidden',
+    },
+    {
+      expression: `${v}.isNewRetrieval || ${v}.tools.all(t, !has(t.mcpServer) || !has(t.mcpServer.allowedHeaders))`,
+      message: 'allowedHeaders is forbidden on every Agent except the rendered retrieval Agent',
+      reason: 'Forbidden',
+    },
+    {
+      expression: `${v}.isNewRetrieval || ${v}.tools.all(t, !has(t.mcpServer) || !has(t.mcpServer.name) || t.mcpServer.name != '${server}')`,
+      message: `${server} may be referenced only by retrieval Agents`,
+      reason: 'Forbidden',
+    },
+    {
+      expression:
+        `object == null || request.kind.version != 'v1alpha2' || !has(object.spec) || !has(object.spec.type) || ` +
+        `object.spec.type != 'BYO' || !has(object.spec.declarative)`,
+      message: 'spec.declarative on a BYO Agent is silently ignored by kagent; remove it',
+      reason: 'Invalid',
+    },
+    {
+      expression: `${v}.tools.all(t, !has(t.headersFrom) || t.headersFrom.all(h, !has(h.name) || h.name.trim().lowerAscii() != '${header}'))`,
+      message: `a static ${DEFAULT_RULES_CONFIG.identityHeader} header would forge the projected identity`,
+      reason: 'Forbidden',
+    },
+    {
+      expression: retrievalOnly(
+        `has(object.metadata.labels) && '${ROLE_LABEL}' in object.metadata.labels && ` +
+          `object.metadata.labels['${ROLE_LABEL}'] == 'retrieval-agent' && '${MANAGED_BY_LABEL}' in object.metadata.labels && ` +
+          `object.metadata.labels['${MANAGED_BY_LABEL}'] == '${MANAGED_BY_VALUE}'`,
+      ),
+      message: `a retrieval Agent must carry ${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE} and ${ROLE_LABEL}=retrieval-agent`,
+      reason: 'Invalid',
+    },
+    {
+      expression: retrievalOnly(
+        `!has(object.metadata.ownerReferences) || object.metadata.ownerReferences.all(r, !has(r.kind) || r.kind != 'RetrievalAgent' || ` +
+          `(has(r.name) && r.name == object.metadata.name && has(r.apiVersion) && r.apiVersion.startsWith('retrieval.fgentic.dev/')))`,
+      ),
+      message: 'the owner RetrievalAgent must have the Agent namespace and name',
+      reason: 'Invalid',
+    },
+    {
+      expression: retrievalOnly(
+        `has(object.spec) && has(object.spec.type) && object.spec.type == 'Declarative' && !has(object.spec.byo) && ` +
+          `has(object.spec.declarative) && has(object.spec.declarative.runtime) && object.spec.declarative.runtime == 'python'`,
+      ),
+      message: 'a retrieval Agent must be type Declarative with runtime: python set explicitly',
+      reason: 'Invalid',
+    },
+    {
+      expression: retrievalOnly(
+        `!has(object.spec.declarative) || !has(object.spec.declarative.deployment) || !has(object.spec.declarative.deployment.env) || ` +
+          `object.spec.declarative.deployment.env.all(e, !has(e.name) || (e.name != 'KAGENT_PROPAGATE_TOKEN' && e.name != 'STS_WELL_KNOWN_URI'))`,
+      ),
+      message: 'token propagation would send an Authorization header to the retrieval server',
+      reason: 'Forbidden',
+    },
+    {
+      expression: retrievalOnly(`${v}.tools.all(t, !has(t.mcpServer) || !has(t.mcpServer.requireApproval))`),
+      message:
+        'requireApproval is forbidden on a retrieval Agent: the HITL resume turn reuses stale identity headers',
+      reason: 'Forbidden',
+    },
+    {
+      expression: retrievalOnly(
+        `size(${v}.tools) == 1 && ${v}.tools.all(t, has(t.type) && t.type == 'McpServer' && !has(t.agent) && has(t.mcpServer) && ` +
+          `has(t.mcpServer.kind) && t.mcpServer.kind == 'RemoteMCPServer' && has(t.mcpServer.apiGroup) && t.mcpServer.apiGroup == '${KAGENT_GROUP}' && ` +
+          `has(t.mcpServer.name) && t.mcpServer.name == '${server}' && ` +
+          `((has(t.mcpServer.namespace) && t.mcpServer.namespace != '') ? t.mcpServer.namespace : object.metadata.namespace) == '${o.kagentNamespace}' && ` +
+          `has(t.mcpServer.toolNames) && t.mcpServer.toolNames == ['${tool}'])`,
+      ),
+      message: `a retrieval Agent has exactly one tool entry: McpServer on RemoteMCPServer ${o.kagentNamespace}/${server} (apiGroup ${KAGENT_GROUP}) with toolNames [${tool}]`,
+      reason: 'Invalid',
+    },
+    {
+      expression: retrievalOnly(
+        `${v}.tools.all(t, !has(t.mcpServer) || !has(t.mcpServer.allowedHeaders) || ` +
+          `(size(t.mcpServer.allowedHeaders) == 1 && t.mcpServer.allowedHeaders[0].lowerAscii() == '${header}'))`,
+      ),
+      message: `a retrieval Agent may propagate exactly one header, ${DEFAULT_RULES_CONFIG.identityHeader}`,
+      reason: 'Forbidden',
+    },
+  ];
+  return { variables, validations };
+}
+
+/** ValidatingAdmissionPolicy + binding (admissionregistration.k8s.io/v1) for kagent Agents. */
+export function renderValidatingAdmissionPolicy(
+  opts: Partial<PolicyOptions> = {},
+): Record<string, unknown>[] {
+  const o = { ...DEFAULT_POLICY_OPTIONS, ...opts };
+  const { variables, validations } = agentPolicyValidations(o);
+  const labels = {
+    'app.kubernetes.io/managed-by': 'fgentic-retrieval',
+    'app.kubernetes.io/part-of': 'fgentic-retrieval',
+  };
+  return [
+    {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: o.name, labels },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          matchPolicy: 'Equivalent',
+          resourceRules: [
+            {
+              apiGroups: ['kagent.dev'],
+              apiVersions: ['v1alpha1', 'v1alpha2'],
+              resources: ['agents'],
+              operations: ['CREATE', 'UPDATE', 'DELETE'],
+              scope: 'Namespaced',
+            },
+          ],
+        },
+        variables,
+        validations,
+      },
+    },
+    {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name: o.name, labels },
+      spec: { policyName: o.name, validationActions: ['Deny'] },
+    },
+  ];
 }
