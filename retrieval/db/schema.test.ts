@@ -1,0 +1,211 @@
+/**
+ * The schema itself: migrations are idempotent and apply over an origin v1 database; the SQL
+ * metadata CHECK agrees with the contract's validateChunkMetadata; the embedding profile guard; an
+ * embedded data directory keeps its corpus across restarts.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
+import { validateChunkMetadata } from '../../contract/index.ts';
+import { ensureProfile } from '../embeddings/profile.ts';
+import { startRetrievalServer } from '../index.ts';
+import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from '../testing.ts';
+import { loadMigrations, migrate } from './migrate.ts';
+
+let t: TestDatabase;
+before(async () => {
+  t = await startTestDatabase();
+});
+after(async () => {
+  await t?.close();
+});
+
+describe('migrations', () => {
+  test('versions are recorded once and re-running applies nothing', async () => {
+    const versions = (
+      await t.pool.query('SELECT version FROM knowledge.schema_migrations ORDER BY 1')
+    ).rows.map((r) => r.version);
+    assert.deepEqual(
+      versions,
+      loadMigrations().map((m) => m.version),
+    );
+    assert.deepEqual(await migrate(t.pool), []);
+  });
+  test('over an origin database (v1 applied, no profile table) only our additions run', async () => {
+    await t.pool.query('DROP TABLE knowledge.embedding_profile');
+    await t.pool.query('DELETE FROM knowledge.schema_migrations WHERE version >= 100');
+    await t.pool.query('INSERT INTO knowledge.schema_migrations (version) VALUES (2), (3)');
+    assert.deepEqual(await migrate(t.pool), [101, 102]);
+    await t.pool.query('DELETE FROM knowledge.schema_migrations WHERE version IN (2, 3)');
+  });
+});
+
+describe('metadata CHECK = contract validateChunkMetadata', () => {
+  const principal = fc.constantFrom<unknown>(
+    P.alice,
+    P.slackBob,
+    P.ircBob,
+    { kind: 'matrix', principal: 'alice' },
+    { kind: 'matrix', principal: '@Alice:org-a.example' },
+    { kind: 'matrix', principal: '@alice:org-a.example', network: 'slack' },
+    { kind: 'bridged_matrix', principal: '@alice:org-a.example' },
+    { kind: 'bridged_matrix', network: 'Slack', principal: '@alice:org-a.example' },
+    { kind: 'matrix', principal: '@alice:org-a.example', extra: 1 },
+    { kind: 'oidc_client', principal: '@alice:org-a.example' },
+    { kind: 'matrix', principal: `@${'a'.repeat(250)}:org-a.example` },
+    { kind: 'matrix', principal: '@alice:[::1]:8448' },
+    { kind: 'matrix', principal: '@alice:256.1.1.1' },
+    { kind: 'matrix', principal: '@alice:-bad.example' },
+    'alice',
+  );
+  const group = fc.constantFrom<unknown>(
+    'partner/org-b/docs',
+    'partner/org-c/eng',
+    'partner/org-b',
+    'local/x',
+    'partner/Org/x',
+    'partner/org-b/docs/extra',
+    5,
+  );
+  type M = Record<string, unknown> & {
+    source: Record<string, unknown>;
+    allowed_principals: unknown[];
+    allowed_groups: unknown[];
+  };
+  const mutation = fc.oneof(
+    fc
+      .constantFrom<unknown>(' docs', 'docs ', '', 'a\u0001b', 'x'.repeat(513), 7, 'docs/b.md')
+      .map((v) => (m: M) => {
+        if (m.source) m.source['id'] = v;
+      }),
+    fc.constantFrom<unknown>('', 'x'.repeat(600), 'Title', 3).map((v) => (m: M) => {
+      if (m.source) m.source['title'] = v;
+    }),
+    fc.constant((m: M) => {
+      if (m.source) m.source['extra'] = 'x';
+    }),
+    fc.constant((m: M) => {
+      if (m.source) delete m.source['id'];
+    }),
+    fc
+      .constantFrom<unknown>(
+        'public',
+        'approved_non_public',
+        'restricted',
+        'secret',
+        'authentication',
+        'internal',
+        1,
+      )
+      .map((v) => (m: M) => {
+        m['classification'] = v;
+      }),
+    principal.map((v) => (m: M) => {
+      if (Array.isArray(m.allowed_principals)) m.allowed_principals.push(v);
+    }),
+    group.map((v) => (m: M) => {
+      if (Array.isArray(m.allowed_groups)) m.allowed_groups.push(v);
+    }),
+    fc.constant((m: M) => {
+      m.allowed_principals = [];
+    }),
+    fc.constant((m: M) => {
+      m.allowed_groups = [];
+    }),
+    fc.constant((m: M) => {
+      m['extra'] = 1;
+    }),
+    fc.constantFrom('source', 'classification', 'allowed_principals', 'allowed_groups').map((k) => (m: M) => {
+      delete m[k];
+    }),
+  );
+  const metadata = fc.array(mutation, { maxLength: 3 }).map((ms) => {
+    const m: M = {
+      source: { id: 'docs/a.md', title: 'A' },
+      classification: 'public',
+      allowed_principals: [P.alice],
+      allowed_groups: ['partner/org-b/docs'],
+    };
+    for (const f of ms) f(m);
+    return m;
+  });
+  test('random near-valid metadata: the database and the contract agree', async () => {
+    let valid = 0;
+    await fc.assert(
+      fc.asyncProperty(metadata, async (m) => {
+        const ts = validateChunkMetadata(m).ok;
+        const r = await t.pool.query('SELECT coalesce(knowledge.is_valid_metadata($1::jsonb), false) AS ok', [
+          JSON.stringify(m),
+        ]);
+        assert.equal(r.rows[0]?.ok, ts, JSON.stringify(m).slice(0, 300));
+        if (ts) valid++;
+      }),
+      { numRuns: 600, seed: 17 },
+    );
+    assert.ok(valid > 5);
+  });
+});
+
+describe('embedding profile', () => {
+  test('first server claims an empty store; a different profile is refused', async () => {
+    await t.pool.query('DELETE FROM knowledge.embedding_profile');
+    assert.deepEqual(await ensureProfile(t.pool, 'local-hash-1024-v1', true), {
+      ok: true,
+      profile: 'local-hash-1024-v1',
+    });
+    const other = await ensureProfile(t.pool, 'bge-m3-1024-v1', true);
+    assert.equal(other.ok, false);
+  });
+  test('an unrecorded store that already holds chunks is only adopted by the origin profile', async () => {
+    await t.pool.query('DELETE FROM knowledge.embedding_profile');
+    await t.pool.query(
+      "INSERT INTO knowledge.chunks VALUES ('x', 'x', (ARRAY[1::real] || array_fill(0::real, ARRAY[1023]))::vector, $1)",
+      [JSON.stringify(meta({ principals: [P.alice] }))],
+    );
+    assert.equal((await ensureProfile(t.pool, 'local-hash-1024-v1', true)).ok, false);
+    assert.equal((await ensureProfile(t.pool, 'bge-m3-1024-v1', true)).ok, true);
+    await t.pool.query('DELETE FROM knowledge.chunks');
+    await t.pool.query('DELETE FROM knowledge.embedding_profile');
+  });
+});
+
+describe('embedded persistence', () => {
+  test('a data directory keeps its corpus across restarts', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fgentic-pglite-'));
+    try {
+      const a = await startRetrievalServer({ agents: [AGENT], dataDir: dir, port: 0, now: () => NOW });
+      await a.seed([{ content: 'persisted alpha', metadata: meta({ principals: [P.alice] }) }]);
+      await a.close();
+      const b = await startRetrievalServer({ agents: [AGENT], dataDir: dir, port: 0, now: () => NOW });
+      try {
+        const r = await fetch(b.mcpUrl, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            'mcp-protocol-version': '2025-11-25',
+            'x-fgentic-identity': matrixHeader({ caller: P.alice, audience: [P.alice] }),
+          },
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'tools/call',
+            params: { name: 'search_knowledge', arguments: { query: 'alpha' } },
+          }),
+        });
+        const msg = (await r.json()) as { result: { structuredContent: { results: { content: string }[] } } };
+        assert.deepEqual(
+          msg.result.structuredContent.results.map((x) => x.content),
+          ['persisted alpha'],
+        );
+      } finally {
+        await b.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
