@@ -9,7 +9,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { decodeProjection } from '../contract/index.ts';
+import { decodeProjection, encodeRoomContext } from '../contract/index.ts';
 import { type RunningProjector, startProjector } from './index.ts';
 import { countHeader, sendCheck } from './test-doubles/client.ts';
 import {
@@ -20,6 +20,7 @@ import {
   localRequest,
   NOW,
   publicRequest,
+  roomContext,
 } from './test-doubles/fixtures.ts';
 
 let p: RunningProjector;
@@ -162,6 +163,35 @@ describe('ext-auth HTTP server (agentgateway v1.3.1 wire contract)', () => {
   test('client-sent X-Fgentic-Identity (or its count) denies', async () => {
     const r = await sendCheck(p.url, publicRequest({ headers: { 'x-fgentic-check-identity-count': ['1'] } }));
     assert.equal(r.body, '{"error":"denied","reason":"identity_present"}');
+  });
+
+  test('header-size boundary: the largest valid room context reaches the decision; no oversized identity is ever emitted', async () => {
+    // 16 native members with long localparts; grow them until the carrier no longer encodes.
+    let largest: { ctx: string; caller: string } | undefined;
+    for (let pad = 100; pad <= 240; pad += 1) {
+      const members = Array.from({ length: 16 }, (_, k) => ({
+        principal: `@u${String(k).padStart(2, '0')}${'x'.repeat(pad)}:org-a.example`,
+        kind: 'matrix' as const,
+        event_id: `$m${k}`,
+      }));
+      let ctx: ReturnType<typeof roomContext>;
+      try {
+        ctx = roomContext({ members, caller: { kind: 'matrix', principal: members[0]!.principal } });
+      } catch {
+        break;
+      }
+      const encoded = encodeRoomContext(ctx);
+      if (!encoded.ok) break;
+      largest = { ctx: encoded.value, caller: members[0]!.principal };
+    }
+    assert.ok(largest);
+    // 16 MXIDs of 255 bytes: close to, not at, the 8,192-byte ceiling (the contract tests own the exact edge).
+    assert.ok(largest.ctx.length > 6500 && largest.ctx.length <= 8192, String(largest.ctx.length));
+    const r = await sendCheck(p.url, localRequest({ ctx: largest.ctx, userId: largest.caller }));
+    // Node's default 16 KiB header limit admits it: the answer comes from the decision, not a 431.
+    assert.ok(r.status === 200 || r.body.startsWith('{"error":"denied"'), String(r.status));
+    if (r.status === 200) assert.ok(String(r.headers['x-fgentic-identity']).length <= 8192);
+    else assert.match(r.body, /"reason":"(oversized|decoded_oversized)"/);
   });
 
   test('operations endpoints: /healthz, /readyz, /metrics with decision counters and latency', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { decodeProjection } from '../contract/index.ts';
+import { decodeProjection, encodeRoomContext } from '../contract/index.ts';
 import { decideMatrix, type MatrixDecision } from './matrix.ts';
 import type { CheckRequest } from './request.ts';
 import {
@@ -219,5 +219,38 @@ describe('matrix route decision', () => {
       },
     });
     denied(run({ ...localRequest(), headers }), 'credential_header');
+  });
+
+  test('size ceiling: a room context near 8,192 bytes whose projection would exceed it denies, never emits', () => {
+    const longRoom = `!${'r'.repeat(240)}:org-a.example`;
+    const c = config((x) => x.rooms.push({ roomId: longRoom, allowedClassifications: ['public'] }));
+    let largest: { ctx: string; caller: string } | undefined;
+    for (let pad = 150; pad <= 237; pad += 1) {
+      const members = Array.from({ length: 16 }, (_, k) => ({
+        principal: `@slack-${String(k).padStart(2, '0')}${'x'.repeat(pad - 4)}:org-a.example`,
+        kind: 'bridged_matrix' as const,
+        network: 'slack',
+        event_id: `$${'e'.repeat(200)}${k}`,
+      }));
+      let ctx: ReturnType<typeof roomContext>;
+      try {
+        ctx = roomContext({
+          roomId: longRoom,
+          eventId: `$${'v'.repeat(254)}`,
+          members,
+          caller: { kind: 'bridged_matrix', network: 'slack', principal: members[0]!.principal },
+        });
+      } catch {
+        break;
+      }
+      const encoded = encodeRoomContext(ctx);
+      if (!encoded.ok) break;
+      largest = { ctx: encoded.value, caller: members[0]!.principal };
+    }
+    assert.ok(largest && largest.ctx.length > 8100, String(largest?.ctx.length));
+    const d = run(localRequest({ ctx: largest.ctx, userId: largest.caller }), c);
+    // The projection adds agent, iat/exp, kind, principal and groups (> 100 bytes) to the context.
+    assert.equal(d.allow, false);
+    if (!d.allow) assert.match(d.reason, /^(oversized|decoded_oversized)$/);
   });
 });

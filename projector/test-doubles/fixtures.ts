@@ -122,11 +122,13 @@ export function snapshot(o: SnapshotOptions = {}): RoomSnapshot {
 export const ALICE_P: MatrixPrincipal = { kind: 'matrix', principal: ALICE };
 export const BOB_P: MatrixPrincipal = { kind: 'bridged_matrix', network: 'slack', principal: BOB };
 
-export function roomContext(o: SnapshotOptions & { caller?: MatrixPrincipal } = {}): RoomContext {
+export function roomContext(
+  o: SnapshotOptions & { caller?: MatrixPrincipal; eventId?: string } = {},
+): RoomContext {
   const r = roomContextFromSnapshot(snapshot(o), {
     caller: o.caller ?? ALICE_P,
     delegationId: DELEGATION,
-    eventId: '$event',
+    eventId: o.eventId ?? '$event',
   });
   if (!r.ok) throw new Error(`bad test context: ${r.reason}`);
   return r.value;
