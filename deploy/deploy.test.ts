@@ -1204,6 +1204,35 @@ describe('Dockerfile and .dockerignore', () => {
       }
     }
     assert.ok(checked > 50, `only ${checked} imports checked`);
+    // Bare imports of runtime code must be production dependencies (the image installs with
+    // --omit=dev). Runtime code = what the CLI entry points reach through relative imports; test
+    // helpers that sit next to the code (e.g. a CEL checker used only by tests) are not reached.
+    const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8'));
+    const prod = new Set(Object.keys(pkg.dependencies));
+    const roots = [...copied]
+      .flatMap((top) => ['cli.ts', 'main.ts', 'index.ts'].map((f) => join(repo, top, f)))
+      .filter((f) => existsSync(f));
+    const seen = new Set<string>();
+    const queue = [...roots];
+    while (queue.length > 0) {
+      const file = queue.pop() as string;
+      if (seen.has(file) || !existsSync(file)) continue;
+      seen.add(file);
+      const src = readFileSync(file, 'utf8');
+      for (const m of src.matchAll(/(?:^|\s)(?:from\s+|import\(\s*)'([^']+)'/gm)) {
+        const spec = m[1] ?? '';
+        if (spec.startsWith('.')) {
+          queue.push(resolve(dirname(file), spec));
+          continue;
+        }
+        if (spec.startsWith('node:')) continue;
+        const name = spec.startsWith('@')
+          ? spec.split('/').slice(0, 2).join('/')
+          : (spec.split('/')[0] ?? '');
+        assert.ok(prod.has(name), `${relative(repo, file)} imports ${spec}: not a production dependency`);
+      }
+    }
+    assert.ok(seen.size > 20, `only ${seen.size} runtime files reached`);
   });
 
   test('.dockerignore keeps secrets, git metadata, local modules and tests out of the context', () => {
