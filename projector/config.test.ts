@@ -76,6 +76,9 @@ describe('projector configuration', () => {
     rejects((c) => (c.bridge.serviceUserRegex = '^(a+)+$'), /nested quantifiers/);
     rejects((c) => (c.bridge.serviceUserRegex = '^(a)\\1$'), /backreferences/);
     rejects((c) => (c.bridge.serviceUserRegex = '^([a-$'), /compile/);
+    rejects((c) => (c.bridge.serviceUserRegex = `^${'a'.repeat(1030)}$`), /bad regex/);
+    // Identity escapes operators commonly write are accepted.
+    assert.ok(withChange((c) => (c.bridge.serviceUserRegex = '^@agent\\-[a-z]+:org\\-a\\.example$')).ok);
   });
 
   test('classifications, room IDs, paths and duplicates are validated', () => {

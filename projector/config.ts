@@ -78,7 +78,7 @@ export interface ProjectorConfig {
 export type ConfigResult = { ok: true; config: ProjectorConfig } | { ok: false; error: string };
 
 export const RESERVED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
-const MAX_REGEX_LENGTH = 512;
+const MAX_REGEX_LENGTH = 1024; // the CRD's maxLength
 const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 const PATH_RE = /^\/[A-Za-z0-9._~!$&'()*+,;=:@/%-]{0,1023}$/;
 
@@ -136,7 +136,9 @@ export function compileSafeRegex(v: JsonValue | undefined, path: string): RegExp
   if (/\\[1-9]|\\k<|\(\?[=!<]/.test(v)) fail(path, 'regex uses backreferences or lookaround');
   if (/\([^()]*[+*}][^()]*\)\s*[+*{]/.test(v)) fail(path, 'regex has nested quantifiers');
   try {
-    return new RegExp(v, 'u');
+    // No 'u' flag: the inputs are ASCII MXIDs, and non-unicode syntax accepts the identity escapes
+    // (e.g. `\-`) operators write; unicode mode would turn them into load errors (deny-all).
+    return new RegExp(v);
   } catch {
     fail(path, 'regex does not compile');
   }
