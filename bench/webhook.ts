@@ -26,7 +26,8 @@ const TARGETS = ['allow-all', 'webhook'] as const;
 // ---- child mode: serve one target and print its port -------------------------------------------
 async function serve(kind: string, certDir: string): Promise<void> {
   const { startWebhookServer } = await import('../webhook/server.ts');
-  const { reviewBytes } = await import('../webhook/review.ts');
+  const { handleReview } = await import('../webhook/main.ts');
+  const { DEFAULT_RULES_CONFIG } = await import('../webhook/rules/types.ts');
   const { StaticClusterView } = await import('../webhook/view.ts');
   const fx = await import('../webhook/fixtures.ts');
   const rooms = Array.from({ length: 200 }, (_, i) => fx.room(`room-${i}`, `!r${i}:org-a.example`));
@@ -55,7 +56,7 @@ async function serve(kind: string, certDir: string): Promise<void> {
             name: '',
           };
         }
-      : (body: Buffer) => reviewBytes(body, view);
+      : (body: Buffer) => handleReview(body, view, DEFAULT_RULES_CONFIG, () => true);
   const srv = await startWebhookServer({ certDir, port: 0, host: '127.0.0.1', handler });
   process.stdout.write(`${JSON.stringify({ port: srv.port })}\n`);
 }

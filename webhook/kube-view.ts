@@ -28,6 +28,9 @@ const SOURCES = [
 
 export class KubeClusterView implements ClusterView {
   private snapshot = new StaticClusterView();
+  /** RetrievalAgents confirmed by a live GET before the informer delivered them (expire after 30 s). */
+  private readonly confirmed = new Map<string, { obj: KubeObject; until: number }>();
+  private api: CustomObjectsApi | undefined;
   private dirty = true;
   private synced = 0;
   private readonly informers: Array<{
@@ -44,6 +47,7 @@ export class KubeClusterView implements ClusterView {
 
   async start(): Promise<void> {
     const api = this.kc.makeApiClient(CustomObjectsApi);
+    this.api = api;
     for (const s of SOURCES) {
       const path = `/apis/${s.group}/${s.version}/${s.plural}`;
       const inf = makeInformer<KubernetesObject>(this.kc, path, () =>
@@ -96,7 +100,48 @@ export class KubeClusterView implements ClusterView {
   }
 
   retrievalAgent(namespace: string, name: string): KubeObject | undefined {
-    return this.view().retrievalAgent(namespace, name);
+    const cached = this.view().retrievalAgent(namespace, name);
+    if (cached) return cached;
+    const key = `${namespace}/${name}`;
+    const c = this.confirmed.get(key);
+    if (c && c.until > Date.now()) return c.obj;
+    if (c) this.confirmed.delete(key);
+    return undefined;
+  }
+
+  /**
+   * Informer lag: the reconciler renders an Agent right after it sees a new RetrievalAgent, possibly
+   * before this cache has it. A live GET settles it; true when the RetrievalAgent exists.
+   */
+  async confirmRetrievalAgent(namespace: string, name: string, timeoutMs = 1500): Promise<boolean> {
+    if (!this.api || namespace === '' || name === '') return false;
+    const get = this.api
+      .getNamespacedCustomObject({
+        group: 'retrieval.fgentic.dev',
+        version: 'v1alpha1',
+        namespace,
+        plural: 'retrievalagents',
+        name,
+      })
+      .then((o: unknown) => o as KubeObject);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), timeoutMs);
+    });
+    try {
+      const obj = await Promise.race([get, timeout]);
+      if (!obj) return false;
+      this.confirmed.set(`${namespace}/${name}`, {
+        obj: { ...obj, apiVersion: 'retrieval.fgentic.dev/v1alpha1', kind: 'RetrievalAgent' },
+        until: Date.now() + 30_000,
+      });
+      return true;
+    } catch {
+      return false;
+    } finally {
+      clearTimeout(timer);
+      get.catch(() => undefined);
+    }
   }
   agent(namespace: string, name: string): KubeObject | undefined {
     return this.view().agent(namespace, name);

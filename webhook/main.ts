@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { createLogger } from '../common/log.ts';
 import { loadManifests } from './manifests.ts';
-import { reviewBytes } from './review.ts';
+import { type ReviewOutcome, reviewBytes, reviewUnavailable } from './review.ts';
 import { type ClusterView, DEFAULT_RULES_CONFIG, isObject, type RulesConfig } from './rules/types.ts';
 import { startWebhookServer } from './server.ts';
 import { StaticClusterView } from './view.ts';
@@ -44,6 +44,24 @@ export function parseWebhookConfig(text: string): WebhookConfig {
   return cfg;
 }
 
+/**
+ * Fail closed while the caches are not synced; give the reconciler's first render of a retrieval Agent
+ * one live look-up of its RetrievalAgent before denying it as undeclared.
+ */
+export async function handleReview(
+  body: Buffer,
+  view: ClusterView,
+  rules: RulesConfig,
+  ready: () => boolean,
+  confirm?: (ns: string, name: string) => Promise<boolean>,
+): Promise<ReviewOutcome> {
+  if (!ready()) return reviewUnavailable(body, 'cluster cache not synced yet');
+  const out = reviewBytes(body, view, rules);
+  if (confirm && out.verdict === 'denied' && out.reason === 'retrieval-agent-undeclared')
+    if (await confirm(out.namespace, out.name)) return reviewBytes(body, view, rules);
+  return out;
+}
+
 export async function runWebhookServer(args: {
   configFile?: string;
   certDir?: string;
@@ -76,6 +94,7 @@ export async function runWebhookServer(args: {
   let view: ClusterView;
   let ready: () => boolean;
   let stopView = async () => {};
+  let confirm: ((ns: string, name: string) => Promise<boolean>) | undefined;
   if (cfg.offlineObjects) {
     view = new StaticClusterView(
       loadManifests(cfg.offlineObjects).flatMap((m) => (m.object ? [m.object] : [])),
@@ -91,6 +110,7 @@ export async function runWebhookServer(args: {
     view = kv;
     ready = () => kv.ready();
     stopView = () => kv.stop();
+    confirm = (ns, name) => kv.confirmRetrievalAgent(ns, name);
   }
   let server: Awaited<ReturnType<typeof startWebhookServer>>;
   try {
@@ -99,7 +119,7 @@ export async function runWebhookServer(args: {
       port: cfg.port,
       ready,
       logger: log,
-      handler: (body) => reviewBytes(body, view, rules),
+      handler: (body) => handleReview(body, view, rules, ready, confirm),
     });
   } catch (err) {
     process.stderr.write(`serve webhook: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}\n`);

@@ -230,6 +230,23 @@ export function review(
   }
 }
 
+/** The answer while the webhook cannot decide (cluster cache not synced yet): a denial, fail closed. */
+export function reviewUnavailable(bytes: string | Uint8Array, why: string): ReviewOutcome {
+  let uid = '';
+  try {
+    const body: unknown = JSON.parse(typeof bytes === 'string' ? bytes : Buffer.from(bytes).toString('utf8'));
+    const request = isObject(body) ? body['request'] : undefined;
+    if (isObject(request) && typeof request['uid'] === 'string') uid = request['uid'];
+  } catch {}
+  return errorOutcome(
+    uid,
+    503,
+    'ServiceUnavailable',
+    `fgentic-retrieval webhook unavailable: ${why}; denied, retry`,
+    'unavailable',
+  );
+}
+
 /** Raw request bytes → outcome. Never throws. */
 export function reviewBytes(
   bytes: string | Uint8Array,

@@ -12,7 +12,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createLogger, type Logger } from '../common/log.ts';
 import type { ReviewOutcome } from './review.ts';
 
-export type ReviewHandler = (body: Buffer) => ReviewOutcome;
+export type ReviewHandler = (body: Buffer) => ReviewOutcome | Promise<ReviewOutcome>;
 
 export interface WebhookServerOptions {
   certDir: string;
@@ -152,20 +152,32 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
     req.on('end', () => {
       if (aborted) return;
       const start = process.hrtime.bigint();
-      const out = opts.handler(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-      const body = JSON.stringify(out.review);
-      res.writeHead(200, JSON_HEADERS).end(body);
-      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      metrics.latency.observe({ kind: out.kind }, seconds);
-      metrics.reviews.inc({ kind: out.kind, verdict: out.verdict, reason: out.reason });
-      if (out.verdict !== 'allowed')
-        log.info('admission', {
-          kind: out.kind,
-          namespace: out.namespace,
-          name: out.name,
-          verdict: out.verdict,
-          reason: out.reason,
+      const send = (out: ReviewOutcome) => {
+        res.writeHead(200, JSON_HEADERS).end(JSON.stringify(out.review));
+        const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+        metrics.latency.observe({ kind: out.kind }, seconds);
+        metrics.reviews.inc({ kind: out.kind, verdict: out.verdict, reason: out.reason });
+        if (out.verdict !== 'allowed')
+          log.info('admission', {
+            kind: out.kind,
+            namespace: out.namespace,
+            name: out.name,
+            verdict: out.verdict,
+            reason: out.reason,
+          });
+      };
+      let result: ReviewOutcome | Promise<ReviewOutcome>;
+      try {
+        result = opts.handler(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      } catch {
+        result = Promise.reject(new Error('handler failed'));
+      }
+      if (result instanceof Promise)
+        result.then(send, () => {
+          metrics.reviews.inc({ kind: 'unknown', verdict: 'error', reason: 'internal' });
+          res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
         });
+      else send(result);
     });
   });
   server.keepAliveTimeout = 30_000;
