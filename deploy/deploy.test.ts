@@ -14,7 +14,11 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ValidatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
+import {
+  ValidatingAdmissionPolicy,
+  ValidatingAdmissionPolicyBinding,
+  ValidatingWebhookConfiguration,
+} from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
@@ -91,6 +95,8 @@ const MODELS: Record<string, new (o: Y) => { validate(): void }> = {
   'rbac.authorization.k8s.io/v1/Role': Role,
   'rbac.authorization.k8s.io/v1/RoleBinding': RoleBinding,
   'admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration': ValidatingWebhookConfiguration,
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy': ValidatingAdmissionPolicy,
+  'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding': ValidatingAdmissionPolicyBinding,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   // Only reached through the kustomize build (../../crds belongs to crds/).
@@ -777,7 +783,7 @@ describe('what the reconciler renders for examples/ fits this base', () => {
 });
 
 describe('optional components', () => {
-  test('jwks-secret-reader: a Component whose resources exist and validate', () => {
+  test('components: jwks-secret-reader exists as a Component; every component object validates', () => {
     const k = parseFile(join(components, 'jwks-secret-reader', 'kustomization.yaml'))[0]?.obj;
     assert.equal(k.apiVersion, 'kustomize.config.k8s.io/v1alpha1');
     assert.equal(k.kind, 'Component');
@@ -801,6 +807,29 @@ describe('optional components', () => {
     assert.deepEqual(bindings[0].subjects, [
       { kind: 'ServiceAccount', name: 'fgentic-retrieval-controller', namespace: 'fgentic-system' },
     ]);
+  });
+});
+
+describe('optional agent-admission-policy component', () => {
+  const dir = join(components, 'agent-admission-policy');
+  const docs = componentDocs.filter((d) => d.file.startsWith(dir + '/')).map((d) => d.obj);
+
+  test('is the policy webhook/render.ts renders, labels aside', async () => {
+    const k = parseFile(join(dir, 'kustomization.yaml'))[0]?.obj;
+    assert.equal(k.kind, 'Component');
+    for (const r of k.resources) assert.ok(existsSync(join(dir, r)), r);
+    const { renderValidatingAdmissionPolicy } = await import('../webhook/render.ts');
+    const strip = (o: Y) => ({ ...o, metadata: { ...o.metadata, labels: undefined } });
+    assert.deepEqual(docs.map(strip), (renderValidatingAdmissionPolicy() as Y[]).map(strip));
+  });
+
+  test('fails closed, denies, and binds the policy it ships', () => {
+    const policy = docs.find((d) => d.kind === 'ValidatingAdmissionPolicy');
+    const binding = docs.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding');
+    assert.equal(policy.spec.failurePolicy, 'Fail');
+    assert.equal(binding.spec.policyName, policy.metadata.name);
+    assert.deepEqual(binding.spec.validationActions, ['Deny']);
+    assert.ok(policy.spec.validations.length > 0);
   });
 });
 
