@@ -76,6 +76,16 @@ describe('serveProjector CLI entry', () => {
       assert.equal(await serveProjector(['--bogus']), 2);
       assert.equal(await serveProjector(['--port', 'eighty']), 2);
       assert.equal(await serveProjector(['--port', '70000']), 2);
+      const busy = await startProjector({ config: config() });
+      try {
+        const port = new URL(busy.url).port;
+        assert.equal(
+          await serveProjector(['--config', '/nonexistent', '--port', port, '--host', '127.0.0.1']),
+          1,
+        );
+      } finally {
+        await busy.close();
+      }
     });
     assert.ok(lines.length >= 3);
   });

@@ -26,11 +26,17 @@ export async function serveProjector(argv: string[]): Promise<number> {
     process.stderr.write('serve projector: --port must be 0–65535\n');
     return 2;
   }
-  const running = await startProjector({
-    configPath: values.config ?? DEFAULT_CONFIG_PATH,
-    port,
-    host: values.host ?? '0.0.0.0',
-  });
+  let running: Awaited<ReturnType<typeof startProjector>>;
+  try {
+    running = await startProjector({
+      configPath: values.config ?? DEFAULT_CONFIG_PATH,
+      port,
+      host: values.host ?? '0.0.0.0',
+    });
+  } catch (e) {
+    process.stderr.write(`serve projector: cannot listen: ${(e as NodeJS.ErrnoException).code ?? 'error'}\n`);
+    return 1;
+  }
   process.stderr.write(`projector listening on ${running.url}\n`);
   await new Promise<void>((resolve) => {
     const stop = () => {
