@@ -12,10 +12,14 @@ import type {
 } from '../types.ts';
 import { API_VERSION } from '../types.ts';
 
+/** Marks objects the reconciler owns and prunes (in addition to the labels of docs/interfaces.md). */
+export const RENDERED_LABEL = 'retrieval.fgentic.dev/rendered';
 export const MANAGED_LABELS = {
   'app.kubernetes.io/managed-by': 'fgentic-retrieval',
   'app.kubernetes.io/part-of': 'fgentic-retrieval',
+  [RENDERED_LABEL]: 'true',
 } as const;
+export const PRUNE_SELECTOR = `app.kubernetes.io/managed-by=fgentic-retrieval,${RENDERED_LABEL}=true`;
 export const ROLE_LABEL = 'retrieval.fgentic.dev/role';
 export const AGENT_POD_LABEL = 'retrieval.fgentic.dev/agent';
 export const MCP_KEY_LABEL = 'retrieval.fgentic.dev/api-key';

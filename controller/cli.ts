@@ -1,0 +1,270 @@
+/**
+ * `fgentic-retrieval serve controller`: leader election on a Lease; the leader watches our four kinds
+ * and every rendered kind, reconciles (debounced, one pass at a time, plus a periodic resync), and
+ * serves /healthz, /readyz and /metrics.
+ */
+import { createServer, type Server } from 'node:http';
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import * as k8s from '@kubernetes/client-node';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { createLogger } from '../common/log.ts';
+import { KubeClient, watchPaths } from './kube/client.ts';
+import { LeaderElector } from './kube/lease.ts';
+import { reconcileOnce } from './reconcile.ts';
+
+const log = createLogger('controller');
+
+export interface ControllerOptions {
+  kubeConfig: k8s.KubeConfig;
+  port: number;
+  leaseNamespace: string;
+  leaseName?: string;
+  identity?: string;
+  leaseDurationSeconds?: number;
+  renewIntervalMs?: number;
+  resyncIntervalMs?: number;
+  debounceMs?: number;
+}
+
+export interface ControllerHandle {
+  port: number;
+  registry: Registry;
+  isLeader(): boolean;
+  /** Resolves when no reconcile is pending or running. */
+  idle(): Promise<void>;
+  reconciles(): number;
+  stop(): Promise<void>;
+}
+
+export async function startController(o: ControllerOptions): Promise<ControllerHandle> {
+  const client = new KubeClient(o.kubeConfig);
+  const registry = new Registry();
+  const m = {
+    reconciles: new Counter({
+      name: 'fgentic_controller_reconciles_total',
+      help: 'Reconcile passes',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'fgentic_controller_reconcile_seconds',
+      help: 'Reconcile duration',
+      registers: [registry],
+    }),
+    applied: new Gauge({
+      name: 'fgentic_controller_rendered_objects',
+      help: 'Objects applied in the last pass',
+      registers: [registry],
+    }),
+    conflicts: new Gauge({
+      name: 'fgentic_controller_conflicts',
+      help: 'Conflicting resources in the last pass',
+      registers: [registry],
+    }),
+    leader: new Gauge({
+      name: 'fgentic_controller_leader',
+      help: '1 when this replica holds the Lease',
+      registers: [registry],
+    }),
+  };
+  const elector = new LeaderElector(client.coordination, {
+    name: o.leaseName ?? 'fgentic-retrieval-controller',
+    namespace: o.leaseNamespace,
+    identity: o.identity ?? `${hostname()}-${process.pid}`,
+    leaseDurationSeconds: o.leaseDurationSeconds ?? 15,
+  });
+
+  let leader = false;
+  let electedOnce = false;
+  let synced = false;
+  let stopped = false;
+  let running: Promise<void> | undefined;
+  let pending = false;
+  let timer: NodeJS.Timeout | undefined;
+  let passes = 0;
+  let watches: AbortController[] = [];
+  let idleWaiters: (() => void)[] = [];
+
+  const settleIdle = () => {
+    if (!running && !pending && !timer) {
+      for (const w of idleWaiters) w();
+      idleWaiters = [];
+    }
+  };
+
+  const runPass = async () => {
+    const end = m.duration.startTimer();
+    try {
+      const r = await reconcileOnce(client);
+      m.reconciles.inc({ result: r.errors.length ? 'error' : 'ok' });
+      m.applied.set(r.applied);
+      m.conflicts.set(r.conflicts.length);
+      synced = true;
+    } catch (e) {
+      m.reconciles.inc({ result: 'error' });
+      log.error('reconcile failed', { error: (e as Error).message });
+    } finally {
+      end();
+      passes++;
+    }
+  };
+
+  const loop = async () => {
+    await null; // let the caller store `running` before this pass can finish
+    while (pending && leader && !stopped) {
+      pending = false;
+      await runPass();
+    }
+    running = undefined;
+    settleIdle();
+  };
+
+  const schedule = () => {
+    if (!leader || stopped) return;
+    pending = true;
+    if (timer || running) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      if (!running) running = loop();
+    }, o.debounceMs ?? 200);
+  };
+
+  const startWatches = () => {
+    const watch = new k8s.Watch(o.kubeConfig);
+    const open = (path: string, labelSelector?: string) => {
+      if (stopped || !leader) return;
+      watch
+        .watch(
+          path,
+          { allowWatchBookmarks: true, ...(labelSelector ? { labelSelector } : {}) },
+          (phase, obj) => {
+            log.debug('watch event', { path, phase, name: obj?.metadata?.name });
+            if (phase !== 'BOOKMARK') schedule();
+          },
+          (err) => {
+            if (stopped || !leader) return;
+            if (err) log.warn('watch ended', { path, error: String((err as Error).message ?? err) });
+            setTimeout(() => open(path, labelSelector), 1000).unref();
+          },
+        )
+        .then((ac) => watches.push(ac))
+        .catch((e) => {
+          log.warn('watch failed', { path, error: (e as Error).message });
+          if (!stopped && leader) setTimeout(() => open(path, labelSelector), 1000).unref();
+        });
+    };
+    for (const w of watchPaths()) open(w.path, w.labelSelector);
+  };
+
+  const stopWatches = () => {
+    for (const w of watches) w.abort();
+    watches = [];
+  };
+
+  let electing = false;
+  const elect = async () => {
+    if (electing) return;
+    electing = true;
+    let now = false;
+    try {
+      now = await elector.tryAcquireOrRenew();
+    } catch (e) {
+      log.warn('lease error', { error: (e as Error).message });
+    } finally {
+      electing = false;
+    }
+    electedOnce = true;
+    if (now && !leader) {
+      leader = true;
+      m.leader.set(1);
+      log.info('became leader');
+      startWatches();
+      schedule();
+    } else if (!now && leader) {
+      leader = false;
+      m.leader.set(0);
+      log.warn('lost leadership');
+      stopWatches();
+    }
+  };
+
+  await elect();
+  const renew = setInterval(() => void elect(), o.renewIntervalMs ?? 5000);
+  const resync = setInterval(schedule, o.resyncIntervalMs ?? 300_000);
+
+  const server: Server = createServer(async (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+    } else if (path === '/readyz') {
+      const ready = electedOnce && (!leader || synced);
+      res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ok\n' : 'not ready\n');
+    } else if (path === '/metrics') {
+      res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
+    } else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(o.port, r));
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : o.port;
+
+  return {
+    port,
+    registry,
+    isLeader: () => leader,
+    reconciles: () => passes,
+    idle: () =>
+      new Promise<void>((r) => {
+        idleWaiters.push(r);
+        settleIdle();
+      }),
+    stop: async () => {
+      stopped = true;
+      clearInterval(renew);
+      clearInterval(resync);
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      stopWatches();
+      await running;
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+export async function serveController(argv: string[]): Promise<number> {
+  let values: Record<string, string | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        config: { type: 'string' },
+        kubeconfig: { type: 'string' },
+        port: { type: 'string' },
+        namespace: { type: 'string' },
+        identity: { type: 'string' },
+      },
+    }) as { values: Record<string, string | undefined> });
+  } catch (e) {
+    process.stderr.write(
+      `serve controller: ${(e as Error).message}\nusage: fgentic-retrieval serve controller [--kubeconfig FILE] [--port 8080] [--namespace fgentic-system]\n`,
+    );
+    return 2;
+  }
+  const kc = new k8s.KubeConfig();
+  const file = values['kubeconfig'] ?? values['config'];
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  const handle = await startController({
+    kubeConfig: kc,
+    port: Number(values['port'] ?? process.env['PORT'] ?? 8080),
+    leaseNamespace: values['namespace'] ?? process.env['POD_NAMESPACE'] ?? 'fgentic-system',
+    ...(values['identity'] ? { identity: values['identity'] } : {}),
+  });
+  log.info('controller serving', { port: handle.port });
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await handle.stop();
+  return 0;
+}

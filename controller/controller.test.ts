@@ -1,0 +1,280 @@
+/**
+ * The controller loop against the API-server double: list/watch, server-side apply under one field
+ * manager, owner references, pruning, Ready/Conflict/Degraded conditions with observedGeneration,
+ * Events, Lease-based leader election, /healthz /readyz /metrics.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type ControllerHandle, startController } from './cli.ts';
+import { render } from './render/index.ts';
+import { ApiServerDouble } from './testsupport/apiserver.ts';
+import { examples } from './testsupport/fixtures.ts';
+
+const RV = 'retrieval.fgentic.dev/v1alpha1';
+
+async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+function cond(o: any, type: string): any {
+  return o?.status?.conditions?.find((c: any) => c.type === type);
+}
+
+describe('controller loop against an API-server double', () => {
+  const api = new ApiServerDouble();
+  let ctl: ControllerHandle;
+  const input = examples();
+  const expected = render(input).objects;
+
+  before(async () => {
+    await api.start();
+    for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners]) api.put(r);
+    // A stale object from an earlier render, and a look-alike that is not ours to prune.
+    api.put({
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'HTTPRoute',
+      metadata: {
+        name: 'fgentic-a2a-local.kagent.old-agent',
+        namespace: 'agentgateway-system',
+        labels: {
+          'app.kubernetes.io/managed-by': 'fgentic-retrieval',
+          'retrieval.fgentic.dev/rendered': 'true',
+        },
+      },
+      spec: {},
+    });
+    api.put({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: 'deploy-owned',
+        namespace: 'knowledge',
+        labels: { 'app.kubernetes.io/managed-by': 'fgentic-retrieval' },
+      },
+      data: {},
+    });
+    ctl = await startController({
+      kubeConfig: api.kubeConfig(),
+      port: 0,
+      leaseNamespace: 'fgentic-system',
+      identity: 'replica-a',
+      leaseDurationSeconds: 1,
+      renewIntervalMs: 150,
+      debounceMs: 20,
+    });
+  });
+  after(async () => {
+    await ctl?.stop();
+    await api.stop();
+  });
+
+  it('becomes leader through a Lease', async () => {
+    await waitFor('leader', () => ctl.isLeader());
+    const lease = api.get(
+      'coordination.k8s.io/v1',
+      'Lease',
+      'fgentic-system',
+      'fgentic-retrieval-controller',
+    );
+    assert.equal(lease?.['spec'].holderIdentity, 'replica-a');
+  });
+
+  it('applies every rendered object with server-side apply under field manager fgentic-retrieval', async () => {
+    await waitFor('kagent Agent', () => api.get('kagent.dev/v1alpha2', 'Agent', 'kagent', 'knowledge-agent'));
+    await waitFor('all objects', () =>
+      expected.every((o) => api.get(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name)),
+    );
+    assert.ok(api.applies.length >= expected.length);
+    for (const a of api.applies) {
+      assert.equal(a.fieldManager, 'fgentic-retrieval');
+      assert.equal(a.force, 'true');
+      assert.equal(a.contentType, 'application/apply-patch+yaml');
+    }
+  });
+
+  it('sets owner references: the kagent Agent to its RetrievalAgent, the rest to the platform', () => {
+    const ra = api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent');
+    const platform = api.get(RV, 'RetrievalPlatform', undefined, 'default');
+    const agent = api.get('kagent.dev/v1alpha2', 'Agent', 'kagent', 'knowledge-agent');
+    assert.deepEqual(agent?.['metadata'].ownerReferences, [
+      {
+        apiVersion: RV,
+        kind: 'RetrievalAgent',
+        name: 'knowledge-agent',
+        uid: ra?.['metadata'].uid,
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ]);
+    assert.equal(agent?.['metadata'].labels['retrieval.fgentic.dev/role'], 'retrieval-agent');
+    const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config');
+    assert.equal(cm?.['metadata'].ownerReferences[0].uid, platform?.['metadata'].uid);
+  });
+
+  it('prunes stale rendered objects and leaves objects without the rendered label alone', async () => {
+    await waitFor(
+      'prune',
+      () =>
+        !api.get(
+          'gateway.networking.k8s.io/v1',
+          'HTTPRoute',
+          'agentgateway-system',
+          'fgentic-a2a-local.kagent.old-agent',
+        ),
+    );
+    assert.ok(api.get('v1', 'ConfigMap', 'knowledge', 'deploy-owned'));
+  });
+
+  it('writes Ready/Conflict/Degraded with observedGeneration on every resource', async () => {
+    for (const [kind, ns, name] of [
+      ['RetrievalPlatform', undefined, 'default'],
+      ['RetrievalAgent', 'kagent', 'knowledge-agent'],
+      ['RetrievalRoom', undefined, 'org-a-general'],
+      ['PartnerClient', undefined, 'org-b-a2a'],
+    ] as const) {
+      const o = await waitFor(`${kind} Ready`, () => {
+        const x = api.get(RV, kind, ns, name);
+        return cond(x, 'Ready')?.status === 'True' && x;
+      });
+      assert.equal(o['status'].observedGeneration, o['metadata'].generation);
+      assert.equal(cond(o, 'Conflict').status, 'False');
+      assert.equal(cond(o, 'Degraded').status, 'False');
+      assert.equal(cond(o, 'Ready').observedGeneration, o['metadata'].generation);
+    }
+  });
+
+  it('serves /healthz, /readyz and /metrics', async () => {
+    const base = `http://127.0.0.1:${ctl.port}`;
+    assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    await waitFor('ready', () => true);
+    assert.equal((await fetch(`${base}/readyz`)).status, 200);
+    const m = await (await fetch(`${base}/metrics`)).text();
+    assert.match(m, /fgentic_controller_reconciles_total\{result="ok"\} [1-9]/);
+    assert.match(m, /fgentic_controller_leader 1/);
+  });
+
+  it('a conflict (one room twice) renders neither room, sets Conflict and emits a Warning Event', async () => {
+    api.put({
+      apiVersion: RV,
+      kind: 'RetrievalRoom',
+      metadata: { name: 'dup' },
+      spec: { roomId: '!room:org-a.example' },
+    });
+    const dup = await waitFor('Conflict on dup', () => {
+      const x = api.get(RV, 'RetrievalRoom', undefined, 'dup');
+      return cond(x, 'Conflict')?.status === 'True' && x;
+    });
+    assert.equal(cond(dup, 'Conflict').reason, 'DuplicateRoom');
+    assert.equal(cond(dup, 'Ready').status, 'False');
+    const orig = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general');
+    await waitFor(
+      'Conflict on original',
+      () => cond(api.get(RV, 'RetrievalRoom', undefined, 'org-a-general'), 'Conflict')?.status === 'True',
+    );
+    assert.ok(orig);
+    const cm = await waitFor('ConfigMap without the room', () => {
+      const c = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config');
+      return c && !c['data']['projector.json'].includes('!room:org-a.example') && c;
+    });
+    assert.ok(cm['data']['projector.json'].includes('!Wv5rJrUq0T3bCu1mXxkP8n2Q6sZyLhDgAeFcI9oNj4E'));
+    await waitFor('Warning event', () =>
+      api
+        .list('v1', 'Event')
+        .find(
+          (e) =>
+            e['reason'] === 'DuplicateRoom' && e['type'] === 'Warning' && e['involvedObject'].name === 'dup',
+        ),
+    );
+    // Resolving the conflict restores the room.
+    api.remove(RV, 'RetrievalRoom', undefined, 'dup');
+    await waitFor(
+      'conflict resolved',
+      () => cond(api.get(RV, 'RetrievalRoom', undefined, 'org-a-general'), 'Conflict')?.status === 'False',
+    );
+    await waitFor('room back', () =>
+      api
+        .get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config')
+        ?.['data']['projector.json'].includes('!room:org-a.example'),
+    );
+  });
+
+  it('a failing apply marks resources Degraded and prunes nothing', async () => {
+    api.failApply.add('AgentgatewayPolicy');
+    const r = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general') as any;
+    api.put({ ...r, spec: { ...r.spec, description: 'changed' } });
+    const p = await waitFor('Degraded', () => {
+      const x = api.get(RV, 'RetrievalPlatform', undefined, 'default');
+      return cond(x, 'Degraded')?.status === 'True' && x;
+    });
+    assert.equal(cond(p, 'Ready').reason, 'ApplyFailed');
+    assert.ok(api.get('kagent.dev/v1alpha2', 'Agent', 'kagent', 'knowledge-agent'));
+    api.failApply.clear();
+    api.put({ ...r, spec: { ...r.spec, description: 'changed again' } });
+    await waitFor(
+      'recovered',
+      () => cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Degraded')?.status === 'False',
+    );
+    await waitFor('room observedGeneration', () => {
+      const room = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general') as any;
+      return room.status.observedGeneration === room.metadata.generation && room.metadata.generation === 3;
+    });
+  });
+
+  it('deleting a RetrievalAgent removes its kagent Agent, routes, policies and NetworkPolicy', async () => {
+    api.remove(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent');
+    await waitFor('Agent gone', () => !api.get('kagent.dev/v1alpha2', 'Agent', 'kagent', 'knowledge-agent'));
+    await waitFor('routes gone', () =>
+      api
+        .list('gateway.networking.k8s.io/v1', 'HTTPRoute')
+        .every((o) => !String(o['metadata'].name).includes('knowledge-agent')),
+    );
+    assert.equal(
+      api
+        .list('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy')
+        .filter((o) => o['metadata'].name.includes('knowledge-agent')).length,
+      0,
+    );
+    assert.equal(
+      api.get('networking.k8s.io/v1', 'NetworkPolicy', 'kagent', 'fgentic-retrieval-agent.knowledge-agent'),
+      undefined,
+    );
+    assert.equal(
+      api.get('kagent.dev/v1alpha2', 'RemoteMCPServer', 'kagent', 'knowledge-retrieval'),
+      undefined,
+    );
+    const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config') as any;
+    assert.deepEqual(JSON.parse(cm.data['projector.json']).agents, []);
+  });
+
+  it('a second replica stays standby until the Lease expires', async () => {
+    const b = await startController({
+      kubeConfig: api.kubeConfig(),
+      port: 0,
+      leaseNamespace: 'fgentic-system',
+      identity: 'replica-b',
+      leaseDurationSeconds: 1,
+      renewIntervalMs: 150,
+      debounceMs: 20,
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(b.isLeader(), false);
+      assert.equal((await fetch(`http://127.0.0.1:${b.port}/readyz`)).status, 200);
+      await ctl.stop();
+      await waitFor('failover', () => b.isLeader(), 5000);
+      assert.equal(
+        api.get('coordination.k8s.io/v1', 'Lease', 'fgentic-system', 'fgentic-retrieval-controller')?.['spec']
+          .holderIdentity,
+        'replica-b',
+      );
+    } finally {
+      await b.stop();
+    }
+  });
+});

@@ -1,0 +1,159 @@
+/**
+ * Thin adapter over @kubernetes/client-node 1.4.0 (research/deps-probe.md §6): server-side apply under
+ * one field manager, list/delete of rendered objects by label, status merge patches, Events, Secrets.
+ */
+import * as k8s from '@kubernetes/client-node';
+import { kindInfo } from '../crds.ts';
+import { PRUNE_SELECTOR } from '../render/model.ts';
+import {
+  API_VERSION,
+  FIELD_MANAGER,
+  GROUP,
+  type K8sObject,
+  type OwnKind,
+  type OwnResource,
+  VERSION,
+} from '../types.ts';
+
+/** Every kind the render can produce (pruning lists these). */
+export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string }[] = [
+  { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps' },
+  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies' },
+  { apiVersion: 'gateway.networking.k8s.io/v1beta1', kind: 'ReferenceGrant', plural: 'referencegrants' },
+  { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', plural: 'httproutes' },
+  { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayBackend', plural: 'agentgatewaybackends' },
+  { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayPolicy', plural: 'agentgatewaypolicies' },
+  { apiVersion: 'kagent.dev/v1alpha2', kind: 'RemoteMCPServer', plural: 'remotemcpservers' },
+  { apiVersion: 'kagent.dev/v1alpha2', kind: 'Agent', plural: 'agents' },
+];
+
+export function isNotFound(e: unknown): boolean {
+  return (e as { code?: number })?.code === 404;
+}
+
+export class KubeClient {
+  readonly objects: k8s.KubernetesObjectApi;
+  readonly custom: k8s.CustomObjectsApi;
+  readonly core: k8s.CoreV1Api;
+  readonly coordination: k8s.CoordinationV1Api;
+
+  constructor(readonly kc: k8s.KubeConfig) {
+    this.objects = k8s.KubernetesObjectApi.makeApiClient(kc);
+    this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    this.core = kc.makeApiClient(k8s.CoreV1Api);
+    this.coordination = kc.makeApiClient(k8s.CoordinationV1Api);
+  }
+
+  async listOwn<T extends OwnResource>(kind: OwnKind): Promise<T[]> {
+    const list = await this.objects.list(API_VERSION, kind);
+    return (list.items as unknown as T[]).map((o) => ({ ...o, apiVersion: API_VERSION, kind }));
+  }
+
+  async apply(obj: K8sObject): Promise<void> {
+    await this.objects.patch(
+      obj as k8s.KubernetesObject,
+      undefined,
+      undefined,
+      FIELD_MANAGER,
+      true,
+      k8s.PatchStrategy.ServerSideApply,
+    );
+  }
+
+  async listRendered(apiVersion: string, kind: string): Promise<K8sObject[]> {
+    const list = await this.objects.list(
+      apiVersion,
+      kind,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      PRUNE_SELECTOR,
+    );
+    return (list.items as unknown as K8sObject[]).map((o) => ({ ...o, apiVersion, kind }));
+  }
+
+  async delete(obj: K8sObject): Promise<void> {
+    try {
+      await this.objects.delete(
+        obj as k8s.KubernetesObject,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        'Background',
+      );
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+  }
+
+  async patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<void> {
+    const info = kindInfo(res.kind);
+    if (!info) throw new Error(`unknown kind ${res.kind}`);
+    const opts = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
+    const base = {
+      group: GROUP,
+      version: VERSION,
+      plural: info.plural,
+      name: res.metadata.name,
+      body: { status },
+    };
+    if (info.scope === 'Cluster') await this.custom.patchClusterCustomObjectStatus(base, opts);
+    else
+      await this.custom.patchNamespacedCustomObjectStatus(
+        { ...base, namespace: res.metadata.namespace as string },
+        opts,
+      );
+  }
+
+  async event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
+    const namespace = res.metadata.namespace ?? 'default';
+    const now = new Date();
+    await this.core.createNamespacedEvent({
+      namespace,
+      body: {
+        metadata: { generateName: `${res.metadata.name}.`, namespace },
+        involvedObject: {
+          apiVersion: API_VERSION,
+          kind: res.kind,
+          name: res.metadata.name,
+          ...(res.metadata.namespace ? { namespace: res.metadata.namespace } : {}),
+          ...(res.metadata.uid ? { uid: res.metadata.uid } : {}),
+        },
+        type,
+        reason,
+        message: message.slice(0, 1024),
+        source: { component: FIELD_MANAGER },
+        reportingComponent: FIELD_MANAGER,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    });
+  }
+
+  async readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined> {
+    try {
+      const s = await this.core.readNamespacedSecret({ name, namespace });
+      const v = s.data?.[key];
+      return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
+    } catch (e) {
+      if (isNotFound(e)) return undefined;
+      throw e;
+    }
+  }
+}
+
+/** Watch paths (list+watch URLs) for our kinds and for the rendered kinds (label-selected). */
+export function watchPaths(): { path: string; labelSelector?: string }[] {
+  const own = ['retrievalplatforms', 'retrievalagents', 'retrievalrooms', 'partnerclients'].map((p) => ({
+    path: `/apis/${GROUP}/${VERSION}/${p}`,
+  }));
+  const rendered = RENDERED_KINDS.map((k) => ({
+    path: `${k.apiVersion.includes('/') ? '/apis' : '/api'}/${k.apiVersion}/${k.plural}`,
+    labelSelector: PRUNE_SELECTOR,
+  }));
+  return [...own, ...rendered];
+}

@@ -1,0 +1,190 @@
+/**
+ * One reconcile pass: list our four kinds, render, server-side apply every desired object, prune
+ * rendered objects no longer desired, and write Ready/Conflict/Degraded conditions (with
+ * observedGeneration) plus Events. Level-triggered: every pass recomputes everything from the cluster.
+ */
+import { createLogger } from '../common/log.ts';
+import { RENDERED_KINDS } from './kube/client.ts';
+import { render } from './render/index.ts';
+import type {
+  Condition,
+  Conflict,
+  K8sObject,
+  OwnResource,
+  PartnerClient,
+  Resources,
+  RetrievalAgent,
+  RetrievalPlatform,
+  RetrievalRoom,
+} from './types.ts';
+import { resourceKey } from './types.ts';
+
+const log = createLogger('controller');
+
+/** What the reconciler needs from the cluster (KubeClient implements it). */
+export interface ClusterApi {
+  listOwn<T extends OwnResource>(kind: OwnResource['kind']): Promise<T[]>;
+  apply(obj: K8sObject): Promise<void>;
+  listRendered(apiVersion: string, kind: string): Promise<K8sObject[]>;
+  delete(obj: K8sObject): Promise<void>;
+  patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<void>;
+  event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
+  readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined>;
+}
+
+export interface ReconcileResult {
+  applied: number;
+  pruned: number;
+  conflicts: Conflict[];
+  errors: string[];
+}
+
+const objKey = (o: K8sObject) => `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
+
+function conditionsFor(
+  res: OwnResource,
+  conflict: Conflict | undefined,
+  errors: string[],
+  now: string,
+): Condition[] {
+  const gen = res.metadata.generation;
+  const g = gen !== undefined ? { observedGeneration: gen } : {};
+  const prev = new Map((res.status?.conditions ?? []).map((c) => [c.type, c]));
+  const mk = (type: string, status: Condition['status'], reason: string, message: string): Condition => {
+    const p = prev.get(type);
+    return {
+      type,
+      status,
+      reason,
+      message,
+      ...g,
+      lastTransitionTime: p && p.status === status && p.lastTransitionTime ? p.lastTransitionTime : now,
+    };
+  };
+  const degraded = errors.length > 0;
+  return [
+    conflict
+      ? mk('Ready', 'False', 'Conflict', conflict.message)
+      : degraded
+        ? mk('Ready', 'False', 'ApplyFailed', `${errors.length} object(s) failed to apply`)
+        : mk('Ready', 'True', 'Rendered', 'all rendered objects are applied'),
+    conflict
+      ? mk('Conflict', 'True', conflict.reason, conflict.message)
+      : mk('Conflict', 'False', 'NoConflict', 'no conflicting resource'),
+    degraded
+      ? mk('Degraded', 'True', 'ApplyFailed', errors[0]?.slice(0, 1024) ?? '')
+      : mk('Degraded', 'False', 'Applied', 'every apply succeeded'),
+  ];
+}
+
+function sameConditions(a: Condition[] | undefined, b: Condition[]): boolean {
+  const strip = (c: Condition[]) =>
+    c.map(({ type, status, reason, message, observedGeneration }) => ({
+      type,
+      status,
+      reason,
+      message,
+      observedGeneration,
+    }));
+  return JSON.stringify(strip(a ?? [])) === JSON.stringify(strip(b));
+}
+
+export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Promise<ReconcileResult> {
+  const [platforms, agents, rooms, partners] = await Promise.all([
+    api.listOwn<RetrievalPlatform>('RetrievalPlatform'),
+    api.listOwn<RetrievalAgent>('RetrievalAgent'),
+    api.listOwn<RetrievalRoom>('RetrievalRoom'),
+    api.listOwn<PartnerClient>('PartnerClient'),
+  ]);
+  const live = (r: OwnResource) => !r.metadata.deletionTimestamp;
+  const input: Resources = {
+    platforms: platforms.filter(live),
+    agents: agents.filter(live),
+    rooms: rooms.filter(live),
+    partners: partners.filter(live),
+  };
+  const jwt = input.platforms.find((p) => p.metadata.name === 'default')?.spec.jwt;
+  if (jwt?.jwksSecretRef) {
+    const v = await api.readSecretKey(
+      input.platforms[0]?.spec.gateway.namespace ?? 'default',
+      jwt.jwksSecretRef.name,
+      jwt.jwksSecretRef.key,
+    );
+    if (v) input.jwksInline = v;
+  }
+  const { objects, conflicts } = render(input);
+
+  const errors: string[] = [];
+  let applied = 0;
+  for (const o of objects) {
+    try {
+      await api.apply(o);
+      applied++;
+    } catch (e) {
+      errors.push(
+        `apply ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}: ${(e as Error).message}`,
+      );
+    }
+  }
+
+  // Prune only when every apply succeeded, so a transient failure never removes a working route.
+  let pruned = 0;
+  if (errors.length === 0) {
+    const desired = new Set(objects.map(objKey));
+    for (const k of RENDERED_KINDS) {
+      let existing: K8sObject[];
+      try {
+        existing = await api.listRendered(k.apiVersion, k.kind);
+      } catch (e) {
+        errors.push(`list ${k.kind}: ${(e as Error).message}`);
+        continue;
+      }
+      for (const o of existing) {
+        if (desired.has(objKey({ ...o, apiVersion: k.apiVersion, kind: k.kind }))) continue;
+        try {
+          await api.delete({ ...o, apiVersion: k.apiVersion, kind: k.kind });
+          pruned++;
+        } catch (e) {
+          errors.push(
+            `delete ${k.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}: ${(e as Error).message}`,
+          );
+        }
+      }
+    }
+  }
+
+  const byKey = new Map(conflicts.map((c) => [resourceKey({ kind: c.kind, metadata: c }), c]));
+  const stamp = now().toISOString();
+  for (const res of [
+    ...input.platforms,
+    ...input.agents,
+    ...input.rooms,
+    ...input.partners,
+  ] as OwnResource[]) {
+    const conflict = byKey.get(resourceKey(res));
+    const conditions = conditionsFor(res, conflict, errors, stamp);
+    if (
+      sameConditions(res.status?.conditions, conditions) &&
+      res.status?.observedGeneration === res.metadata.generation
+    )
+      continue;
+    const wasConflict = res.status?.conditions?.find((c) => c.type === 'Conflict')?.status === 'True';
+    try {
+      await api.patchStatus(res, {
+        ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),
+        conditions,
+      });
+      if (conflict && !wasConflict) await api.event(res, 'Warning', conflict.reason, conflict.message);
+      if (!conflict && wasConflict)
+        await api.event(res, 'Normal', 'ConflictResolved', 'the resource renders again');
+    } catch (e) {
+      errors.push(`status ${res.kind} ${res.metadata.name}: ${(e as Error).message}`);
+    }
+  }
+  const platform = input.platforms[0];
+  if (errors.length && platform) {
+    await api.event(platform, 'Warning', 'ApplyFailed', errors[0] as string).catch(() => undefined);
+  }
+  log.info('reconciled', { applied, pruned, conflicts: conflicts.length, errors: errors.length });
+  return { applied, pruned, conflicts, errors };
+}
