@@ -329,6 +329,30 @@ describe('every other Agent', () => {
     }
   });
 
+  test('allowedHeaders outside spec is denied too', () => {
+    const a = plainAgent();
+    a['status'] = { allowedHeaders: ['x'] };
+    denied(run(a), 'allowed-headers-position', /status\.allowedHeaders/);
+  });
+
+  test("a retrieval Agent cannot be used as another Agent's tool", () => {
+    const a = plainAgent();
+    (decl(a)['tools'] as JsonObject[]).push({
+      type: 'Agent',
+      agent: { name: 'knowledge-agent', namespace: 'kagent' },
+    });
+    denied(run(a), 'retrieval-agent-as-tool', /kagent\/knowledge-agent is a retrieval Agent/);
+    const b = plainAgent('helper', 'kagent');
+    (decl(b)['tools'] as JsonObject[]).push({ type: 'Agent', agent: { name: 'knowledge-agent' } });
+    denied(run(b), 'retrieval-agent-as-tool');
+    const c = plainAgent();
+    (decl(c)['tools'] as JsonObject[]).push({
+      type: 'Agent',
+      agent: { name: 'other-agent', namespace: 'kagent' },
+    });
+    allowed(run(c));
+  });
+
   test('requireApproval on an ordinary Agent is admitted (the gate is only forbidden for retrieval)', () => {
     const a = plainAgent();
     mcp(a)['requireApproval'] = ['get'];

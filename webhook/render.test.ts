@@ -11,6 +11,7 @@ import {
   plainAgent,
   platform,
   retrievalAgent,
+  retrievalAgentCr,
   v1alpha1Agent,
 } from './fixtures.ts';
 import { loadManifests } from './manifests.ts';
@@ -127,7 +128,7 @@ describe('the Agent matchCondition (evaluated with @bufbuild/cel)', () => {
   });
 
   test('property: whenever the rules deny an Agent (no RetrievalAgent squatting), the condition does not skip it', () => {
-    const view = new StaticClusterView([platform()]);
+    const view = new StaticClusterView([platform(), retrievalAgentCr()]);
     const header = fc.constantFrom('Authorization', 'X-Fgentic-Identity', 'x-user-id', '*', '', 'x-tenant');
     const mcpExtra = fc.record(
       {
@@ -143,6 +144,7 @@ describe('the Agent matchCondition (evaluated with @bufbuild/cel)', () => {
     const toolExtra = fc.record(
       {
         allowedHeaders: fc.array(header, { maxLength: 2 }),
+        agentTool: fc.constantFrom('knowledge-agent', 'other-agent'),
         headersFrom: fc.array(
           fc.record({
             name: fc.constantFrom('X-Api-Key', 'x-fgentic-identity', ' X-Fgentic-Identity'),
@@ -176,7 +178,13 @@ describe('the Agent matchCondition (evaluated with @bufbuild/cel)', () => {
           const spec = a['spec'] as JsonObject;
           const tool = ((spec['declarative'] as JsonObject)['tools'] as JsonObject[])[0] as JsonObject;
           Object.assign(tool['mcpServer'] as JsonObject, mcpPatch);
-          Object.assign(tool, toolPatch);
+          const { agentTool, ...rest } = toolPatch;
+          Object.assign(tool, rest);
+          if (agentTool)
+            ((spec['declarative'] as JsonObject)['tools'] as JsonObject[]).push({
+              type: 'Agent',
+              agent: { name: agentTool, namespace: 'kagent' },
+            });
           if (lab) (a['metadata'] as JsonObject)['labels'] = lab;
           if (type === 'BYO') {
             spec['type'] = 'BYO';

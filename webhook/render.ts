@@ -1,7 +1,7 @@
 /**
  * Renders the ValidatingWebhookConfiguration (pure). The Agent webhook carries one matchCondition that
  * lets the API server skip the call for Agents that cannot be affected by any denial rule: v1alpha2
- * Agents whose tool entries use only the harmless keys, that reference nothing named
+ * Agents whose tool entries use only the harmless keys (no Agent-as-tool), that reference nothing named
  * `knowledge-retrieval`, carry no static X-Fgentic-Identity header, are not BYO-with-declarative, and are
  * not (and were not) labelled as rendered retrieval Agents. Everything else, including every v1alpha1
  * request and every evaluation error (failurePolicy Fail), goes to the webhook.
@@ -39,8 +39,11 @@ export const DEFAULT_RENDER_OPTIONS: RenderOptions = {
   timeoutSeconds: 5,
 };
 
-/** Tool-entry keys that can never trigger a denial (kagent v0.9.11 Tool). */
-export const HARMLESS_TOOL_KEYS = ['type', 'mcpServer', 'agent', 'headersFrom'] as const;
+/**
+ * Tool-entry keys that can never trigger a denial on their own (kagent v0.9.11 Tool). `agent` is not
+ * among them: whether an Agent-as-tool target is a retrieval Agent needs the RetrievalAgents.
+ */
+export const HARMLESS_TOOL_KEYS = ['type', 'mcpServer', 'headersFrom'] as const;
 /** mcpServer keys that can never trigger a denial; allowedHeaders/requireApproval/unknown keys are reviewed. */
 export const HARMLESS_MCP_KEYS = ['apiGroup', 'kind', 'name', 'namespace', 'toolNames'] as const;
 
@@ -172,9 +175,10 @@ export interface PolicyValidation {
  * The in-process (ValidatingAdmissionPolicy) form of the Agent rules, for clusters that prefer it to the
  * webhook. Differences, by construction of CEL admission: it cannot list RetrievalAgents, so a retrieval
  * Agent is recognised by its labels alone (only the reconciler may write labelled Agents, so the label
- * is as trustworthy as the reconciler); it relies on the API server's pruning for misplaced fields; it
- * has no finalizer-only exemption; and it does not cover our own kinds' cross-object rules (keep the
- * webhook's `resources` entry for those).
+ * is as trustworthy as the reconciler); for the same reason it cannot deny an Agent-as-tool reference
+ * to a retrieval Agent; it relies on the API server's pruning for misplaced fields; it has no
+ * finalizer-only exemption; and it does not cover our own kinds' cross-object rules (keep the webhook's
+ * `resources` entry for those).
  */
 export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
   variables: Array<{ name: string; expression: string }>;

@@ -512,7 +512,10 @@ function checkV1alpha2(c: Ctx, obj: KubeObject, retrieval: boolean): void {
   const decl = field(spec, 'declarative');
   const tools = arr(field(decl, 'tools')) ?? [];
   // allowedHeaders anywhere: only the exact retrieval position may hold it, and only the identity header.
-  walkKeys(spec, 'spec', (key, value, path) => {
+  const body: JsonObject = {};
+  for (const [k, v] of Object.entries(obj))
+    if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
+  walkKeys(body, '', (key, value, path) => {
     if (key.toLowerCase() !== 'allowedheaders') return;
     const exact =
       key === 'allowedHeaders' && /^spec\.declarative\.tools\[\d+\]\.mcpServer\.allowedHeaders$/.test(path);
@@ -548,6 +551,18 @@ function checkV1alpha2(c: Ctx, obj: KubeObject, retrieval: boolean): void {
           `${cfg.retrievalServerName} may be referenced only by retrieval Agents rendered from a RetrievalAgent`,
         );
     });
+    tools.forEach((t, i) => {
+      const ref = field(t, 'agent');
+      if (!isObject(ref)) return;
+      const refNs = refNamespace(ref, c.ns);
+      const refName = str(ref, 'name') ?? '';
+      if (c.view.retrievalAgent(refNs, refName) || claimsRetrieval(c.view.agent(refNs, refName) ?? null))
+        f.deny(
+          'retrieval-agent-as-tool',
+          `spec.declarative.tools[${i}].agent`,
+          `${refNs}/${refName} is a retrieval Agent; it is reached only through the gateway's identity projection, never as another Agent's tool`,
+        );
+    });
     if (spec['type'] === 'BYO' && Object.hasOwn(spec, 'declarative'))
       f.deny(
         'byo-declarative',
@@ -573,7 +588,10 @@ function checkV1alpha1(c: Ctx, obj: KubeObject, retrieval: boolean): void {
     f.deny('kagent-schema', 'spec', 'spec must be an object');
     return;
   }
-  walkKeys(spec, 'spec', (key, _v, path) => {
+  const body: JsonObject = {};
+  for (const [k, v] of Object.entries(obj))
+    if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
+  walkKeys(body, '', (key, _v, path) => {
     if (key.toLowerCase() === 'allowedheaders')
       f.deny('allowed-headers-position', path, 'allowedHeaders does not exist in v1alpha1 and is forbidden');
   });
