@@ -1,0 +1,108 @@
+/**
+ * Test double of the Matrix bridge's side of ADR 0017 ("Matrix snapshot and delivery"): it builds the
+ * room-state snapshot, derives `X-Fgentic-Room-Context` with the contract module, sends SendMessage
+ * through the real A2A SDK client bound to the gateway's exact agent route (never to a URL taken from
+ * the agent card, decision 5), and re-checks the snapshot digest immediately before delivery.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { type AgentCard, Role } from '@a2a-js/sdk';
+import { Client, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import {
+  encodeRoomContext,
+  type MatrixPrincipal,
+  type RoomSnapshot,
+  roomContextFromSnapshot,
+  stateDigest,
+} from '../../contract/index.ts';
+
+export interface BridgeSendOptions {
+  /** Gateway origin + exact local agent route, e.g. http://127.0.0.1:1234/api/a2a/kagent/knowledge-agent */
+  readonly routeUrl: string;
+  /** The agent card as discovered; its interface URLs are replaced before the client is built. */
+  readonly card: AgentCard;
+  readonly apiKey: string;
+  readonly snapshot: RoomSnapshot;
+  readonly caller: MatrixPrincipal;
+  readonly text: string;
+  /** Extra or replacement headers for negative tests. */
+  readonly headers?: Record<string, string>;
+  readonly eventId?: string;
+}
+
+export interface BridgeResult {
+  readonly task: unknown;
+  readonly digest: string;
+}
+
+/** Bind the SDK transport to the configured gateway route whatever the card advertises. */
+export async function bridgeClient(
+  routeUrl: string,
+  card: AgentCard,
+  headers: Record<string, string>,
+): Promise<Client> {
+  const bound: AgentCard = {
+    ...card,
+    supportedInterfaces: card.supportedInterfaces.map((i) => ({ ...i, url: routeUrl })),
+  };
+  const fetchWithHeaders: typeof fetch = (input, init) => {
+    const h = new Headers(init?.headers);
+    for (const [k, v] of Object.entries(headers)) h.set(k, v);
+    return fetch(input, { ...init, headers: h });
+  };
+  const transport = await new JsonRpcTransportFactory({ fetchImpl: fetchWithHeaders }).create(
+    routeUrl,
+    bound,
+  );
+  return new Client(transport, bound);
+}
+
+export function textMessage(text: string, extra: Partial<Record<'contextId' | 'taskId', string>> = {}) {
+  return {
+    message: {
+      messageId: randomUUID(),
+      contextId: extra.contextId ?? '',
+      taskId: extra.taskId ?? '',
+      role: Role.ROLE_USER,
+      parts: [
+        {
+          content: { $case: 'text' as const, value: text },
+          metadata: undefined,
+          filename: '',
+          mediaType: '',
+        },
+      ],
+      metadata: undefined,
+      extensions: [],
+      referenceTaskIds: [],
+    },
+    tenant: '',
+    configuration: undefined,
+    metadata: undefined,
+  };
+}
+
+export async function bridgeSend(o: BridgeSendOptions): Promise<BridgeResult> {
+  const ctx = roomContextFromSnapshot(o.snapshot, {
+    caller: o.caller,
+    delegationId: randomBytes(32).toString('hex'),
+    eventId: o.eventId ?? '$event',
+  });
+  if (!ctx.ok) throw new Error(`room context: ${ctx.reason}`);
+  const encoded = encodeRoomContext(ctx.value);
+  if (!encoded.ok) throw new Error(`room context: ${encoded.reason}`);
+  const headers = {
+    authorization: `Bearer ${o.apiKey}`,
+    'x-user-id': o.caller.principal,
+    'x-fgentic-room-context': encoded.value,
+    ...o.headers,
+  };
+  const client = await bridgeClient(o.routeUrl, o.card, headers);
+  // biome-ignore lint/suspicious/noExplicitAny: the SDK's request type is generated protobuf
+  const task = await client.sendMessage(textMessage(o.text) as any);
+  return { task, digest: ctx.value.room.state_sha256 };
+}
+
+/** The delivery gate: deliver only when the current snapshot still hashes to the dispatched digest. */
+export function mayDeliver(dispatchedDigest: string, current: RoomSnapshot): boolean {
+  return stateDigest(current) === dispatchedDigest;
+}

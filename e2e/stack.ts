@@ -1,0 +1,223 @@
+/**
+ * The local stack: every real server of the project plus the doubles of the parts that cannot run on
+ * one machine, wired exactly as a deployment wires them, on loopback.
+ *
+ *   bridge (A2A SDK) ─▶ gateway double ─▶ projector (ext-auth) ─▶ gateway double ─▶ agent-runtime double
+ *   agent-runtime double (MCP SDK) ─▶ gateway double (MCP route) ─▶ retrieval server ─▶ PGlite via pg
+ *
+ * The gateway double executes the objects that `render` produces from `examples/`; the projector and
+ * retrieval server read the ConfigMaps from the same render. Used by `npm start` and the e2e tests.
+ */
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { AgentCard } from '@a2a-js/sdk';
+import { exportJWK, generateKeyPair, type JSONWebKeySet, SignJWT } from 'jose';
+import { render } from '../controller/render/index.ts';
+import { loadResources } from '../controller/render-command.ts';
+import type { K8sObject } from '../controller/types.ts';
+import { type ProjectorConfig, parseConfig, startProjector } from '../projector/index.ts';
+import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
+import { demoRecords } from './demo-corpus.ts';
+import { type AgentRuntime, startAgentRuntime } from './doubles/agent-runtime.ts';
+import { type ApiKeySecret, type GatewayDouble, startGatewayDouble } from './doubles/gateway.ts';
+
+export const EXAMPLES_DIR = fileURLToPath(new URL('../examples/', import.meta.url));
+
+export interface LocalStackOptions {
+  readonly examplesDir?: string;
+  /** Embedded database directory, or 'memory' (default). */
+  readonly dataDir?: string;
+  /** Seed the demo corpus when the database has no chunks (default true). */
+  readonly seed?: boolean;
+  /** Clock for projector and retrieval server, Unix seconds. */
+  readonly now?: () => number;
+  /** Change rendered objects before the gateway executes them (defence-removal tests). */
+  readonly mutateObjects?: (objects: K8sObject[]) => K8sObject[];
+  /** Change the projector configuration before it starts (negative tests). */
+  readonly mutateProjectorConfig?: (config: ProjectorConfig) => ProjectorConfig;
+  /** Progress callback for `npm start`. */
+  readonly progress?: (step: string) => void;
+}
+
+export interface LocalStack {
+  readonly objects: K8sObject[];
+  readonly gateway: GatewayDouble;
+  readonly retrieval: RetrievalServer;
+  readonly projectorUrl: string;
+  readonly runtime: AgentRuntime;
+  /** The exact local route the bridge is configured with. */
+  readonly localRouteUrl: string;
+  readonly publicRouteUrl: string;
+  readonly mcpRouteUrl: string;
+  readonly bridgeApiKey: string;
+  readonly agentMcpKey: string;
+  /** The agent card as kagent advertises it: its interface URL is the direct (un-gated) address. */
+  readonly card: AgentCard;
+  /** A JWT from the partner issuer, signed with the key the gateway trusts. */
+  issueToken(claims: {
+    azp: string;
+    aud?: string | string[];
+    expiresInSeconds?: number;
+    iss?: string;
+  }): Promise<string>;
+  close(): Promise<void>;
+}
+
+function configMapJson(objects: K8sObject[], name: string, key: string): string {
+  const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name) as
+    | (K8sObject & { data?: Record<string, string> })
+    | undefined;
+  const text = cm?.data?.[key];
+  if (!text) throw new Error(`render produced no ${name}/${key}`);
+  return text;
+}
+
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const step = options.progress ?? (() => {});
+  const closers: (() => Promise<void>)[] = [];
+  const closeAll = async () => {
+    for (const c of closers.reverse()) await c().catch(() => {});
+  };
+  try {
+    step('render examples');
+    const resources = loadResources([options.examplesDir ?? EXAMPLES_DIR]);
+    const result = render(resources);
+    if (result.conflicts.length > 0) throw new Error(`examples have ${result.conflicts.length} conflicts`);
+    const objects = options.mutateObjects
+      ? options.mutateObjects(structuredClone(result.objects))
+      : result.objects;
+    const platform = resources.platforms[0]!;
+    const gatewayNs = platform.spec.gateway?.namespace ?? 'agentgateway-system';
+
+    step('start retrieval server (embedded Postgres + pgvector)');
+    const retrievalConfig = JSON.parse(configMapJson(objects, 'fgentic-retrieval-config', 'retrieval.json'));
+    const retrieval = await startRetrievalServer({
+      agents: retrievalConfig.agents,
+      dataDir: options.dataDir ?? 'memory',
+      port: 0,
+      ...(options.now ? { now: options.now } : {}),
+    });
+    closers.push(() => retrieval.close());
+    if (options.seed ?? true) {
+      const { rows } = await retrieval.pool.query('select count(*)::int as n from knowledge.chunks');
+      if (rows[0].n === 0) {
+        step('seed demo corpus');
+        await retrieval.seed(demoRecords());
+      }
+    }
+
+    step('start projector');
+    const parsed = parseConfig(configMapJson(objects, 'fgentic-projector-config', 'projector.json'));
+    if (!parsed.ok) throw new Error(`rendered projector config rejected: ${parsed.error}`);
+    const projectorConfig = options.mutateProjectorConfig
+      ? options.mutateProjectorConfig(parsed.config)
+      : parsed.config;
+    const projector = await startProjector({
+      config: projectorConfig,
+      port: 0,
+      host: '127.0.0.1',
+      ...(options.now ? { now: options.now } : {}),
+    });
+    closers.push(() => projector.close());
+
+    const bridgeApiKey = randomBytes(24).toString('base64url');
+    const agentMcpKey = randomBytes(24).toString('base64url');
+    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const jwk = { ...(await exportJWK(publicKey)), kid: 'demo-issuer-key', alg: 'ES256', use: 'sig' };
+    const issuer = platform.spec.jwt?.issuer ?? 'https://issuer.example';
+    const jwks: JSONWebKeySet = { keys: [jwk] };
+
+    const agent = objects.find((o) => o.kind === 'Agent') as K8sObject & { spec: any }; // biome-ignore lint/suspicious/noExplicitAny: rendered kagent Agent
+    const tool = agent.spec.declarative.tools[0];
+    const staticHeaders: Record<string, string> = {};
+    for (const h of tool.headersFrom ?? []) {
+      staticHeaders[h.name.toLowerCase()] =
+        h.value ?? (h.valueFrom?.type === 'Secret' ? `Bearer ${agentMcpKey}` : '');
+    }
+
+    step('start gateway double and agent runtime double');
+    const mcpListener = platform.spec.gateway?.mcpListener ?? 'knowledge-mcp';
+    // The runtime needs the gateway's MCP URL and the gateway needs the runtime's URL: start the
+    // runtime against a late-bound URL.
+    let mcpRouteUrl = '';
+    const runtime = await startAgentRuntime({
+      allowedHeaders: tool.mcpServer.allowedHeaders ?? [],
+      get mcpUrl() {
+        return mcpRouteUrl;
+      },
+      staticHeaders,
+      toolName: tool.mcpServer.toolNames[0],
+      agentName: agent.metadata.name,
+    });
+    closers.push(() => runtime.close());
+
+    const upstreams: Record<string, string> = {
+      [`${platform.spec.namespaces?.retrieval ?? 'knowledge'}/${platform.spec.projector?.service ?? 'fgentic-projector'}:${platform.spec.projector?.port ?? 8080}`]:
+        projector.url,
+    };
+    for (const b of objects.filter((o) => o.kind === 'AgentgatewayBackend') as (K8sObject & {
+      spec: any;
+    })[]) {
+      // biome-ignore lint/suspicious/noExplicitAny: rendered backends
+      if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtime.url;
+      for (const t of b.spec.mcp?.targets ?? [])
+        upstreams[`${t.static.host}:${t.static.port}`] = retrieval.url;
+    }
+    const apiKeySecrets: ApiKeySecret[] = [
+      {
+        name: platform.spec.bridge?.apiKeySecretRef?.name ?? 'a2a-bridge-callers',
+        namespace: gatewayNs,
+        entries: [
+          {
+            key: bridgeApiKey,
+            metadata: { workload: platform.spec.bridge?.workload ?? 'matrix-a2a-bridge' },
+          },
+        ],
+      },
+      {
+        name: `${agent.metadata.name}-mcp-key`,
+        namespace: gatewayNs,
+        labels: { 'retrieval.fgentic.dev/api-key': 'mcp' },
+        entries: [
+          { key: agentMcpKey, metadata: { workload: `${agent.metadata.namespace}/${agent.metadata.name}` } },
+        ],
+      },
+    ];
+    const gateway = await startGatewayDouble({ objects, upstreams, apiKeySecrets, jwks: { [issuer]: jwks } });
+    closers.push(() => gateway.close());
+    const localListener = platform.spec.gateway?.localListener ?? 'default';
+    const publicListener = platform.spec.gateway?.publicListener ?? 'federation-retrieval';
+    const agentPath = `/api/a2a/${agent.metadata.namespace}/${agent.metadata.name}`;
+    mcpRouteUrl = `${gateway.urls[mcpListener]}/mcp/knowledge-retrieval`;
+    const card = (await (await fetch(`${runtime.url}/.well-known/agent-card.json`)).json()) as AgentCard;
+
+    return {
+      objects,
+      gateway,
+      retrieval,
+      projectorUrl: projector.url,
+      runtime,
+      localRouteUrl: `${gateway.urls[localListener]}${agentPath}`,
+      publicRouteUrl: `${gateway.urls[publicListener]}/a2a/${agent.metadata.namespace}/${agent.metadata.name}`,
+      mcpRouteUrl,
+      bridgeApiKey,
+      agentMcpKey,
+      card,
+      issueToken: async ({ azp, aud, expiresInSeconds, iss }) => {
+        const now = options.now ? options.now() : Math.floor(Date.now() / 1000);
+        return new SignJWT({ azp })
+          .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
+          .setIssuer(iss ?? issuer)
+          .setAudience(aud ?? 'fgentic-a2a')
+          .setSubject(`service-account-${azp}`)
+          .setIssuedAt(now)
+          .setExpirationTime(now + (expiresInSeconds ?? 300))
+          .sign(privateKey);
+      },
+      close: closeAll,
+    };
+  } catch (e) {
+    await closeAll();
+    throw e;
+  }
+}
