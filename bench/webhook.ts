@@ -20,7 +20,7 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32').split(',').map(Number);
 const DURATION_MS = Number(process.env['BENCH_DURATION_MS'] ?? 4000);
 const WARMUP_MS = Number(process.env['BENCH_WARMUP_MS'] ?? 700);
-const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 8);
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 16);
 const TARGETS = ['allow-all', 'webhook'] as const;
 
 // ---- child mode: serve one target and print its port -------------------------------------------

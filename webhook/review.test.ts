@@ -116,6 +116,23 @@ describe('malformed AdmissionReviews are answered, never thrown', () => {
     );
   });
 
+  test('arbitrary bytes never throw', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string(),
+          fc.uint8Array({ maxLength: 512 }).map((b) => Buffer.from(b).toString('latin1')),
+        ),
+        (s) => {
+          const out = reviewBytes(s, view);
+          assert.equal(out.review.response.allowed, false);
+          assert.equal(out.verdict, 'error');
+        },
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
   test('arbitrary objects in a well-formed envelope never throw', () => {
     const anyObj = fc.dictionary(fc.string(), fc.jsonValue());
     fc.assert(
