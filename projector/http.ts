@@ -66,7 +66,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5],
     registers: [registry],
   });
-  const ready = new Gauge({
+  new Gauge({
     name: 'fgentic_projector_config_ready',
     help: '1 when a valid configuration is loaded, 0 when the projector denies everything.',
     registers: [registry],
@@ -74,7 +74,6 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
       this.set(isReady() ? 1 : 0);
     },
   });
-  void ready;
   const liveChecks = new Counter({
     name: 'fgentic_projector_live_room_checks_total',
     help: 'Live homeserver room-state checks by result.',
@@ -141,7 +140,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     });
   };
 
-  const ops = (req: IncomingMessage, res: ServerResponse, path: string) => {
+  const ops = (res: ServerResponse, path: string) => {
     if (path === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (path === '/readyz') {
@@ -153,7 +152,6 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
         () => res.writeHead(500).end(),
       );
     }
-    void req;
   };
 
   const check = (
@@ -207,7 +205,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     const started = process.hrtime.bigint();
     const target = req.url ?? '';
     if (req.method === 'GET' && OPS_PATHS.has(target) && !hasIdentityInput(req.headers)) {
-      ops(req, res, target);
+      ops(res, target);
       return;
     }
     // The body is never parsed. Without transfer-encoding the decision sees content-length (only
