@@ -91,10 +91,16 @@ describe('PartnerClient', () => {
     );
   });
 
-  test('an unknown RetrievalAgent is a warning, not a denial', () => {
+  test('an unknown or non-public RetrievalAgent is a warning, not a denial', () => {
     const r = check(partner('p'), []);
     assert.equal(r.allowed, true);
     assert.match(r.warnings?.join() ?? '', /partner-agent-unknown/);
+    const r2 = check(partner('p'), [retrievalAgentCr()]);
+    assert.equal(r2.allowed, true);
+    assert.match(r2.warnings?.join() ?? '', /partner-agent-not-public/);
+    const pub = retrievalAgentCr();
+    (pub['spec'] as Record<string, unknown>)['public'] = true;
+    assert.equal(check(partner('p'), [pub]).warnings, undefined);
   });
 });
 

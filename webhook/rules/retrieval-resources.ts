@@ -132,8 +132,14 @@ function reviewPartner(f: Findings, obj: KubeObject, view: ClusterView): void {
     agents.forEach((a, i) => {
       const ns = str(a, 'namespace') ?? '';
       const n = str(a, 'name') ?? '';
-      if (!view.retrievalAgent(ns, n))
-        f.warn('partner-agent-unknown', `spec.agents[${i}]`, `no RetrievalAgent ${ns}/${n} (yet)`);
+      const ra = view.retrievalAgent(ns, n);
+      if (!ra) f.warn('partner-agent-unknown', `spec.agents[${i}]`, `no RetrievalAgent ${ns}/${n} (yet)`);
+      else if (field(field(ra, 'spec'), 'public') !== true)
+        f.warn(
+          'partner-agent-not-public',
+          `spec.agents[${i}]`,
+          `RetrievalAgent ${ns}/${n} is not public: no partner route`,
+        );
     });
 }
 
