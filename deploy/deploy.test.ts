@@ -1085,7 +1085,18 @@ describe('Flux example (hand-checked: no model installed)', () => {
     assert.ok(op, 'a Kustomization applies deploy/base');
     const deps = op.spec.dependsOn.map((d: Y) => d.name);
     for (const need of ['cert-manager', 'kagent', 'agentgateway']) assert.ok(deps.includes(need), need);
-    assert.equal(op.spec.wait, true, 'dependants wait for a healthy operator');
+    // Dependants wait for the webhook and the controller, but not for the projector/retrieval pods:
+    // those need ConfigMaps rendered from the resources the dependant applies (waiting = deadlock).
+    assert.notEqual(op.spec.wait, true, 'wait: true ignores healthChecks and waits on knowledge pods');
+    const checks = (op.spec.healthChecks ?? []).map((h: Y) => `${h.kind}/${h.namespace}/${h.name}`).sort();
+    assert.deepEqual(checks, [
+      'Deployment/fgentic-system/fgentic-controller',
+      'Deployment/fgentic-system/fgentic-webhook',
+    ]);
+    for (const h of op.spec.healthChecks) {
+      assert.ok(named(h.kind, h.name, h.namespace), `health check ${h.name} names an object of the base`);
+      assert.equal(h.apiVersion, named(h.kind, h.name, h.namespace).apiVersion);
+    }
     const res = ks.find((k) => k !== op);
     assert.deepEqual(
       res.spec.dependsOn.map((d: Y) => d.name),
