@@ -5,7 +5,7 @@ import { renderGateway } from './gateway.ts';
 import { renderKagent } from './kagent.ts';
 import { cmpStr } from './model.ts';
 import { renderNetworkPolicies } from './network-policy.ts';
-import { renderServerConfig } from './server-config.ts';
+import { CONFIGMAP_DATA_LIMIT, configMapBytes, renderServerConfig } from './server-config.ts';
 
 const KIND_ORDER = [
   'ConfigMap',
@@ -35,8 +35,20 @@ export function compareObjects(a: K8sObject, b: K8sObject): number {
 export function render(input: Resources): RenderResult {
   const { model, conflicts } = analyse(input);
   if (!model) return { objects: [], conflicts };
+  const configs = renderServerConfig(model).filter((cm) => {
+    const bytes = configMapBytes(cm);
+    if (bytes <= CONFIGMAP_DATA_LIMIT) return true;
+    // Never a truncated registry: no ConfigMap (the server then fails closed) and a reported conflict.
+    conflicts.push({
+      kind: 'RetrievalPlatform',
+      name: model.platformRes.metadata.name,
+      reason: 'RegistryTooLarge',
+      message: `${cm.metadata.name} would hold ${bytes} bytes (limit ${CONFIGMAP_DATA_LIMIT})`,
+    });
+    return false;
+  });
   const objects = [
-    ...renderServerConfig(model),
+    ...configs,
     ...renderNetworkPolicies(model),
     ...renderGateway(model),
     ...renderKagent(model),

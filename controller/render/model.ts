@@ -29,7 +29,6 @@ export const MCP_TOOL = 'search_knowledge';
 export const REMOTE_MCP_SERVER = 'knowledge-retrieval';
 export const KAGENT_CONTROLLER = { service: 'kagent-controller', port: 8083 } as const;
 export const AGENT_PORT = 8080;
-export const METRICS_PORT = 9090;
 
 export interface Platform {
   name: string;

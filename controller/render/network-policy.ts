@@ -10,7 +10,6 @@ import {
   type Agent,
   agentOwner,
   KAGENT_CONTROLLER,
-  METRICS_PORT,
   type Model,
   meta,
   platformOwner,
@@ -67,7 +66,8 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
     to: [peer(obsNs, p.spec.observability?.podLabels ?? OTEL)],
     ports: tcp(...obsPorts),
   };
-  const metricsIn = { from: [peer(MONITORING, PROMETHEUS)], ports: tcp(METRICS_PORT) };
+  // The servers serve /metrics on their one port; Prometheus may reach exactly that port.
+  const metricsIn = (port: number) => ({ from: [peer(MONITORING, PROMETHEUS)], ports: tcp(port) });
   const retrievalPods = { matchLabels: { 'app.kubernetes.io/name': p.retrieval.service } };
   const projectorPods = { matchLabels: { 'app.kubernetes.io/name': p.projector.service } };
   const db = p.spec.database ?? {};
@@ -84,7 +84,7 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
     np(m, 'knowledge-retrieval-ingress', ns, {
       podSelector: retrievalPods,
       policyTypes: ['Ingress'],
-      ingress: [{ from: [proxy], ports: tcp(p.retrieval.port) }, metricsIn],
+      ingress: [{ from: [proxy], ports: tcp(p.retrieval.port) }, metricsIn(p.retrieval.port)],
     }),
     // Retrieval egress: DNS, its database, the query-embeddings listener, observability. No model path.
     np(m, 'knowledge-retrieval-egress', ns, {
@@ -104,7 +104,7 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
     np(m, 'fgentic-projector-ingress', ns, {
       podSelector: projectorPods,
       policyTypes: ['Ingress'],
-      ingress: [{ from: [proxy], ports: tcp(p.projector.port) }, metricsIn],
+      ingress: [{ from: [proxy], ports: tcp(p.projector.port) }, metricsIn(p.projector.port)],
     }),
   ];
   const egress: Record<string, unknown>[] = [DNS, observability];

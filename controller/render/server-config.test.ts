@@ -84,3 +84,32 @@ describe('server configuration ConfigMaps', () => {
     assert.doesNotThrow(() => parseRetrievalConfig(retrieval));
   });
 });
+
+describe('registry size', () => {
+  it('10,000 rooms fit one ConfigMap; an oversized registry renders no ConfigMap and reports it', () => {
+    const input = examples();
+    for (let i = 0; i < 10_000; i++)
+      input.rooms.push({
+        apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+        kind: 'RetrievalRoom',
+        metadata: { name: `r${i}` },
+        spec: { roomId: `!r${i}abcdefghijklmnopq:org-a.example`, allowedClassifications: ['public'] },
+      });
+    let r = render(input);
+    assert.deepEqual(r.conflicts, []);
+    assert.ok(r.objects.some((o) => o.metadata.name === 'fgentic-projector-config'));
+    for (let i = 0; i < 10_000; i++)
+      input.rooms.push({
+        apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+        kind: 'RetrievalRoom',
+        metadata: { name: `s${i}` },
+        spec: { roomId: `!s${i}abcdefghijklmnopq:org-a.example`, allowedClassifications: ['public'] },
+      });
+    r = render(input);
+    assert.deepEqual(
+      r.conflicts.map((c) => c.reason),
+      ['RegistryTooLarge'],
+    );
+    assert.ok(!r.objects.some((o) => o.metadata.name === 'fgentic-projector-config'));
+  });
+});

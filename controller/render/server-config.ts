@@ -61,7 +61,8 @@ function configMap(m: Model, name: string, key: string, data: unknown): K8sObjec
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: meta(name, m.platform.spec.namespaces.retrieval, platformOwner(m.platform)),
-    data: { [key]: `${JSON.stringify(data, null, 2)}\n` },
+    // Compact: 10,000 rooms stay under the 1 MiB ConfigMap limit (pretty-printed they would not).
+    data: { [key]: `${JSON.stringify(data)}\n` },
   };
 }
 
@@ -70,4 +71,13 @@ export function renderServerConfig(m: Model): K8sObject[] {
     configMap(m, PROJECTOR_CONFIGMAP, 'projector.json', projectorConfig(m)),
     configMap(m, RETRIEVAL_CONFIGMAP, 'retrieval.json', retrievalConfig(m)),
   ];
+}
+
+/** The apiserver limits a ConfigMap's data (keys + values) to 1 MiB. */
+export const CONFIGMAP_DATA_LIMIT = 1_048_576;
+const utf8 = new TextEncoder();
+
+export function configMapBytes(o: K8sObject): number {
+  const data = (o as { data?: Record<string, string> }).data ?? {};
+  return Object.entries(data).reduce((n, [k, v]) => n + utf8.encode(k).length + utf8.encode(v).length, 0);
 }
