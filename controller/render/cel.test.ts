@@ -154,6 +154,7 @@ const P = policies(examples());
 const LOCAL = P.get('fgentic-a2a-local') as Rendered;
 const PUBLIC = P.get('fgentic-a2a-public') as Rendered;
 const MCP = P.get('fgentic-mcp') as Rendered;
+const CARD = P.get('fgentic-a2a-card') as Rendered;
 
 function passes(r: Rendered, ctx: GatewayContext) {
   assert.equal(firstFailing(r.require, ctx), undefined);
@@ -169,7 +170,7 @@ describe('rendered CEL is well-formed', () => {
     assert.ok(LOCAL.require.length >= 8 && PUBLIC.require.length >= 8 && MCP.require.length >= 6);
   });
   it('every expression parses and uses only functions agentgateway has (and the double emulates)', () => {
-    for (const r of [LOCAL, PUBLIC, MCP])
+    for (const r of [LOCAL, PUBLIC, MCP, CARD])
       for (const e of [...r.require, ...Object.values(r.add), ...r.mcpAllow])
         for (const f of callNames(e)) assert.ok(KNOWN_FUNCTIONS.has(f), `${f} in ${e}`);
   });
@@ -245,6 +246,28 @@ describe('local A2A route (bridge, API key)', () => {
     );
     assert.equal(missing['x-fgentic-check-user-id-count'], undefined);
     assert.equal(missing['x-fgentic-check-room-context-count'], undefined);
+  });
+});
+
+describe('AgentCard read on the local listener (bridge only)', () => {
+  const card = (
+    over: Partial<GatewayContext['request']> = {},
+    workload = 'matrix-a2a-bridge',
+  ): GatewayContext => ({
+    apiKey: { workload },
+    request: {
+      method: 'GET',
+      path: `${LOCAL_PATH}/.well-known/agent-card.json`,
+      headers: { accept: 'application/json' },
+      ...over,
+    },
+  });
+  it('the bridge may GET the card', () => passes(CARD, card()));
+  it('other methods, paths, workloads and x-fgentic-* headers fail', () => {
+    fails(CARD, card({ method: 'POST', body: send() }));
+    fails(CARD, card({ path: `${LOCAL_PATH}/.well-known/agent.json` }));
+    fails(CARD, card({}, 'kagent/knowledge-agent'));
+    fails(CARD, card({ headers: { 'x-fgentic-identity': IDENTITY } }));
   });
 });
 

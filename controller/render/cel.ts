@@ -182,7 +182,9 @@ export function mcpToolAllowlist(tool: string): string[] {
   return [`mcp.tool.name == ${lit(tool)}`];
 }
 
-/** The exclusion route for the generic kagent A2A prefix matches everything it is attached to. */
-export function denyAll(): string[] {
-  return ['true'];
+export const AGENT_CARD_SUFFIX = '/.well-known/agent-card.json';
+
+/** The bridge may read the Agent's card (GET, exact path, its API key, no x-fgentic-* header at all). */
+export function cardAuthorization(r: { workload: string; path: string }): string[] {
+  return [`apiKey.workload == ${lit(r.workload)}`, methodIs('GET'), pathIs(r.path), onlyKnownFgentic([])];
 }

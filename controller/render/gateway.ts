@@ -30,6 +30,7 @@ export const names = {
   localRoute: (a: Agent) => `fgentic-a2a-local.${a.namespace}.${a.name}`,
   publicRoute: (a: Agent) => `fgentic-a2a-public.${a.namespace}.${a.name}`,
   excludeRoute: (a: Agent) => `fgentic-a2a-exclude.${a.namespace}.${a.name}`,
+  cardRoute: (a: Agent) => `fgentic-a2a-card.${a.namespace}.${a.name}`,
   mcpRoute: (a: Agent) => `fgentic-mcp.${a.namespace}.${a.name}`,
   mcpBackend: 'fgentic-knowledge-retrieval',
   strip: 'fgentic-strip-identity',
@@ -144,6 +145,7 @@ function localObjects(m: Model, a: Agent): K8sObject[] {
         buffer: { request: { maxBytes: A2A_BODY_LIMIT } },
       },
     }),
+    ...cardObjects(m, a),
     // The generic kagent A2A prefix (/api/a2a) must not reach a retrieval Agent: the longer prefix wins
     // over it, the Exact local route wins over this one (Gateway API match precedence).
     {
@@ -158,6 +160,53 @@ function localObjects(m: Model, a: Agent): K8sObject[] {
     policy(m, names.excludeRoute(a), gwNs, {
       targetRefs: routeTarget(names.excludeRoute(a)),
       traffic: { directResponse: { status: 404 } },
+    }),
+  ];
+}
+
+/** The bridge's AgentCard read (ADR decision 5: discovery is validated, never routing authority). */
+function cardObjects(m: Model, a: Agent): K8sObject[] {
+  const p = m.platform;
+  const gwNs = p.spec.gateway.namespace;
+  const path = `${a.localPath}${cel.AGENT_CARD_SUFFIX}`;
+  const target = m.platform.a2aBackend === 'controller' ? path : cel.AGENT_CARD_SUFFIX;
+  return [
+    {
+      apiVersion: GW_API,
+      kind: 'HTTPRoute',
+      metadata: meta(names.cardRoute(a), gwNs, platformOwner(p)),
+      spec: {
+        parentRefs: [parentRef(m, p.spec.gateway.localListener)],
+        rules: [
+          {
+            name: 'card',
+            matches: [{ path: { type: 'Exact', value: path }, method: 'GET' }],
+            ...(target !== path
+              ? {
+                  filters: [
+                    {
+                      type: 'URLRewrite',
+                      urlRewrite: { path: { type: 'ReplaceFullPath', replaceFullPath: target } },
+                    },
+                  ],
+                }
+              : {}),
+            backendRefs: [
+              { group: 'agentgateway.dev', kind: 'AgentgatewayBackend', name: names.a2aBackend(a) },
+            ],
+          },
+        ],
+      },
+    },
+    policy(m, names.cardRoute(a), gwNs, {
+      targetRefs: routeTarget(names.cardRoute(a)),
+      traffic: {
+        apiKeyAuthentication: { mode: 'Strict', secretRef: { name: p.spec.bridge.apiKeySecretRef.name } },
+        authorization: {
+          action: 'Require',
+          policy: { matchExpressions: cel.cardAuthorization({ workload: p.spec.bridge.workload, path }) },
+        },
+      },
     }),
   ];
 }
