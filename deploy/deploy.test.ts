@@ -346,6 +346,34 @@ describe('workloads', () => {
     }
   });
 
+  test('the servers accept the flags the Deployments pass (parsed by the real CLI code)', () => {
+    // cli/main.ts dispatches `serve <name>` to these entry points; call them directly so the check
+    // does not depend on the dispatcher. Config/cert paths do not exist here, so each server fails
+    // (or, for the projector, runs not-ready) after parsing; a flag it does not know fails before.
+    const entry: Record<string, [string, string]> = {
+      'fgentic-projector': ['projector/cli.ts', 'serveProjector'],
+      'knowledge-retrieval': ['retrieval/cli.ts', 'serveRetrieval'],
+      'fgentic-webhook': ['webhook/cli.ts', 'serveWebhook'],
+    };
+    for (const [name, [mod, fn]] of Object.entries(entry)) {
+      const args: string[] = named('Deployment', name).spec.template.spec.containers[0].args.slice(2);
+      // Port 0: never collide with anything listening on this machine.
+      const script = `const m = await import(${JSON.stringify(join(repo, mod))}); process.exitCode = await m.${fn}(${JSON.stringify([...args, '--port', '0'])});`;
+      const out = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+        cwd: repo,
+        encoding: 'utf8',
+        timeout: 5_000,
+        env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent', KUBECONFIG: '/nonexistent', DATABASE_URL: '' },
+      });
+      const text = `${out.stdout}\n${out.stderr}`;
+      assert.doesNotMatch(
+        text,
+        /unknown option|invalid arguments|usage:|ERR_PARSE_ARGS/i,
+        `${name}: ${text}`,
+      );
+    }
+  });
+
   test('restricted pod security on every pod template', () => {
     assert.ok(templates.length > 0);
     for (const t of templates) assertRestricted(t.label, t.spec);
