@@ -118,8 +118,9 @@ describe('the Agent matchCondition (evaluated with @bufbuild/cel)', () => {
   }, () => {
     const view = new StaticClusterView([platform()]);
     for (const m of loadManifests([examples])) {
-      if (!m.object || m.object['kind'] !== 'Agent') continue;
-      const body = admissionReview(m.object);
+      const obj = m.object;
+      if (obj?.['kind'] !== 'Agent') continue;
+      const body = admissionReview(obj);
       const r = review(body, view).review.response;
       // Denials that are only the reproduced CRD layer are the API server's own job, before any webhook.
       const beyondCrd = (r.status?.message ?? '').replace(/\[kagent-schema\]/g, '').match(/\[[a-z-]+\]/);
