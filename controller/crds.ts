@@ -185,20 +185,21 @@ const platformSpec = obj(
         namespace: dnsLabel(),
         localListener: listenerName(),
         publicListener: listenerName(),
-        mcpListener: listenerName(),
-        mcpUrl: str({ pattern: PATTERNS.httpUrl, maxLength: 512 }),
+        mcpListener: str({
+          pattern: PATTERNS.dns1123Label,
+          maxLength: 63,
+          description:
+            'Listener of the MCP route (default: localListener). Client-sent X-Fgentic-Identity is stripped before routing on every A2A listener that is not also the MCP listener.',
+        }),
+        mcpUrl: str({
+          pattern: PATTERNS.httpUrl,
+          maxLength: 512,
+          description:
+            'Base URL of the proxy for the RemoteMCPServer (default http://<name>.<namespace>.svc.cluster.local:8080)',
+        }),
         proxyPodLabels: labels(),
       },
-      ['name', 'namespace', 'localListener', 'mcpListener', 'mcpUrl'],
-      {
-        'x-kubernetes-validations': [
-          {
-            rule: 'self.mcpListener != self.localListener && (!has(self.publicListener) || self.mcpListener != self.publicListener)',
-            message:
-              'mcpListener must be a listener of its own (the A2A listeners strip X-Fgentic-Identity before routing)',
-          },
-        ],
-      },
+      ['name', 'namespace', 'localListener'],
     ),
     namespaces: obj({ retrieval: dnsLabel(), kagent: dnsLabel(), gateway: dnsLabel() }, [
       'retrieval',

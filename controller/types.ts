@@ -100,9 +100,10 @@ export interface RetrievalPlatformSpec {
     namespace: string;
     localListener: string;
     publicListener?: string;
-    mcpListener: string;
-    /** In-cluster base URL of the proxy's MCP listener, e.g. http://agentgateway-proxy.agentgateway-system.svc.cluster.local:8090 */
-    mcpUrl: string;
+    /** Listener of the MCP route; default localListener (kagent's proxy.url sends MCP to the proxy's :8080). */
+    mcpListener?: string;
+    /** Base URL of the proxy for the RemoteMCPServer; default http://<name>.<namespace>.svc.cluster.local:8080 */
+    mcpUrl?: string;
     proxyPodLabels?: Record<string, string>;
   };
   namespaces: { retrieval: string; kagent: string; gateway: string };

@@ -192,11 +192,20 @@ describe('RetrievalPlatform invariants', () => {
     );
     assert.equal(check(mutate(platform, (c) => (c.spec.publicRetrievalTimeoutSeconds = 60))).ok, true);
   });
-  it('the MCP listener is a listener of its own', () =>
+  it('mcpListener and mcpUrl are optional; listener names are DNS-1123 labels', () => {
+    assert.equal(
+      check(mutate(platform, (c) => (delete c.spec.gateway.mcpListener, delete c.spec.gateway.mcpUrl))).ok,
+      true,
+    );
     rejects(
-      mutate(platform, (c) => (c.spec.gateway.mcpListener = 'default')),
-      /mcpListener/,
-    ));
+      mutate(platform, (c) => (c.spec.gateway.mcpListener = 'MCP_listener')),
+      /pattern/,
+    );
+    rejects(
+      mutate(platform, (c) => (c.spec.gateway.mcpUrl = 'ftp://x')),
+      /pattern/,
+    );
+  });
   it('local groups may not use partner/', () =>
     rejects(
       mutate(platform, (c) => (c.spec.localGroups = ['partner/org-b/docs'])),

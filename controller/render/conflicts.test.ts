@@ -147,3 +147,35 @@ describe('conflicts', () => {
     assert.ok(!names(objects).some((n) => n.includes('a2a-public')));
   });
 });
+
+describe('listener layout', () => {
+  const strip = (input: Resources) =>
+    render(input).objects.find(
+      (o) => o.kind === 'AgentgatewayPolicy' && o.metadata.name === 'fgentic-strip-identity',
+    ) as any;
+  it('the PreRouting strip covers every A2A listener that does not also carry the MCP route', () => {
+    assert.deepEqual(
+      strip(examples()).spec.targetRefs.map((t: any) => t.sectionName),
+      ['federation-retrieval'],
+    );
+    const own = examples();
+    (own.platforms[0] as any).spec.gateway.mcpListener = 'knowledge-mcp';
+    assert.deepEqual(
+      strip(own).spec.targetRefs.map((t: any) => t.sectionName),
+      ['default', 'federation-retrieval'],
+    );
+    const mcpRoute = render(own).objects.find(
+      (o) => o.kind === 'HTTPRoute' && o.metadata.name.startsWith('fgentic-mcp'),
+    ) as any;
+    assert.equal(mcpRoute.spec.parentRefs[0].sectionName, 'knowledge-mcp');
+  });
+  it('mcpUrl defaults to the gateway Service on :8080', () => {
+    const input = examples();
+    delete (input.platforms[0] as any).spec.gateway.mcpUrl;
+    const rms = render(input).objects.find((o) => o.kind === 'RemoteMCPServer') as any;
+    assert.equal(
+      rms.spec.url,
+      'http://agentgateway-proxy.agentgateway-system.svc.cluster.local:8080/mcp/knowledge-retrieval',
+    );
+  });
+});

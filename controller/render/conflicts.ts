@@ -99,12 +99,7 @@ export function analyse(input: Resources): Analysis {
     let problem: string | undefined;
     if (!Number.isInteger(t) || t < 1 || t > 60)
       problem = 'publicRetrievalTimeoutSeconds must be within 1-60';
-    else if (
-      !gw ||
-      gw.mcpListener === gw.localListener ||
-      (gw.publicListener && gw.mcpListener === gw.publicListener)
-    )
-      problem = 'gateway.mcpListener must be a listener of its own';
+    else if (!gw?.localListener) problem = 'gateway.localListener is required';
     else if ((s.localGroups ?? []).some((g) => g.startsWith('partner/')))
       problem = 'localGroups may not use the partner/ namespace';
     if (problem) report('RetrievalPlatform', p.metadata, 'Invalid', problem);
@@ -121,6 +116,8 @@ export function analyse(input: Resources): Analysis {
           port: s.retrieval?.port ?? 8080,
         },
         proxyPodLabels: gw.proxyPodLabels ?? { 'app.kubernetes.io/name': 'agentgateway-proxy' },
+        mcpListener: gw.mcpListener ?? gw.localListener,
+        mcpUrl: (gw.mcpUrl ?? `http://${gw.name}.${gw.namespace}.svc.cluster.local:8080`).replace(/\/+$/, ''),
       };
       if (s.jwt) {
         if (s.jwt.jwksUri) {

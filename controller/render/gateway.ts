@@ -275,7 +275,7 @@ function mcpObjects(m: Model, a: Agent): K8sObject[] {
       kind: 'HTTPRoute',
       metadata: meta(names.mcpRoute(a), gwNs, platformOwner(p)),
       spec: {
-        parentRefs: [parentRef(m, p.spec.gateway.mcpListener)],
+        parentRefs: [parentRef(m, p.mcpListener)],
         rules: [
           {
             name: 'mcp',
@@ -357,17 +357,6 @@ function sharedObjects(m: Model): K8sObject[] {
         },
       },
     },
-    // Client-sent X-Fgentic-Identity never survives routing on the A2A listeners (the MCP listener,
-    // where the Agent pod legitimately sends the carrier, is a listener of its own).
-    policy(m, names.strip, gw.namespace, {
-      targetRefs: [gw.localListener, ...(gw.publicListener ? [gw.publicListener] : [])].map((l) => ({
-        group: GW_GROUP,
-        kind: 'Gateway',
-        name: gw.name,
-        sectionName: l,
-      })),
-      traffic: { phase: 'PreRouting', transformation: { request: { remove: ['x-fgentic-identity'] } } },
-    }),
     // HTTP ext-auth defaults to a 200 ms deadline; the backend policy on the projector Service raises it.
     policy(m, names.extAuthTimeout, retrievalNs, {
       targetRefs: [{ group: '', kind: 'Service', name: p.projector.service }],
@@ -383,6 +372,20 @@ function sharedObjects(m: Model): K8sObject[] {
       },
     },
   ];
+  // Client-sent X-Fgentic-Identity never survives routing on an A2A listener. A listener that also
+  // carries the MCP route (where the Agent pod sends the carrier legitimately) cannot strip it; there
+  // the projector denies a client-sent value (x-fgentic-check-identity-count) and its 2xx answer
+  // overwrites the header, which authorization then requires exactly once.
+  const stripOn = [gw.localListener, ...(gw.publicListener ? [gw.publicListener] : [])].filter(
+    (l) => l !== p.mcpListener,
+  );
+  if (stripOn.length)
+    out.push(
+      policy(m, names.strip, gw.namespace, {
+        targetRefs: stripOn.map((l) => ({ group: GW_GROUP, kind: 'Gateway', name: gw.name, sectionName: l })),
+        traffic: { phase: 'PreRouting', transformation: { request: { remove: ['x-fgentic-identity'] } } },
+      }),
+    );
   if (p.jwks && !('inline' in p.jwks) && m.agents.some((a) => a.public && a.partners.length > 0)) {
     out.push({
       apiVersion: 'gateway.networking.k8s.io/v1beta1',

@@ -28,7 +28,7 @@ function remoteMcpServer(m: Model, namespace: string): K8sObject {
     metadata: meta(REMOTE_MCP_SERVER, namespace, platformOwner(m.platform)),
     spec: {
       description: 'Permission-aware knowledge retrieval (search_knowledge) through agentgateway',
-      url: `${m.platform.spec.gateway.mcpUrl.replace(/\/+$/, '')}${MCP_ROUTE_PATH}`,
+      url: `${m.platform.mcpUrl}${MCP_ROUTE_PATH}`,
       protocol: 'STREAMABLE_HTTP',
       timeout: '30s',
       terminateOnClose: true,

@@ -39,6 +39,8 @@ export interface Platform {
   projector: { service: string; port: number };
   retrieval: { service: string; port: number };
   proxyPodLabels: Record<string, string>;
+  mcpListener: string;
+  mcpUrl: string;
   jwks?:
     | { inline: string }
     | { service: string; namespace: string; port: number; path: string; tls: boolean };
