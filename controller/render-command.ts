@@ -7,6 +7,9 @@ import { render } from './render/index.ts';
 import type { Conflict, K8sObject, OwnResource, Resources } from './types.ts';
 import { API_VERSION } from './types.ts';
 
+/** No anchors/aliases in output: every document stands alone for kubectl, Flux and reviewers. */
+const YAML_OPTIONS = { lineWidth: 0, aliasDuplicateObjects: false } as const;
+
 export interface LoadedDocument {
   file: string;
   object: K8sObject;
@@ -67,7 +70,7 @@ export function toResources(objects: K8sObject[]): Resources {
 }
 
 export function toYaml(objects: K8sObject[]): string {
-  return objects.map((o) => `---\n${stringify(o, { lineWidth: 0 })}`).join('');
+  return objects.map((o) => `---\n${stringify(o, YAML_OPTIONS)}`).join('');
 }
 
 export function formatConflict(c: Conflict): string {
@@ -113,7 +116,7 @@ export async function renderCommand(argv: string[]): Promise<number> {
     mkdirSync(values.output, { recursive: true });
     for (const o of objects) {
       const file = `${o.kind.toLowerCase()}-${o.metadata.namespace ? `${o.metadata.namespace}-` : ''}${o.metadata.name}.yaml`;
-      writeFileSync(join(values.output, file), stringify(o, { lineWidth: 0 }));
+      writeFileSync(join(values.output, file), stringify(o, YAML_OPTIONS));
     }
   } else process.stdout.write(toYaml(objects));
   for (const c of conflicts) process.stderr.write(`${formatConflict(c)}\n`);

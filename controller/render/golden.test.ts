@@ -14,6 +14,7 @@ describe('render of examples/', () => {
     const { objects, conflicts } = render(examples());
     assert.deepEqual(conflicts, []);
     const text = toYaml(objects);
+    assert.doesNotMatch(text, /(^|\s)[&*]a\d+\b/, 'no YAML anchors or aliases');
     if (process.env['UPDATE_GOLDEN'] === '1') writeFileSync(GOLDEN, text);
     assert.equal(text, readFileSync(GOLDEN, 'utf8'), 'render changed: review, then UPDATE_GOLDEN=1');
   });
