@@ -11,6 +11,7 @@ import { ApiServerDouble } from './testsupport/apiserver.ts';
 import { examples } from './testsupport/fixtures.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
+const MCP_KEY = 'mcp-key-0123456789abcdef';
 
 async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> {
   const end = Date.now() + ms;
@@ -58,6 +59,13 @@ describe('controller loop against an API-server double', () => {
         labels: { 'app.kubernetes.io/managed-by': 'fgentic-retrieval' },
       },
       data: {},
+    });
+    api.put({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'knowledge-agent-mcp-credential', namespace: 'kagent' },
+      type: 'Opaque',
+      data: { authorization: Buffer.from(`Bearer ${MCP_KEY}`).toString('base64') },
     });
     ctl = await startController({
       kubeConfig: api.kubeConfig(),
@@ -147,6 +155,52 @@ describe('controller loop against an API-server double', () => {
       assert.equal(cond(o, 'Degraded').status, 'False');
       assert.equal(cond(o, 'Ready').observedGeneration, o['metadata'].generation);
     }
+  });
+
+  it("mirrors the Agent's MCP key into the gateway namespace in agentgateway's JSON API-key form", async () => {
+    const s = await waitFor('mirrored key', () =>
+      api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
+    );
+    assert.equal(s['metadata'].labels['retrieval.fgentic.dev/api-key'], 'mcp');
+    const entry = JSON.parse(Buffer.from(s['data']['kagent.knowledge-agent'], 'base64').toString('utf8'));
+    assert.deepEqual(entry, { key: MCP_KEY, metadata: { workload: 'kagent/knowledge-agent' } });
+    const policy = api.get(
+      'agentgateway.dev/v1alpha1',
+      'AgentgatewayPolicy',
+      'agentgateway-system',
+      'fgentic-mcp.kagent.knowledge-agent',
+    );
+    assert.deepEqual(policy?.['spec'].traffic.apiKeyAuthentication.secretSelector.matchLabels, {
+      'retrieval.fgentic.dev/api-key': 'mcp',
+    });
+  });
+
+  it('a missing MCP key Secret degrades the RetrievalAgent and removes its mirrored key', async () => {
+    const src = api.get('v1', 'Secret', 'kagent', 'knowledge-agent-mcp-credential') as any;
+    api.remove('v1', 'Secret', 'kagent', 'knowledge-agent-mcp-credential');
+    const ra = api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent') as any;
+    api.put({ ...ra, metadata: { ...ra.metadata, annotations: { poke: '1' } } });
+    const x = await waitFor('Degraded agent', () => {
+      const o = api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent');
+      return cond(o, 'Degraded')?.reason === 'McpKeyUnavailable' && o;
+    });
+    assert.equal(cond(x, 'Ready').status, 'False');
+    await waitFor(
+      'mirror pruned',
+      () => !api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
+    );
+    await waitFor('Warning event', () =>
+      api.list('v1', 'Event').find((e) => e['reason'] === 'McpKeyUnavailable'),
+    );
+    api.put({ apiVersion: 'v1', kind: 'Secret', metadata: src.metadata, type: 'Opaque', data: src.data });
+    api.put({ ...ra, metadata: { ...ra.metadata, annotations: { poke: '2' } } });
+    await waitFor(
+      'recovered',
+      () => cond(api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent'), 'Ready')?.status === 'True',
+    );
+    await waitFor('mirror restored', () =>
+      api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
+    );
   });
 
   it('serves /healthz, /readyz and /metrics', async () => {

@@ -5,6 +5,7 @@
  */
 import { createLogger } from '../common/log.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
+import { mirrorMcpKeys } from './kube/mcp-keys.ts';
 import { render } from './render/index.ts';
 import type {
   Condition,
@@ -46,6 +47,7 @@ function conditionsFor(
   conflict: Conflict | undefined,
   errors: string[],
   now: string,
+  problem?: string,
 ): Condition[] {
   const gen = res.metadata.generation;
   const g = gen !== undefined ? { observedGeneration: gen } : {};
@@ -67,13 +69,17 @@ function conditionsFor(
       ? mk('Ready', 'False', 'Conflict', conflict.message)
       : degraded
         ? mk('Ready', 'False', 'ApplyFailed', `${errors.length} object(s) failed to apply`)
-        : mk('Ready', 'True', 'Rendered', 'all rendered objects are applied'),
+        : problem
+          ? mk('Ready', 'False', 'McpKeyUnavailable', problem)
+          : mk('Ready', 'True', 'Rendered', 'all rendered objects are applied'),
     conflict
       ? mk('Conflict', 'True', conflict.reason, conflict.message)
       : mk('Conflict', 'False', 'NoConflict', 'no conflicting resource'),
     degraded
       ? mk('Degraded', 'True', 'ApplyFailed', errors[0]?.slice(0, 1024) ?? '')
-      : mk('Degraded', 'False', 'Applied', 'every apply succeeded'),
+      : problem
+        ? mk('Degraded', 'True', 'McpKeyUnavailable', problem)
+        : mk('Degraded', 'False', 'Applied', 'every apply succeeded'),
   ];
 }
 
@@ -113,6 +119,9 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
     if (v) input.jwksInline = v;
   }
   const { objects, conflicts } = render(input);
+  // The MCP routes' API keys, mirrored from each Agent's own MCP credential (fails closed when absent).
+  const mirror = await mirrorMcpKeys(api, objects);
+  objects.push(...mirror.secrets);
 
   const errors: string[] = [];
   let applied = 0;
@@ -162,13 +171,19 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
     ...input.partners,
   ] as OwnResource[]) {
     const conflict = byKey.get(resourceKey(res));
-    const conditions = conditionsFor(res, conflict, errors, stamp);
+    const problem =
+      res.kind === 'RetrievalAgent'
+        ? mirror.problems.get(`${res.metadata.namespace}/${res.metadata.name}`)
+        : undefined;
+    const conditions = conditionsFor(res, conflict, errors, stamp, problem);
     if (
       sameConditions(res.status?.conditions, conditions) &&
       res.status?.observedGeneration === res.metadata.generation
     )
       continue;
     const wasConflict = res.status?.conditions?.find((c) => c.type === 'Conflict')?.status === 'True';
+    const hadProblem =
+      res.status?.conditions?.find((c) => c.type === 'Degraded')?.reason === 'McpKeyUnavailable';
     try {
       await api.patchStatus(res, {
         ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),
@@ -177,6 +192,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
       if (conflict && !wasConflict) await api.event(res, 'Warning', conflict.reason, conflict.message);
       if (!conflict && wasConflict)
         await api.event(res, 'Normal', 'ConflictResolved', 'the resource renders again');
+      if (problem && !hadProblem) await api.event(res, 'Warning', 'McpKeyUnavailable', problem);
     } catch (e) {
       errors.push(`status ${res.kind} ${res.metadata.name}: ${(e as Error).message}`);
     }

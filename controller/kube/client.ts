@@ -18,6 +18,7 @@ import {
 /** Every kind the render can produce (pruning lists these). */
 export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string }[] = [
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps' },
+  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets' },
   { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies' },
   { apiVersion: 'gateway.networking.k8s.io/v1beta1', kind: 'ReferenceGrant', plural: 'referencegrants' },
   { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', plural: 'httproutes' },
