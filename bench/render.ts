@@ -6,7 +6,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { analyse } from '../controller/render/conflicts.ts';
 import { render } from '../controller/render/index.ts';
+import type { Model } from '../controller/render/model.ts';
+import { projectorConfig } from '../controller/render/server-config.ts';
 import { loadResources, toYaml } from '../controller/render-command.ts';
 import type { PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../controller/types.ts';
 
@@ -93,6 +96,8 @@ let conflicts = 0;
 let yamlBytes = 0;
 let peakHeapDelta = 0;
 let peakRenderHeapDelta = 0;
+let conflictDetail: string[] = [];
+let registryBytes = 0;
 let peakRss = 0;
 for (let r = 0; r < RUNS; r++) {
   gc();
@@ -110,7 +115,10 @@ for (let r = 0; r < RUNS; r++) {
   yamlTimes.push(t2 - t1);
   objects = out.objects.length;
   conflicts = out.conflicts.length;
-  if (r === 0) for (const c of out.conflicts) process.stderr.write(`conflict: ${c.reason}: ${c.message}\n`);
+  if (r === 0) {
+    conflictDetail = out.conflicts.map((c) => `${c.reason}: ${c.message}`);
+    registryBytes = Buffer.byteLength(JSON.stringify(projectorConfig(analyse(input).model as Model)));
+  }
   yamlBytes = Buffer.byteLength(yaml);
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
@@ -128,6 +136,8 @@ const result = {
   yamlMs: { median: Math.round(median(yamlTimes)) },
   objects,
   conflicts,
+  conflictDetail,
+  projectorJsonBytes: registryBytes,
   yamlMiB: mib(yamlBytes),
   peakRenderHeapDeltaMiB: mib(peakRenderHeapDelta),
   peakHeapDeltaMiB: mib(peakHeapDelta),
@@ -138,7 +148,8 @@ const result = {
 const rows: [string, string][] = [
   ['input', `${AGENTS} agents, ${ROOMS} rooms, ${PARTNERS} partners`],
   ['rendered objects', String(objects)],
-  ['conflicts', String(conflicts)],
+  ['conflicts', conflicts ? `${conflicts} (${conflictDetail.join('; ')})` : '0'],
+  ['projector.json size', `${registryBytes} bytes (ConfigMap data limit 1048576)`],
   [
     'render (median of runs)',
     `${result.renderMs.median} ms (min ${result.renderMs.min}, max ${result.renderMs.max}, ${RUNS} runs)`,
