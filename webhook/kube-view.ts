@@ -155,4 +155,10 @@ export class KubeClusterView implements ClusterView {
   partners(): readonly KubeObject[] {
     return this.view().partners();
   }
+  roomsWithId(roomId: string): readonly KubeObject[] {
+    return this.view().roomsWithId(roomId);
+  }
+  partnersWithKey(issuer: string, audience: string, azp: string): readonly KubeObject[] {
+    return this.view().partnersWithKey(issuer, audience, azp);
+  }
 }

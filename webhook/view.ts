@@ -4,10 +4,12 @@
  */
 import {
   type ClusterView,
+  field,
   KAGENT_GROUP,
   type KubeObject,
   nameOf,
   namespaceOf,
+  partnerKey,
   RETRIEVAL_GROUP,
   str,
 } from './rules/types.ts';
@@ -27,12 +29,20 @@ function key(ns: string, name: string): string {
   return `${ns}/${name}`;
 }
 
+function push(index: Map<string, KubeObject[]>, key: string, o: KubeObject): void {
+  const list = index.get(key);
+  if (list) list.push(o);
+  else index.set(key, [o]);
+}
+
 export class StaticClusterView implements ClusterView {
   private readonly retrievalAgents = new Map<string, KubeObject>();
   private readonly agents = new Map<string, KubeObject>();
   private readonly roomList: KubeObject[] = [];
   private readonly partnerList: KubeObject[] = [];
   private platformObj: KubeObject | undefined;
+  private readonly roomIndex = new Map<string, KubeObject[]>();
+  private readonly partnerIndex = new Map<string, KubeObject[]>();
 
   constructor(objects: Iterable<KubeObject> = []) {
     for (const o of objects) this.add(o);
@@ -43,9 +53,18 @@ export class StaticClusterView implements ClusterView {
     const group = groupOf(o);
     if (group === RETRIEVAL_GROUP) {
       if (kind === 'RetrievalAgent') this.retrievalAgents.set(key(namespaceOf(o), nameOf(o)), o);
-      else if (kind === 'RetrievalRoom') this.roomList.push(o);
-      else if (kind === 'PartnerClient') this.partnerList.push(o);
-      else if (kind === 'RetrievalPlatform' && nameOf(o) === 'default') this.platformObj = o;
+      else if (kind === 'RetrievalRoom') {
+        this.roomList.push(o);
+        push(this.roomIndex, str(field(o, 'spec'), 'roomId') ?? '', o);
+      } else if (kind === 'PartnerClient') {
+        this.partnerList.push(o);
+        const spec = field(o, 'spec');
+        push(
+          this.partnerIndex,
+          partnerKey(str(spec, 'issuer') ?? '', str(spec, 'audience') ?? '', str(spec, 'azp') ?? ''),
+          o,
+        );
+      } else if (kind === 'RetrievalPlatform' && nameOf(o) === 'default') this.platformObj = o;
     } else if (group === KAGENT_GROUP && kind === 'Agent') {
       this.agents.set(key(namespaceOf(o), nameOf(o)), o);
     }
@@ -65,5 +84,11 @@ export class StaticClusterView implements ClusterView {
   }
   partners(): readonly KubeObject[] {
     return this.partnerList;
+  }
+  roomsWithId(roomId: string): readonly KubeObject[] {
+    return this.roomIndex.get(roomId) ?? [];
+  }
+  partnersWithKey(issuer: string, audience: string, azp: string): readonly KubeObject[] {
+    return this.partnerIndex.get(partnerKey(issuer, audience, azp)) ?? [];
   }
 }

@@ -14,7 +14,6 @@ import {
   Findings,
   field,
   isObject,
-  type Json,
   type JsonObject,
   type KubeObject,
   labels,
@@ -65,10 +64,6 @@ function sameIdentity(a: KubeObject, name: string, namespace = ''): boolean {
   return nameOf(a) === name && namespaceOf(a) === namespace;
 }
 
-function partnerKey(spec: Json | undefined): string {
-  return JSON.stringify([str(spec, 'issuer') ?? '', str(spec, 'audience') ?? '', str(spec, 'azp') ?? '']);
-}
-
 function localGroups(view: ClusterView): Set<string> {
   const lg = field(field(view.platform(), 'spec'), 'localGroups');
   return new Set(Array.isArray(lg) ? lg.filter((g): g is string => typeof g === 'string') : []);
@@ -82,12 +77,10 @@ function reviewRoom(f: Findings, obj: KubeObject, view: ClusterView): void {
   if (!isRoomId(roomId))
     f.deny('room-id', 'spec.roomId', 'not a Matrix room ID (legacy !opaque:server or v12 form)');
   else
-    for (const other of view.rooms()) {
+    for (const other of view.roomsWithId(roomId)) {
       if (sameIdentity(other, name)) continue;
-      if (str(field(other, 'spec'), 'roomId') === roomId) {
-        f.deny('room-duplicate', 'spec.roomId', `room ID already declared by RetrievalRoom ${nameOf(other)}`);
-        break;
-      }
+      f.deny('room-duplicate', 'spec.roomId', `room ID already declared by RetrievalRoom ${nameOf(other)}`);
+      break;
     }
   checkClassifications(f, spec);
 }
@@ -96,17 +89,17 @@ function reviewPartner(f: Findings, obj: KubeObject, view: ClusterView): void {
   const spec = specOf(f, obj);
   if (!spec) return;
   const name = nameOf(obj);
-  const key = partnerKey(spec);
-  for (const other of view.partners()) {
+  const issuer = str(spec, 'issuer') ?? '';
+  const audience = str(spec, 'audience') ?? '';
+  const azp = str(spec, 'azp') ?? '';
+  for (const other of view.partnersWithKey(issuer, audience, azp)) {
     if (sameIdentity(other, name)) continue;
-    if (partnerKey(field(other, 'spec')) === key) {
-      f.deny(
-        'partner-duplicate',
-        'spec',
-        `(issuer, audience, azp) already mapped by PartnerClient ${nameOf(other)}; the mapping key must be unique`,
-      );
-      break;
-    }
+    f.deny(
+      'partner-duplicate',
+      'spec',
+      `(issuer, audience, azp) already mapped by PartnerClient ${nameOf(other)}; the mapping key must be unique`,
+    );
+    break;
   }
   const policyId = str(spec, 'policyId') ?? '';
   const groups = spec['groups'];

@@ -52,6 +52,15 @@ export interface ClusterView {
   platform(): KubeObject | undefined;
   rooms(): readonly KubeObject[];
   partners(): readonly KubeObject[];
+  /** RetrievalRooms whose spec.roomId is `roomId` (indexed; rooms() filtered otherwise). */
+  roomsWithId(roomId: string): readonly KubeObject[];
+  /** PartnerClients with this (issuer, audience, azp) mapping key. */
+  partnersWithKey(issuer: string, audience: string, azp: string): readonly KubeObject[];
+}
+
+/** The partner mapping key (issuer, audience, azp) as one string. */
+export function partnerKey(issuer: string, audience: string, azp: string): string {
+  return JSON.stringify([issuer, audience, azp]);
 }
 
 export interface RulesConfig {
