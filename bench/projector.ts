@@ -13,6 +13,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -180,6 +181,7 @@ async function decisionCost(): Promise<Record<string, number>> {
 
 async function main() {
   const fx = await import('../projector/test-doubles/fixtures.ts');
+  const loadBefore = loadavg()[0]!;
   const pin = hasTaskset();
   if (pin) spawnSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
   const flat = (h: Record<string, readonly string[] | undefined>) => {
@@ -265,6 +267,10 @@ async function main() {
   console.log(
     `pure decision in-process (µs/check, load generator core): local ${cost['local']}, public ${cost['public']}`,
   );
+  const load1 = { before: Math.round(loadBefore * 100) / 100, after: Math.round(loadavg()[0]! * 100) / 100 };
+  console.log(
+    `1-min load average before/after: ${load1.before} / ${load1.after} (2 CPUs; other work on the machine skews both targets)`,
+  );
   const out = join(HERE, 'results', 'projector.json');
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(
@@ -280,6 +286,7 @@ async function main() {
         warmup_ms_per_round: WARMUP_MS,
         results: rows,
         decision_us_in_process: cost,
+        load_average_1m: load1,
         goals,
       },
       null,
