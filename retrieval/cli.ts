@@ -2,7 +2,8 @@
  * CLI entry points (wired by cli/main.ts):
  *   serve retrieval [--config FILE] [--port N] [--host H] [--data-dir DIR] [--no-migrate]
  *   ingest --jsonl FILE | --bundle DIR [--database-url URL] [--config FILE] [--data-dir DIR]
- * The database is DATABASE_URL (or --database-url for ingest) when set, else the embedded PGlite
+ * The database is DATABASE_URL (or --database-url for ingest; TLS via DATABASE_CA_FILE and
+ * DATABASE_TLS=require) when set, else the embedded PGlite
  * persisted under ./data/pglite. An embedded data directory can be opened by one process at a time:
  * ingest before serving, or ingest through a running server's DATABASE_URL.
  */
@@ -33,6 +34,18 @@ export function embedderFor(config: RetrievalConfig['embeddings']): Embedder {
     profile: config.profile,
     ...(config.tokenFile !== undefined ? { tokenFile: config.tokenFile } : {}),
   });
+}
+
+/**
+ * TLS for DATABASE_URL: `sslmode`/`sslrootcert` in the URL work as usual; DATABASE_CA_FILE adds a CA
+ * bundle and DATABASE_TLS=require forces verified TLS (the origin cluster rejects non-TLS: §1.1).
+ */
+function tlsFromEnv(): { caFile?: string; requireTls?: boolean } {
+  const ca = process.env['DATABASE_CA_FILE'];
+  return {
+    ...(ca ? { caFile: ca } : {}),
+    ...(process.env['DATABASE_TLS'] === 'require' ? { requireTls: true } : {}),
+  };
 }
 
 function port(v: string | undefined, fallback: number): number {
@@ -75,7 +88,9 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
       agents: config.agents,
       embedder: embedderFor(config.embeddings),
       allowedOrigins: config.allowedOrigins,
-      ...(databaseUrl ? { databaseUrl } : { dataDir: String(values['data-dir'] ?? DEFAULT_DATA_DIR) }),
+      ...(databaseUrl
+        ? { databaseUrl, pool: tlsFromEnv() }
+        : { dataDir: String(values['data-dir'] ?? DEFAULT_DATA_DIR) }),
       host: String(values['host'] ?? (databaseUrl ? '0.0.0.0' : '127.0.0.1')),
       port: port(values['port'] as string | undefined, 8080),
       migrate: values['no-migrate'] !== true,

@@ -101,6 +101,7 @@ export async function searchKnowledge(
   const hybrid = req.mode === 'hybrid' && req.queryText !== undefined && req.queryText.trim() !== '';
   const depth = hybrid ? Math.max(req.maxResults * 3, 30) : req.maxResults;
   const client = await pool.connect();
+  let failed = false;
   try {
     await client.query('BEGIN READ ONLY');
     const counted = await run(client, boundedCountStatement(pred, planner));
@@ -128,9 +129,11 @@ export async function searchKnowledge(
     await client.query('COMMIT');
     return { hits, plan };
   } catch (err) {
+    failed = true;
     await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    // A connection that failed mid-transaction is discarded rather than reused.
+    client.release(failed ? true : undefined);
   }
 }

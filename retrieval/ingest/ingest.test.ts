@@ -7,7 +7,8 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { ingestCommand } from '../cli.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import type { Embedder } from '../embeddings/types.ts';
-import { meta, P, startTestDatabase, type TestDatabase } from '../testing.ts';
+import { searchKnowledge } from '../search.ts';
+import { decodeFixture, matrixHeader, meta, P, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { chunkMarkdown, ingestBundle } from './bundle.ts';
 import { chunkId } from './chunk-id.ts';
 import { IngestError, ingestRecords } from './jsonl.ts';
@@ -73,6 +74,29 @@ describe('JSONL ingestion', () => {
       first.map((r) => [r.chunk_id, r.e]),
     );
     assert.ok(second.every((r) => r.metadata.allowed_principals[0].principal === P.bob.principal));
+  });
+  test('after an ACL change an earlier grounded result is no longer returned (no result retention)', async () => {
+    const alice = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    await ingestRecords(t.pool, embedder, [
+      { content: 'grounded fact', metadata: meta({ principals: [P.alice] }) },
+    ]);
+    const [q] = await local.embed(['grounded fact']);
+    const search = async () =>
+      (await searchKnowledge(t.pool, { projection: alice, embedding: q ?? [], maxResults: 5 })).hits.map(
+        (h) => h.content,
+      );
+    assert.deepEqual(await search(), ['grounded fact']);
+    await ingestRecords(t.pool, embedder, [
+      { content: 'grounded fact', metadata: meta({ principals: [P.bob] }) },
+    ]);
+    assert.deepEqual(await search(), []);
+    await ingestRecords(t.pool, embedder, [
+      {
+        content: 'grounded fact',
+        metadata: meta({ principals: [P.alice], classification: 'approved_non_public' }),
+      },
+    ]);
+    assert.deepEqual(await search(), []);
   });
   test('a changed source replaces its stale rows; tombstones delete a source', async () => {
     await ingestRecords(t.pool, embedder, [
