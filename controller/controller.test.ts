@@ -189,6 +189,9 @@ describe('controller loop against an API-server double', () => {
       'mirror pruned',
       () => !api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
     );
+    // Secrets are only ever listed in the gateway namespace (no cluster-wide Secret list).
+    assert.ok(api.requests.some((r) => r.startsWith('GET /api/v1/namespaces/agentgateway-system/secrets?')));
+    assert.ok(!api.requests.some((r) => r.startsWith('GET /api/v1/secrets')));
     await waitFor('Warning event', () =>
       api.list('v1', 'Event').find((e) => e['reason'] === 'McpKeyUnavailable'),
     );

@@ -26,7 +26,7 @@ const log = createLogger('controller');
 export interface ClusterApi {
   listOwn<T extends OwnResource>(kind: OwnResource['kind']): Promise<T[]>;
   apply(obj: K8sObject): Promise<void>;
-  listRendered(apiVersion: string, kind: string): Promise<K8sObject[]>;
+  listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]>;
   delete(obj: K8sObject): Promise<void>;
   patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<void>;
   event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
@@ -140,10 +140,16 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
   let pruned = 0;
   if (errors.length === 0) {
     const desired = new Set(objects.map(objKey));
-    for (const k of RENDERED_KINDS) {
+    // Mirrored MCP keys live only in the gateway namespace: list Secrets there, never cluster-wide.
+    const gatewayNs = input.platforms[0]?.spec.gateway?.namespace;
+    const lists = [
+      ...RENDERED_KINDS.map((k) => ({ ...k, namespace: undefined as string | undefined })),
+      ...(gatewayNs ? [{ apiVersion: 'v1', kind: 'Secret', plural: 'secrets', namespace: gatewayNs }] : []),
+    ];
+    for (const k of lists) {
       let existing: K8sObject[];
       try {
-        existing = await api.listRendered(k.apiVersion, k.kind);
+        existing = await api.listRendered(k.apiVersion, k.kind, k.namespace);
       } catch (e) {
         errors.push(`list ${k.kind}: ${(e as Error).message}`);
         continue;

@@ -18,7 +18,6 @@ import {
 /** Every kind the render can produce (pruning lists these). */
 export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string }[] = [
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps' },
-  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets' },
   { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies' },
   { apiVersion: 'gateway.networking.k8s.io/v1beta1', kind: 'ReferenceGrant', plural: 'referencegrants' },
   { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', plural: 'httproutes' },
@@ -61,11 +60,12 @@ export class KubeClient {
     );
   }
 
-  async listRendered(apiVersion: string, kind: string): Promise<K8sObject[]> {
+  /** Rendered objects of one kind, cluster-wide or (Secrets) in one namespace. */
+  async listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]> {
     const list = await this.objects.list(
       apiVersion,
       kind,
-      undefined,
+      namespace,
       undefined,
       undefined,
       undefined,

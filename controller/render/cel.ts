@@ -182,6 +182,11 @@ export function mcpToolAllowlist(tool: string): string[] {
   return [`mcp.tool.name == ${lit(tool)}`];
 }
 
+/** PreRouting strip condition on a listener that also carries the MCP route: everything but that path. */
+export function notMcpPath(mcpPath: string): string {
+  return `request.path != ${lit(mcpPath)}`;
+}
+
 export const AGENT_CARD_SUFFIX = '/.well-known/agent-card.json';
 
 /** The bridge may read the Agent's card (GET, exact path, its API key, no x-fgentic-* header at all). */

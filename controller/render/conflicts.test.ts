@@ -164,6 +164,10 @@ describe('listener layout', () => {
       strip(own).spec.targetRefs.map((t: any) => t.sectionName),
       ['default', 'federation-retrieval'],
     );
+    assert.equal(
+      render(own).objects.some((o) => o.metadata.name === 'fgentic-strip-identity-except-mcp'),
+      false,
+    );
     const mcpRoute = render(own).objects.find(
       (o) => o.kind === 'HTTPRoute' && o.metadata.name.startsWith('fgentic-mcp'),
     ) as any;
@@ -177,5 +181,27 @@ describe('listener layout', () => {
       rms.spec.url,
       'http://agentgateway-proxy.agentgateway-system.svc.cluster.local:8080/mcp/knowledge-retrieval',
     );
+  });
+});
+
+describe('PreRouting identity strip on a listener shared with the MCP route', () => {
+  it('strips everywhere but the exact MCP path', async () => {
+    const { transformationRemovals } = await import('../../e2e/doubles/agentgateway-cel.ts');
+    const policy = render(examples()).objects.find(
+      (o) => o.kind === 'AgentgatewayPolicy' && o.metadata.name === 'fgentic-strip-identity-except-mcp',
+    ) as any;
+    assert.deepEqual(
+      policy.spec.targetRefs.map((t: any) => t.sectionName),
+      ['default'],
+    );
+    const ctx = (path: string) => ({
+      request: { method: 'POST', path, headers: { 'x-fgentic-identity': 'x' } },
+    });
+    const t = policy.spec.traffic.transformation;
+    assert.deepEqual(transformationRemovals(t, ctx('/api/a2a/kagent/knowledge-agent')), [
+      'x-fgentic-identity',
+    ]);
+    assert.deepEqual(transformationRemovals(t, ctx('/mcp/knowledge-retrieval/')), ['x-fgentic-identity']);
+    assert.deepEqual(transformationRemovals(t, ctx('/mcp/knowledge-retrieval')), []);
   });
 });

@@ -34,6 +34,7 @@ export const names = {
   mcpRoute: (a: Agent) => `fgentic-mcp.${a.namespace}.${a.name}`,
   mcpBackend: 'fgentic-knowledge-retrieval',
   strip: 'fgentic-strip-identity',
+  stripShared: 'fgentic-strip-identity-except-mcp',
   extAuthTimeout: 'fgentic-projector-timeout',
   projectorGrant: 'fgentic-projector-from-gateway',
   jwksGrant: 'fgentic-jwks-from-gateway',
@@ -372,18 +373,28 @@ function sharedObjects(m: Model): K8sObject[] {
       },
     },
   ];
-  // Client-sent X-Fgentic-Identity never survives routing on an A2A listener. A listener that also
-  // carries the MCP route (where the Agent pod sends the carrier legitimately) cannot strip it; there
-  // the projector denies a client-sent value (x-fgentic-check-identity-count) and its 2xx answer
-  // overwrites the header, which authorization then requires exactly once.
-  const stripOn = [gw.localListener, ...(gw.publicListener ? [gw.publicListener] : [])].filter(
-    (l) => l !== p.mcpListener,
-  );
-  if (stripOn.length)
+  // Client-sent X-Fgentic-Identity never survives routing on an A2A listener. On a listener that also
+  // carries the MCP route (kagent's proxy.url sends Agent pods' MCP calls to the proxy's :8080), the
+  // strip skips exactly the MCP path, where the Agent pod sends the carrier legitimately.
+  const a2aListeners = [gw.localListener, ...(gw.publicListener ? [gw.publicListener] : [])];
+  const ref = (l: string) => ({ group: GW_GROUP, kind: 'Gateway', name: gw.name, sectionName: l });
+  const remove = { request: { remove: ['x-fgentic-identity'] } };
+  const plain = a2aListeners.filter((l) => l !== p.mcpListener);
+  if (plain.length)
     out.push(
       policy(m, names.strip, gw.namespace, {
-        targetRefs: stripOn.map((l) => ({ group: GW_GROUP, kind: 'Gateway', name: gw.name, sectionName: l })),
-        traffic: { phase: 'PreRouting', transformation: { request: { remove: ['x-fgentic-identity'] } } },
+        targetRefs: plain.map(ref),
+        traffic: { phase: 'PreRouting', transformation: remove },
+      }),
+    );
+  if (a2aListeners.includes(p.mcpListener))
+    out.push(
+      policy(m, names.stripShared, gw.namespace, {
+        targetRefs: [ref(p.mcpListener)],
+        traffic: {
+          phase: 'PreRouting',
+          transformation: { conditional: [{ condition: cel.notMcpPath(MCP_ROUTE_PATH), policy: remove }] },
+        },
       }),
     );
   if (p.jwks && !('inline' in p.jwks) && m.agents.some((a) => a.public && a.partners.length > 0)) {

@@ -230,3 +230,25 @@ export function toJs(v: unknown): unknown {
   if (typeof v === 'bigint') return Number(v);
   return v;
 }
+
+interface TransformationRequest {
+  remove?: string[];
+}
+export interface Transformation {
+  request?: TransformationRequest;
+  conditional?: { condition?: string; policy: { request?: TransformationRequest } }[];
+}
+
+/**
+ * Header names a `traffic.transformation` removes from a request: the plain form, or the first
+ * `conditional` entry whose condition is true (an entry without a condition is the fallback; a CEL
+ * error counts as not matched).
+ */
+export function transformationRemovals(t: Transformation | undefined, ctx: GatewayContext): string[] {
+  if (!t) return [];
+  if (!t.conditional) return t.request?.remove ?? [];
+  for (const c of t.conditional)
+    if (c.condition === undefined || evaluate(c.condition, ctx) === true)
+      return c.policy.request?.remove ?? [];
+  return [];
+}
