@@ -116,6 +116,7 @@ interface Row {
   reviewsPerSecond: number;
   p50Ms: number;
   p99Ms: number;
+  serverCpuUsPerReview: number;
   errors: number;
 }
 
@@ -128,6 +129,19 @@ interface Slice {
   latencies: number[];
   errors: number;
   seconds: number;
+  /** Server process CPU seconds spent during the slice (Linux /proc; NaN elsewhere). */
+  cpuSeconds: number;
+}
+
+/** utime+stime of a process in seconds, from /proc (the usual 100 Hz clock tick). */
+function processCpuSeconds(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 async function load(
@@ -136,6 +150,7 @@ async function load(
   concurrency: number,
   payloads: Buffer[],
   ms: number,
+  pid?: number,
 ): Promise<Slice> {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency, ca, servername: 'localhost' });
   const latencies: number[] = [];
@@ -175,6 +190,7 @@ async function load(
   // Open the connections first so TLS handshakes are not part of the measured slice.
   await Promise.all(Array.from({ length: concurrency }, () => one(payloads[0]!)));
   latencies.length = 0;
+  const cpu0 = processCpuSeconds(pid);
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -182,8 +198,9 @@ async function load(
     }),
   );
   const seconds = (performance.now() - started) / 1000;
+  const cpuSeconds = processCpuSeconds(pid) - cpu0;
   agent.destroy();
-  return { latencies, errors, seconds };
+  return { latencies, errors, seconds, cpuSeconds };
 }
 
 function summarise(target: string, concurrency: number, slices: Slice[]): Row {
@@ -196,6 +213,9 @@ function summarise(target: string, concurrency: number, slices: Slice[]): Row {
     reviewsPerSecond: Math.round(all.length / seconds),
     p50Ms: Number(percentile(all, 50).toFixed(3)),
     p99Ms: Number(percentile(all, 99).toFixed(3)),
+    serverCpuUsPerReview: Number(
+      ((slices.reduce((n, s) => n + s.cpuSeconds, 0) / all.length) * 1e6).toFixed(1),
+    ),
     errors: slices.reduce((n, s) => n + s.errors, 0),
   };
 }
@@ -238,10 +258,12 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   try {
     const ports: Record<string, number> = {};
+    const pids: Record<string, number | undefined> = {};
     for (const t of TARGETS) {
       const { child, port } = await startChild(t, dir, '1');
       children.push(child);
       ports[t] = port;
+      pids[t] = child.pid;
     }
     // Interleave short slices of both targets (alternating which goes first) and merge the samples,
     // so background load on a shared machine hits both sides alike.
@@ -250,7 +272,8 @@ async function main(): Promise<void> {
       const slices: Record<string, Slice[]> = { 'allow-all': [], webhook: [] };
       for (let round = 0; round < ROUNDS; round++) {
         const order = round % 2 === 0 ? TARGETS : [...TARGETS].reverse();
-        for (const t of order) slices[t]!.push(await load(ports[t]!, ca, c, payloads, DURATION_MS / ROUNDS));
+        for (const t of order)
+          slices[t]!.push(await load(ports[t]!, ca, c, payloads, DURATION_MS / ROUNDS, pids[t]));
       }
       for (const t of TARGETS) rows.push(summarise(t, c, slices[t]!));
     }
@@ -267,6 +290,7 @@ async function main(): Promise<void> {
       'webhook p50 ms',
       'webhook p99 ms',
       'p99 ratio',
+      'cpu us/rev (allow/webhook)',
       'errors',
     ],
   ];
@@ -282,6 +306,7 @@ async function main(): Promise<void> {
       w.p50Ms.toFixed(3),
       w.p99Ms.toFixed(3),
       ratio.toFixed(2),
+      `${a.serverCpuUsPerReview} / ${w.serverCpuUsPerReview}`,
       String(a.errors + w.errors),
     ]);
     return { concurrency: c, p99Ratio: ratio, withinGoal: ratio <= 1.3 };

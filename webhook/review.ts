@@ -230,11 +230,17 @@ export function review(
   }
 }
 
+function utf8(bytes: Uint8Array): string {
+  return Buffer.isBuffer(bytes)
+    ? bytes.toString('utf8')
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+}
+
 /** The answer while the webhook cannot decide (cluster cache not synced yet): a denial, fail closed. */
 export function reviewUnavailable(bytes: string | Uint8Array, why: string): ReviewOutcome {
   let uid = '';
   try {
-    const body: unknown = JSON.parse(typeof bytes === 'string' ? bytes : Buffer.from(bytes).toString('utf8'));
+    const body: unknown = JSON.parse(typeof bytes === 'string' ? bytes : utf8(bytes));
     const request = isObject(body) ? body['request'] : undefined;
     if (isObject(request) && typeof request['uid'] === 'string') uid = request['uid'];
   } catch {}
@@ -255,7 +261,7 @@ export function reviewBytes(
 ): ReviewOutcome {
   let body: unknown;
   try {
-    body = JSON.parse(typeof bytes === 'string' ? bytes : Buffer.from(bytes).toString('utf8'));
+    body = JSON.parse(typeof bytes === 'string' ? bytes : utf8(bytes));
   } catch {
     return malformed('', 'body is not valid JSON');
   }

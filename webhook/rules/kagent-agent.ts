@@ -162,21 +162,40 @@ function explainHeaders(f: Findings, path: string, value: Json, cfg: RulesConfig
     );
 }
 
-/** Visits every key of an object tree except metadata and status. */
-function walkKeys(root: Json, path: string, visit: (key: string, value: Json, path: string) => void): void {
-  const stack: Array<[Json, string]> = [[root, path]];
-  while (stack.length > 0) {
-    const [node, p] = stack.pop()!;
+/**
+ * Calls `visit` for every key of an object tree whose lower-cased name is `wanted`, with its dotted
+ * path. Paths are only built for matches (this runs on every reviewed Agent).
+ */
+function findKeys(root: Json, wanted: string, visit: (key: string, value: Json, path: string) => void): void {
+  const segments: string[] = [];
+  const pathOf = () => segments.join('').replace(/^\./, '');
+  const walk = (node: Json): void => {
     if (Array.isArray(node)) {
-      for (let i = node.length - 1; i >= 0; i--) stack.push([node[i] as Json, `${p}[${i}]`]);
-    } else if (isObject(node)) {
-      for (const [k, v] of Object.entries(node)) {
-        const kp = p ? `${p}.${k}` : k;
-        visit(k, v, kp);
-        if (typeof v === 'object' && v !== null) stack.push([v, kp]);
+      for (let i = 0; i < node.length; i++) {
+        const v = node[i] as Json;
+        if (typeof v !== 'object' || v === null) continue;
+        segments.push(`[${i}]`);
+        walk(v);
+        segments.pop();
+      }
+      return;
+    }
+    if (!isObject(node)) return;
+    for (const k in node) {
+      const v = node[k] as Json;
+      if (k.length === wanted.length && k.toLowerCase() === wanted) {
+        segments.push(`.${k}`);
+        visit(k, v, pathOf());
+        segments.pop();
+      }
+      if (typeof v === 'object' && v !== null) {
+        segments.push(`.${k}`);
+        walk(v);
+        segments.pop();
       }
     }
-  }
+  };
+  walk(root);
 }
 
 function arr(v: Json | undefined): Json[] | undefined {
@@ -515,8 +534,7 @@ function checkV1alpha2(c: Ctx, obj: KubeObject, retrieval: boolean): void {
   const body: JsonObject = {};
   for (const [k, v] of Object.entries(obj))
     if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
-  walkKeys(body, '', (key, value, path) => {
-    if (key.toLowerCase() !== 'allowedheaders') return;
+  findKeys(body, 'allowedheaders', (key, value, path) => {
     const exact =
       key === 'allowedHeaders' && /^spec\.declarative\.tools\[\d+\]\.mcpServer\.allowedHeaders$/.test(path);
     if (!exact) {
@@ -591,9 +609,8 @@ function checkV1alpha1(c: Ctx, obj: KubeObject, retrieval: boolean): void {
   const body: JsonObject = {};
   for (const [k, v] of Object.entries(obj))
     if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
-  walkKeys(body, '', (key, _v, path) => {
-    if (key.toLowerCase() === 'allowedheaders')
-      f.deny('allowed-headers-position', path, 'allowedHeaders does not exist in v1alpha1 and is forbidden');
+  findKeys(body, 'allowedheaders', (_k, _v, path) => {
+    f.deny('allowed-headers-position', path, 'allowedHeaders does not exist in v1alpha1 and is forbidden');
   });
   (arr(field(spec, 'tools')) ?? []).forEach((t, i) => {
     const server = str(field(t, 'mcpServer'), 'toolServer');
