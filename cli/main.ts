@@ -17,13 +17,6 @@ const USAGE = `fgentic-retrieval <command>
 
 type Command = (argv: string[]) => Promise<number>;
 
-function notBuilt(name: string): Command {
-  return async () => {
-    process.stderr.write(`${name}: not available in this build\n`);
-    return 2;
-  };
-}
-
 const commands: Record<string, Command> = {
   'projection decode': async (argv) => {
     const { values } = parseArgs({
@@ -40,14 +33,14 @@ const commands: Record<string, Command> = {
     const { snapshotDigest } = await import('./contract-commands.ts');
     return snapshotDigest();
   },
-  start: notBuilt('start'),
-  'serve projector': notBuilt('serve projector'),
-  'serve retrieval': notBuilt('serve retrieval'),
-  'serve webhook': notBuilt('serve webhook'),
-  'serve controller': notBuilt('serve controller'),
-  render: notBuilt('render'),
-  'admission check': notBuilt('admission check'),
-  ingest: notBuilt('ingest'),
+  start: async (argv) => (await import('../e2e/start.ts')).startCommand(argv),
+  'serve projector': async (argv) => (await import('../projector/cli.ts')).serveProjector(argv),
+  'serve retrieval': async (argv) => (await import('../retrieval/cli.ts')).serveRetrieval(argv),
+  'serve webhook': async (argv) => (await import('../webhook/cli.ts')).serveWebhook(argv),
+  'serve controller': async (argv) => (await import('../controller/cli.ts')).serveController(argv),
+  render: async (argv) => (await import('../controller/render-command.ts')).renderCommand(argv),
+  'admission check': async (argv) => (await import('../webhook/cli.ts')).admissionCheck(argv),
+  ingest: async (argv) => (await import('../retrieval/cli.ts')).ingestCommand(argv),
 };
 
 export async function main(argv: string[]): Promise<number> {

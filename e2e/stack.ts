@@ -37,6 +37,12 @@ export interface LocalStackOptions {
   readonly mutateProjectorConfig?: (config: ProjectorConfig) => ProjectorConfig;
   /** Progress callback for `npm start`. */
   readonly progress?: (step: string) => void;
+  /** Fixed loopback ports (`npm start`); tests use free ports. */
+  readonly ports?: {
+    readonly retrieval?: number;
+    readonly projector?: number;
+    readonly listeners?: Record<string, number>;
+  };
 }
 
 export interface LocalStack {
@@ -60,6 +66,8 @@ export interface LocalStack {
     expiresInSeconds?: number;
     iss?: string;
   }): Promise<string>;
+  /** The partner issuer's signing key (local stack only), so a walkthrough in another process can mint tokens. */
+  readonly issuerPrivateJwk: Record<string, unknown>;
   close(): Promise<void>;
 }
 
@@ -94,7 +102,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const retrieval = await startRetrievalServer({
       agents: retrievalConfig.agents,
       dataDir: options.dataDir ?? 'memory',
-      port: 0,
+      host: '127.0.0.1',
+      port: options.ports?.retrieval ?? 0,
       ...(options.now ? { now: options.now } : {}),
     });
     closers.push(() => retrieval.close());
@@ -114,7 +123,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       : parsed.config;
     const projector = await startProjector({
       config: projectorConfig,
-      port: 0,
+      port: options.ports?.projector ?? 0,
       host: '127.0.0.1',
       ...(options.now ? { now: options.now } : {}),
     });
@@ -122,7 +131,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     const bridgeApiKey = randomBytes(24).toString('base64url');
     const agentMcpKey = randomBytes(24).toString('base64url');
-    const { publicKey, privateKey } = await generateKeyPair('ES256');
+    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
     const jwk = { ...(await exportJWK(publicKey)), kid: 'demo-issuer-key', alg: 'ES256', use: 'sig' };
     const issuer = platform.spec.jwt?.issuer ?? 'https://issuer.example';
     const jwks: JSONWebKeySet = { keys: [jwk] };
@@ -183,7 +192,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         ],
       },
     ];
-    const gateway = await startGatewayDouble({ objects, upstreams, apiKeySecrets, jwks: { [issuer]: jwks } });
+    const gateway = await startGatewayDouble({
+      objects,
+      upstreams,
+      apiKeySecrets,
+      jwks: { [issuer]: jwks },
+      ...(options.ports?.listeners ? { ports: options.ports.listeners } : {}),
+    });
     closers.push(() => gateway.close());
     const localListener = platform.spec.gateway?.localListener ?? 'default';
     const publicListener = platform.spec.gateway?.publicListener ?? 'federation-retrieval';
@@ -214,6 +229,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
           .setExpirationTime(now + (expiresInSeconds ?? 300))
           .sign(privateKey);
       },
+      issuerPrivateJwk: { ...(await exportJWK(privateKey)), kid: jwk.kid, alg: 'ES256' },
       close: closeAll,
     };
   } catch (e) {

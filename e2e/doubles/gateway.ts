@@ -55,6 +55,8 @@ export interface GatewayDoubleOptions {
   readonly jwks?: Readonly<Record<string, JSONWebKeySet>>;
   /** Listener section names to serve (default: every sectionName the routes use). */
   readonly listeners?: readonly string[];
+  /** Fixed loopback ports per listener (default: any free port). */
+  readonly ports?: Readonly<Record<string, number>>;
 }
 
 export interface GatewayEvent {
@@ -513,7 +515,10 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
         else res.end();
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.ports?.[listener] ?? 0, '127.0.0.1', () => resolve());
+    });
     servers.push(server);
     urls[listener] = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }

@@ -1,0 +1,83 @@
+/** `fgentic-retrieval start` as a real process (ready, persistent corpus, clean Ctrl-C) and the walkthrough. */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { type DemoTarget, runDemo } from './demo.ts';
+import type { StackFile } from './start.ts';
+
+const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
+
+function startProcess(dataDir: string, portBase: number) {
+  const child = spawn(
+    process.execPath,
+    [bin, 'start', '--data-dir', dataDir, '--port-base', String(portBase)],
+    {
+      env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
+  let log = '';
+  child.stderr.on('data', (c: Buffer) => {
+    log += c.toString();
+  });
+  const ready = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not ready:\n${log}`)), 150000);
+    child.stderr.on('data', () => {
+      if (log.includes('is ready')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}:\n${log}`)));
+  });
+  const stopped = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, ready, stopped, log: () => log };
+}
+
+describe('npm start', () => {
+  test('reaches ready, serves the walkthrough, keeps its corpus, and stops cleanly on Ctrl-C', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'fgentic-start-'));
+    try {
+      const first = startProcess(dataDir, 38080);
+      await first.ready;
+      assert.match(first.log(), /\[1\/6\] render examples/);
+      assert.match(first.log(), /seed demo corpus/);
+      const info = JSON.parse(readFileSync(join(dataDir, 'stack.json'), 'utf8')) as StackFile;
+      const health = await fetch(`${info.retrievalUrl}/readyz`);
+      assert.equal(health.status, 200);
+      first.child.kill('SIGINT');
+      assert.equal(await first.stopped, 0);
+      assert.equal(existsSync(join(dataDir, 'stack.json')), false);
+
+      const second = startProcess(dataDir, 38080);
+      await second.ready;
+      assert.doesNotMatch(second.log(), /seed demo corpus/, 'the corpus persisted in the data directory');
+      second.child.kill('SIGTERM');
+      assert.equal(await second.stopped, 0);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('npm run demo', () => {
+  test('every scenario of the walkthrough behaves as described', async () => {
+    const { startLocalStack } = await import('./stack.ts');
+    const stack = await startLocalStack();
+    try {
+      const steps = await runDemo(stack as DemoTarget);
+      const byTitle = Object.fromEntries(steps.map((s) => [s.title, s]));
+      const alone = byTitle['Alice alone in the general room (public ceiling)']!;
+      const withBob = byTitle['Alice with Bob from Slack: only what both may read']!;
+      assert.equal(alone.outcome, 'answer');
+      assert.ok(withBob.detail.length < alone.detail.length, 'the room with Bob grounds in fewer chunks');
+      for (const s of steps.slice(-5)) assert.equal(s.outcome, 'denied', s.title);
+      assert.match(byTitle['expired projection presented to the retrieval server']!.detail, /expired/);
+    } finally {
+      await stack.close();
+    }
+  });
+});

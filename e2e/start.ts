@@ -1,0 +1,181 @@
+/**
+ * `fgentic-retrieval start` (what `npm start` runs): the whole flow on loopback with embedded
+ * defaults. The corpus persists in the data directory; the connection details for `npm run demo`
+ * are written to `<data>/stack.json` (local development only: it holds throwaway keys).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { loadDocuments } from '../controller/render-command.ts';
+import { handleReview } from '../webhook/main.ts';
+import { DEFAULT_RULES_CONFIG } from '../webhook/rules/types.ts';
+import { startWebhookServer } from '../webhook/server.ts';
+import { StaticClusterView } from '../webhook/view.ts';
+import { EXAMPLES_DIR, type LocalStack, startLocalStack } from './stack.ts';
+
+export interface StackFile {
+  readonly localRouteUrl: string;
+  readonly publicRouteUrl: string;
+  readonly mcpRouteUrl: string;
+  readonly retrievalUrl: string;
+  readonly projectorUrl: string;
+  readonly webhookUrl?: string;
+  readonly bridgeApiKey: string;
+  readonly agentMcpKey: string;
+  readonly issuerPrivateJwk: Record<string, unknown>;
+  readonly card: unknown;
+}
+
+const out = (line: string) => process.stderr.write(`${line}\n`);
+
+function selfSignedCert(dir: string): boolean {
+  if (existsSync(join(dir, 'tls.crt')) && existsSync(join(dir, 'tls.key'))) return true;
+  mkdirSync(dir, { recursive: true });
+  const r = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '30',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout',
+      join(dir, 'tls.key'),
+      '-out',
+      join(dir, 'tls.crt'),
+    ],
+    { stdio: 'ignore' },
+  );
+  return r.status === 0;
+}
+
+async function waitReady(url: string, timeoutMs = 30000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(url)).ok) return true;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
+}
+
+export async function startCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      'data-dir': { type: 'string', default: 'data' },
+      'port-base': { type: 'string', default: '18080' },
+      'no-webhook': { type: 'boolean', default: false },
+    },
+  });
+  const dataDir = resolve(values['data-dir']!);
+  const base = Number(values['port-base']);
+  if (!Number.isInteger(base) || base < 1024 || base > 65000) {
+    out('start: --port-base must be an integer between 1024 and 65000');
+    return 2;
+  }
+  mkdirSync(dataDir, { recursive: true });
+  const started = Date.now();
+  let n = 0;
+  const progress = (step: string) =>
+    out(`[${++n}/6] ${step} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+
+  let stack: LocalStack;
+  try {
+    stack = await startLocalStack({
+      dataDir: join(dataDir, 'pglite'),
+      progress,
+      ports: {
+        retrieval: base + 20,
+        projector: base + 30,
+        listeners: { default: base, 'federation-retrieval': base + 1, 'knowledge-mcp': base + 10 },
+      },
+    });
+  } catch (e) {
+    out(`start: ${(e as Error).message}`);
+    return 1;
+  }
+
+  let webhookUrl: string | undefined;
+  let closeWebhook = async () => {};
+  if (!values['no-webhook']) {
+    progress('start admission webhook');
+    const certDir = join(dataDir, 'webhook-tls');
+    if (selfSignedCert(certDir)) {
+      const objects = [...loadDocuments([EXAMPLES_DIR]).map((d) => d.object), ...stack.objects];
+      const view = new StaticClusterView(objects as never[]);
+      const server = await startWebhookServer({
+        certDir,
+        port: base + 363,
+        host: '127.0.0.1',
+        handler: (body) => handleReview(body, view, DEFAULT_RULES_CONFIG, () => true),
+      });
+      webhookUrl = `https://127.0.0.1:${server.port}`;
+      closeWebhook = () => server.close();
+    } else {
+      out('      openssl not found: the admission webhook is skipped (`admission check` works offline)');
+    }
+  }
+
+  const retrievalUrl = stack.retrieval.url;
+  const ready =
+    (await waitReady(`${retrievalUrl}/readyz`)) && (await waitReady(`${stack.projectorUrl}/readyz`));
+  const stackFile = join(dataDir, 'stack.json');
+  const info: StackFile = {
+    localRouteUrl: stack.localRouteUrl,
+    publicRouteUrl: stack.publicRouteUrl,
+    mcpRouteUrl: stack.mcpRouteUrl,
+    retrievalUrl,
+    projectorUrl: stack.projectorUrl,
+    ...(webhookUrl ? { webhookUrl } : {}),
+    bridgeApiKey: stack.bridgeApiKey,
+    agentMcpKey: stack.agentMcpKey,
+    issuerPrivateJwk: stack.issuerPrivateJwk,
+    card: stack.card,
+  };
+  writeFileSync(stackFile, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 });
+
+  out('');
+  out(
+    ready
+      ? `fgentic-retrieval local stack is ready (${((Date.now() - started) / 1000).toFixed(1)} s)`
+      : 'fgentic-retrieval local stack started, but a component is not ready',
+  );
+  out(`  gateway, local A2A route (Matrix bridge)  ${stack.localRouteUrl}`);
+  out(`  gateway, public A2A route (partners)      ${stack.publicRouteUrl}`);
+  out(`  gateway, MCP route (retrieval Agent)      ${stack.mcpRouteUrl}`);
+  out(`  retrieval server (MCP 2025-11-25)         ${retrievalUrl}/mcp   ${retrievalUrl}/metrics`);
+  out(`  projector (ext-auth)                      ${stack.projectorUrl}/readyz`);
+  if (webhookUrl) out(`  admission webhook (AdmissionReview v1)   ${webhookUrl}/healthz`);
+  out('');
+  out('Try:');
+  out(
+    '  npm run demo                                  # walkthrough: rooms, bridged users, partners, denials',
+  );
+  out('  npx fgentic-retrieval render -f examples       # what the reconciler renders');
+  out('  npx fgentic-retrieval admission check -f examples');
+  out(`  curl -s ${retrievalUrl}/metrics | grep fgentic`);
+  out('Ctrl-C stops everything; the corpus stays in ' + join(dataDir, 'pglite'));
+
+  await new Promise<void>((resolveStop) => {
+    const stop = () => resolveStop();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  out('shutting down');
+  await closeWebhook().catch(() => {});
+  await stack.close();
+  rmSync(stackFile, { force: true });
+  out('stopped');
+  return 0;
+}
