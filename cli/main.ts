@@ -33,7 +33,19 @@ const commands: Record<string, Command> = {
     const { snapshotDigest } = await import('./contract-commands.ts');
     return snapshotDigest();
   },
-  start: async (argv) => (await import('../e2e/start.ts')).startCommand(argv),
+  start: async (argv) => {
+    // The local stack runs the gateway and kagent doubles from e2e/, which a container image omits.
+    let mod: typeof import('../e2e/start.ts');
+    try {
+      mod = await import('../e2e/start.ts');
+    } catch {
+      process.stderr.write(
+        'start: the local stack needs a source checkout with dev dependencies (npm install)\n',
+      );
+      return 2;
+    }
+    return mod.startCommand(argv);
+  },
   'serve projector': async (argv) => (await import('../projector/cli.ts')).serveProjector(argv),
   'serve retrieval': async (argv) => (await import('../retrieval/cli.ts')).serveRetrieval(argv),
   'serve webhook': async (argv) => (await import('../webhook/cli.ts')).serveWebhook(argv),

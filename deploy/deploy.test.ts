@@ -1242,6 +1242,9 @@ describe('Dockerfile and .dockerignore', () => {
   });
 
   test('every relative import of the shipped code resolves inside the image', () => {
+    // `start` (the local stack with its gateway and kagent doubles) is a development command: the CLI
+    // loads e2e/ lazily and reports a clear error where it is absent, as in the image.
+    const devOnly = (from: string, target: string) => from === 'cli/main.ts' && target.startsWith('e2e/');
     const copied = new Set(
       lines
         .filter((l) => l.startsWith('COPY ') && !l.includes('--from'))
@@ -1266,6 +1269,7 @@ describe('Dockerfile and .dockerignore', () => {
         for (const m of src.matchAll(/(?:from\s+|import\(\s*)'(\.{1,2}\/[^']+)'/g)) {
           const target = relative(repo, resolve(dirname(file), m[1] ?? ''));
           const head = target.split('/')[0] ?? '';
+          if (devOnly(rel, target)) continue;
           assert.ok(
             copied.has(head) || copied.has(target),
             `${rel} imports ${m[1]}: ${head}/ is not in the image`,
@@ -1294,7 +1298,8 @@ describe('Dockerfile and .dockerignore', () => {
       for (const m of src.matchAll(/(?:^|\s)(?:from\s+|import\(\s*)'([^']+)'/gm)) {
         const spec = m[1] ?? '';
         if (spec.startsWith('.')) {
-          queue.push(resolve(dirname(file), spec));
+          const target = resolve(dirname(file), spec);
+          if (!devOnly(relative(repo, file), relative(repo, target))) queue.push(target);
           continue;
         }
         if (spec.startsWith('node:')) continue;

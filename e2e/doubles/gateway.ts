@@ -28,7 +28,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLocalJWKSet, type JSONWebKeySet, jwtVerify } from 'jose';
-import { type Action, authorize, checkRequestHeaders, type GatewayContext } from './agentgateway-cel.ts';
+import {
+  type Action,
+  authorize,
+  checkRequestHeaders,
+  type GatewayContext,
+  transformationRemovals,
+} from './agentgateway-cel.ts';
 
 type Obj = {
   apiVersion: string;
@@ -270,8 +276,11 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
         (t: { kind: string; sectionName?: string }) => t.kind === 'Gateway' && t.sectionName === listener,
       );
       if (!gw) continue;
-      for (const name of p.spec.traffic.transformation?.request?.remove ?? [])
-        headers = removeHeader(headers, name);
+      // transformation.request.remove, or the first matching `conditional` entry (§5).
+      const removals = transformationRemovals(p.spec.traffic.transformation, {
+        request: { method: req.method ?? 'GET', path: url.pathname, headers },
+      });
+      for (const name of removals) headers = removeHeader(headers, name);
     }
 
     const match = selectRoute(routes, listener, url.pathname, headers);
