@@ -10,7 +10,8 @@
  * plus small isotropic noise) — closer to text embeddings than uniform noise, on which HNSW recall
  * says nothing (research/deps-probe.md §1). Audience membership is uncorrelated with the vectors.
  *
- * Env: BENCH_ROWS (20000), BENCH_QUERIES (30), BENCH_M (16), BENCH_EFC (64), BENCH_EF (40,100).
+ * Env: BENCH_ROWS (20000), BENCH_QUERIES (30), BENCH_M (16), BENCH_EFC (64), BENCH_EF (40,100),
+ * BENCH_SELECTIVITIES (0.001,0.01,0.05,0.1,0.5,1), BENCH_OUT (bench/results/retrieval.json).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import type pg from 'pg';
@@ -32,7 +33,9 @@ const K = 10;
 const DIMS = 1024;
 const LATENT = 32;
 const CLUSTERS = 64;
-const SELECTIVITIES = [0.001, 0.01, 0.05, 0.1, 0.5, 1];
+const SELECTIVITIES = (process.env['BENCH_SELECTIVITIES'] ?? '0.001,0.01,0.05,0.1,0.5,1')
+  .split(',')
+  .map(Number);
 const NOW = Math.floor(Date.now() / 1000);
 const AGENT = { namespace: 'kagent', name: 'knowledge-agent' };
 
@@ -310,7 +313,7 @@ async function main(): Promise<void> {
   process.stdout.write(`${lines.join('\n')}\n`);
   mkdirSync('bench/results', { recursive: true });
   writeFileSync(
-    'bench/results/retrieval.json',
+    process.env['BENCH_OUT'] ?? 'bench/results/retrieval.json',
     `${JSON.stringify(
       {
         benchmark: 'retrieval filtered ANN',

@@ -168,6 +168,17 @@ describe('differential: server = reference model of the row rules', () => {
               checked++;
               if (got.length > 0) nonEmpty++;
             }
+            // Hybrid: keyword candidates come from the same predicate; fusion may reorder, never widen.
+            const hybrid = await searchKnowledge(t.pool, {
+              projection: p,
+              embedding: q,
+              maxResults: k,
+              mode: 'hybrid',
+              queryText: `content ${rows[0]?.id ?? ''}`,
+            });
+            assert.equal(hybrid.hits.length, expected.length, 'hybrid: result count');
+            for (const h of hybrid.hits)
+              assert.ok(dist.has(h.chunk_id), `hybrid: ${h.chunk_id} not authorized`);
           }
         },
       ),

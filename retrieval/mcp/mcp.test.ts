@@ -226,6 +226,18 @@ describe('tools/call identity', () => {
     }
     await client.close();
   });
+  test('hybrid keyword matches on unauthorized rows are never returned', async () => {
+    const { client } = await connect({ 'x-fgentic-identity': validMatrix() });
+    const r = await client.callTool({
+      name: 'search_knowledge',
+      arguments: { query: 'beta secret roadmap', mode: 'hybrid', max_results: 20 },
+    });
+    const ids = (r.structuredContent as { results: { source: { id: string } }[] }).results.map(
+      (x) => x.source.id,
+    );
+    assert.deepEqual(ids, ['docs/alpha.md']);
+    await client.close();
+  });
   test('missing projection → error without content, counted as a lost carrier', async () => {
     const before = (await server.metrics.missingCarrier.get()).values[0]?.value ?? 0;
     const { client } = await connect();
