@@ -1,8 +1,12 @@
 /** Pure parts of the retrieval server: predicate, revision gate, Origin check, config, tool args, fusion. */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { Projection } from '../contract/index.ts';
+import { ingestCommand, serveRetrieval } from './cli.ts';
 import { ConfigError, parseConfig } from './config.ts';
 import { parseArgs } from './mcp/tool.ts';
 import { gateRequest, originAllowed } from './mcp/version-gate.ts';
@@ -160,6 +164,28 @@ describe('config (strict)', () => {
       [],
     ];
     for (const b of bad) assert.throws(() => parseConfig(b), ConfigError);
+  });
+});
+
+describe('CLI refuses to start on bad configuration', () => {
+  test('missing file, invalid JSON, unknown keys → exit 2', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fgentic-cfg-'));
+    const err = process.stderr.write;
+    process.stderr.write = () => true;
+    try {
+      assert.equal(await serveRetrieval(['--config', join(dir, 'absent.json')]), 2);
+      writeFileSync(join(dir, 'bad.json'), '{"version":1,');
+      assert.equal(await serveRetrieval(['--config', join(dir, 'bad.json')]), 2);
+      writeFileSync(
+        join(dir, 'extra.json'),
+        JSON.stringify({ version: 1, agents: [], embeddings: { profile: 'local-hash-1024-v1' } }),
+      );
+      assert.equal(await serveRetrieval(['--config', join(dir, 'extra.json')]), 2);
+      assert.equal(await ingestCommand(['--jsonl', 'a', '--bundle', 'b']), 2);
+    } finally {
+      process.stderr.write = err;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

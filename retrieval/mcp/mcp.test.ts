@@ -238,6 +238,29 @@ describe('tools/call identity', () => {
     assert.deepEqual(ids, ['docs/alpha.md']);
     await client.close();
   });
+  test('concurrent calls with different identities each get their own authorized rows', async () => {
+    const alice = validMatrix();
+    const bob = matrixHeader({ caller: P.bob, audience: [P.bob] });
+    const partner = oauthHeader({ policy: 'org-b', groups: ['partner/org-b/docs'] });
+    const expected: [string, string][] = [
+      [alice, 'docs/alpha.md'],
+      [bob, 'docs/beta.md'],
+      [partner, 'docs/partner.md'],
+    ];
+    const calls = Array.from({ length: 12 }, (_, i) => expected[i % 3] as [string, string]);
+    const results = await Promise.all(
+      calls.map(([h]) =>
+        raw(call({ query: 'alpha beta', max_results: 20 }), { ...V, 'x-fgentic-identity': h }),
+      ),
+    );
+    results.forEach((r, i) => {
+      const msg = JSON.parse(r.body);
+      assert.deepEqual(
+        msg.result.structuredContent.results.map((x: { source: { id: string } }) => x.source.id),
+        [calls[i]?.[1]],
+      );
+    });
+  });
   test('missing projection → error without content, counted as a lost carrier', async () => {
     const before = (await server.metrics.missingCarrier.get()).values[0]?.value ?? 0;
     const { client } = await connect();
