@@ -2,7 +2,8 @@
  * X-Fgentic-Identity: the canonical identity projection of ADR 0017, in its Matrix and OAuth kinds.
  * `decodeProjection` is the one validation every consumer runs; it never throws.
  */
-import { decodeCarrier, encodeCarrier, type HeaderInput } from './carrier.ts';
+import { encodeBase64url } from './base64url.ts';
+import { decodeCarrier, type HeaderInput, MAX_ENCODED_BYTES } from './carrier.ts';
 import {
   type AllowedClassifications,
   compareAscii,
@@ -13,6 +14,7 @@ import {
   isPartnerGroup,
   partnerGroupPolicy,
 } from './identifiers.ts';
+import { jcs } from './jcs.ts';
 import { checkAudience, checkFields, checkPrincipal, type MatrixPrincipal } from './principal.ts';
 import { accept, type Denial, deny, type Verdict } from './reasons.ts';
 import { checkRoom, type RoomRef } from './room.ts';
@@ -231,11 +233,18 @@ export function decodeProjection(header: HeaderInput, options: DecodeOptions): V
 
 /** Encode a projection canonically after validating it; invalid input is refused, never emitted. */
 export function encodeProjection(p: Projection): Verdict<string> {
-  const value = encodeCarrier(p);
-  const back = decodeCarrier(value);
-  if (!back.ok) return back;
-  const checked = validateProjection(back.value);
+  let text: string;
+  try {
+    text = jcs(p);
+  } catch {
+    return deny('json');
+  }
+  // The text is our own JCS output, so JSON.parse sees no duplicates or lone surrogates; validating
+  // what it yields checks exactly the object a consumer will decode.
+  const checked = validateProjection(JSON.parse(text));
   if (!checked.ok) return checked;
+  const value = encodeBase64url(new TextEncoder().encode(text));
+  if (value.length > MAX_ENCODED_BYTES) return deny('oversized');
   return accept(value);
 }
 

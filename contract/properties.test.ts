@@ -133,6 +133,22 @@ describe('projection properties', () => {
     assert.equal(r.ok ? 'ok' : r.reason, 'groups');
   });
 
+  test('encoder refuses a projection over 8,192 encoded bytes', () => {
+    const audience = [
+      ...Array.from({ length: 15 }, (_, k) => ({
+        kind: 'bridged_matrix',
+        network: `n${String(k).padStart(2, '0')}${'x'.repeat(60)}`,
+        principal: `@p${String(k).padStart(2, '0')}${'x'.repeat(237)}:org-a.example`,
+      })),
+      { kind: 'matrix', principal: '@alice:org-a.example' },
+    ];
+    const base = matrixExample();
+    const room = { ...(base['room'] as object), event_id: `$${'e'.repeat(254)}` };
+    const p = { ...(base as unknown as Projection), audience, room } as unknown as Projection;
+    const r = encodeProjection(p);
+    assert.equal(r.ok ? 'ok' : r.reason, 'oversized');
+  });
+
   test('an empty agent list denies everything', () => {
     const r = decodeProjection(encode(matrixExample()), { now: NOW, agents: [] });
     assert.equal(r.ok ? 'ok' : r.reason, 'agent_mismatch');

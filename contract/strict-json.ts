@@ -214,9 +214,11 @@ export function parseStrictJson(text: string, options: StrictJsonOptions = {}): 
 }
 
 /** Decode UTF-8 bytes strictly (no replacement characters, no BOM stripping). */
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 export function decodeUtf8(bytes: Uint8Array): string | undefined {
   try {
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+    return strictUtf8.decode(bytes);
   } catch {
     return undefined;
   }
