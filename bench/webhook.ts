@@ -9,12 +9,14 @@
  * retrieval Agent by the controller, a denied Agent, a v1alpha1 Agent, an UPDATE, a room and a partner).
  * Prints a table and writes bench/results/webhook.json.
  */
+
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { makeSelfSignedCert } from '../common/dev-tls.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32').split(',').map(Number);
@@ -226,29 +228,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const dir = mkdtempSync(join(tmpdir(), 'fgentic-bench-webhook-'));
-  spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(dir, 'tls.key'),
-      '-out',
-      join(dir, 'tls.crt'),
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  makeSelfSignedCert(dir);
   const ca = readFileSync(join(dir, 'tls.crt'), 'utf8');
   // Load generator on CPU 0, servers on CPU 1 (when taskset exists), so the two never share a core.
   if (spawnSync('taskset', ['-c', '0', 'true']).status === 0)

@@ -3,10 +3,10 @@
  * defaults. The corpus persists in the data directory; the connection details for `npm run demo`
  * are written to `<data>/stack.json` (local development only: it holds throwaway keys).
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { loadDocuments } from '../controller/render-command.ts';
 import { handleReview } from '../webhook/main.ts';
 import { DEFAULT_RULES_CONFIG } from '../webhook/rules/types.ts';
@@ -31,31 +31,9 @@ const out = (line: string) => process.stderr.write(`${line}\n`);
 
 function selfSignedCert(dir: string): boolean {
   if (existsSync(join(dir, 'tls.crt')) && existsSync(join(dir, 'tls.key'))) return true;
-  mkdirSync(dir, { recursive: true });
-  const r = spawnSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-days',
-      '30',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      '-keyout',
-      join(dir, 'tls.key'),
-      '-out',
-      join(dir, 'tls.crt'),
-    ],
-    { stdio: 'ignore' },
-  );
-  return r.status === 0;
+  if (!hasOpenssl()) return false;
+  makeSelfSignedCert(dir, { days: 30 });
+  return true;
 }
 
 async function waitReady(url: string, timeoutMs = 30000): Promise<boolean> {

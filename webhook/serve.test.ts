@@ -1,13 +1,15 @@
 // `serve webhook` end to end in a child process: config file, certificate directory, offline cluster
 // objects, a review over HTTPS, readiness, and a clean exit on SIGTERM.
+
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { stringify } from 'yaml';
+import { makeSelfSignedCert } from '../common/dev-tls.ts';
 import { admissionReview, CONTROLLER, platform, retrievalAgent, retrievalAgentCr } from './fixtures.ts';
 
 const hasOpenssl = spawnSync('openssl', ['version']).status === 0;
@@ -47,29 +49,7 @@ function post(
 
 describe('serve webhook (child process)', { skip: hasOpenssl ? false : 'openssl CLI not found' }, () => {
   test('serves reviews from a config file and exits 0 on SIGTERM', async () => {
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-keyout',
-        join(dir, 'tls.key'),
-        '-out',
-        join(dir, 'tls.crt'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=DNS:localhost,IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
+    makeSelfSignedCert(dir);
     const ca = readFileSync(join(dir, 'tls.crt'), 'utf8');
     writeFileSync(
       join(dir, 'cluster.yaml'),

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import {
   mkdirSync,
@@ -14,6 +14,7 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { makeSelfSignedCert } from '../common/dev-tls.ts';
 import { admissionReview, plainAgent, platform, retrievalAgentCr } from './fixtures.ts';
 import { reviewBytes } from './review.ts';
 import { startWebhookServer, type WebhookServer } from './server.ts';
@@ -27,34 +28,7 @@ const secretDir = join(dir, 'secret');
 
 /** A self-signed serving certificate for localhost/127.0.0.1 in `out/`. */
 function makeCert(out: string, cn: string): { cert: string; key: string } {
-  mkdirSync(out, { recursive: true });
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      join(out, 'tls.key'),
-      '-out',
-      join(out, 'tls.crt'),
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${cn}`,
-      '-addext',
-      'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return {
-    cert: readFileSync(join(out, 'tls.crt'), 'utf8'),
-    key: readFileSync(join(out, 'tls.key'), 'utf8'),
-  };
+  return makeSelfSignedCert(out, { cn });
 }
 
 /** Lays a Secret volume out the way the kubelet does: ..data -> timestamped dir, files -> ..data/. */
