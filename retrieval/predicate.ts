@@ -64,9 +64,14 @@ export function buildPredicate(p: Projection, firstParam = 1, alias = 'c'): Pred
       if (!isFullMxid(e.principal)) throw new PredicateError();
       if (e.kind !== 'matrix' && e.kind !== 'bridged_matrix') throw new PredicateError();
     }
+    // The ?& clause is implied by @> (same principal strings); it only lets the planner use the
+    // selective strings index (migration 0103). The typed @> remains the authorization test.
+    const c = `$${firstParam + 2}`;
     return {
-      sql: `${classSql} AND (${alias}.metadata->'allowed_principals') @> ${b}::jsonb`,
-      params: [classifications, audienceJson(audience)],
+      sql:
+        `${classSql} AND (${alias}.metadata->'allowed_principals') @> ${b}::jsonb` +
+        ` AND jsonb_path_query_array(${alias}.metadata->'allowed_principals', '$[*].principal') ?& ${c}::text[]`,
+      params: [classifications, audienceJson(audience), [...new Set(audience.map((e) => e.principal))]],
     };
   }
   if (p.kind !== 'oidc_client') throw new PredicateError();

@@ -27,8 +27,10 @@ describe('predicate (pure)', () => {
     const pred = buildPredicate(p);
     assert.equal(
       pred.sql,
-      "(c.metadata->>'classification') = ANY($1::text[]) AND (c.metadata->'allowed_principals') @> $2::jsonb",
+      "(c.metadata->>'classification') = ANY($1::text[]) AND (c.metadata->'allowed_principals') @> $2::jsonb" +
+        " AND jsonb_path_query_array(c.metadata->'allowed_principals', '$[*].principal') ?& $3::text[]",
     );
+    assert.deepEqual(pred.params[2], ['@slack-bob:org-a.example', '@alice:org-a.example']);
     assert.deepEqual(pred.params[0], ['public']);
     assert.deepEqual(JSON.parse(String(pred.params[1])), [
       { kind: 'bridged_matrix', network: 'slack', principal: '@slack-bob:org-a.example' },
@@ -71,7 +73,7 @@ describe('predicate (pure)', () => {
       fc.property(fc.subarray(Object.values(P), { minLength: 1 }), (aud) => {
         const p = decodeFixture(matrixHeader({ caller: aud[0] as (typeof aud)[0], audience: aud }));
         const pred = buildPredicate(p);
-        assert.equal(pred.params.length, 2);
+        assert.equal(pred.params.length, 3);
         for (const a of aud) assert.ok(!pred.sql.includes(a.principal));
       }),
     );
@@ -80,8 +82,8 @@ describe('predicate (pure)', () => {
     const p = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
     const pred = buildPredicate(p);
     const count = boundedCountStatement(pred, DEFAULT_PLANNER);
-    assert.match(count.text, /LIMIT \$3\) s$/);
-    assert.equal(count.values[2], DEFAULT_PLANNER.exactThreshold + 1);
+    assert.match(count.text, /LIMIT \$4\) s$/);
+    assert.equal(count.values[3], DEFAULT_PLANNER.exactThreshold + 1);
     const exact = exactStatement(pred, '[1]', 5);
     assert.match(exact.text, /MATERIALIZED/);
     assert.match(exact.text, /ORDER BY distance, chunk_id/);

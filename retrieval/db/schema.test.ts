@@ -38,7 +38,7 @@ describe('migrations', () => {
     await t.pool.query('DROP TABLE knowledge.embedding_profile');
     await t.pool.query('DELETE FROM knowledge.schema_migrations WHERE version >= 100');
     await t.pool.query('INSERT INTO knowledge.schema_migrations (version) VALUES (2), (3)');
-    assert.deepEqual(await migrate(t.pool), [101, 102]);
+    assert.deepEqual(await migrate(t.pool), [101, 102, 103]);
     await t.pool.query('DELETE FROM knowledge.schema_migrations WHERE version IN (2, 3)');
   });
 });
