@@ -80,3 +80,18 @@ describe('identifier grammars', () => {
     assert.ok('\ufb33' > '\u{1f600}');
   });
 });
+
+describe('utf8Length', () => {
+  test('equals the TextEncoder byte count for any string', async () => {
+    const { default: fc } = await import('fast-check');
+    const { utf8Length } = await import('./identifiers.ts');
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (s) => {
+        assert.equal(utf8Length(s), new TextEncoder().encode(s).length);
+      }),
+      { numRuns: 3000 },
+    );
+    assert.equal(utf8Length('\ud800x'), new TextEncoder().encode('\ud800x').length);
+    assert.equal(utf8Length('x\udc00'), new TextEncoder().encode('x\udc00').length);
+  });
+});

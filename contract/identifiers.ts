@@ -6,8 +6,22 @@
 
 const utf8 = new TextEncoder();
 
+/** UTF-8 byte length without allocating (lone surrogates count as U+FFFD, as TextEncoder does). */
 export function utf8Length(s: string): number {
-  return utf8.encode(s).length;
+  let n = 0;
+  for (let k = 0; k < s.length; k++) {
+    const c = s.charCodeAt(k);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && k + 1 < s.length) {
+      const d = s.charCodeAt(k + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 4;
+        k++;
+      } else n += 3;
+    } else n += 3;
+  }
+  return n;
 }
 
 export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;

@@ -102,22 +102,28 @@ export function parseStrictJson(text: string, options: StrictJsonOptions = {}): 
     return out;
   };
 
+  const isDigit = (k: number) => {
+    const c = text.charCodeAt(k);
+    return c >= 0x30 && c <= 0x39;
+  };
   const parseNumber = (): number => {
     const start = i;
-    if (text[i] === '-') i++;
-    if (text[i] === '0') i++;
-    else if (text[i]! >= '1' && text[i]! <= '9') while (text[i]! >= '0' && text[i]! <= '9') i++;
+    if (text.charCodeAt(i) === 0x2d) i++;
+    if (text.charCodeAt(i) === 0x30) i++;
+    else if (isDigit(i) && text.charCodeAt(i) !== 0x30) while (isDigit(i)) i++;
     else fail();
-    if (text[i] === '.') {
+    if (text.charCodeAt(i) === 0x2e) {
       i++;
-      if (!(text[i]! >= '0' && text[i]! <= '9')) fail();
-      while (text[i]! >= '0' && text[i]! <= '9') i++;
+      if (!isDigit(i)) fail();
+      while (isDigit(i)) i++;
     }
-    if (text[i] === 'e' || text[i] === 'E') {
+    const e = text.charCodeAt(i);
+    if (e === 0x65 || e === 0x45) {
       i++;
-      if (text[i] === '+' || text[i] === '-') i++;
-      if (!(text[i]! >= '0' && text[i]! <= '9')) fail();
-      while (text[i]! >= '0' && text[i]! <= '9') i++;
+      const sign = text.charCodeAt(i);
+      if (sign === 0x2b || sign === 0x2d) i++;
+      if (!isDigit(i)) fail();
+      while (isDigit(i)) i++;
     }
     const n = Number(text.slice(start, i));
     if (!Number.isFinite(n)) fail();
@@ -131,7 +137,6 @@ export function parseStrictJson(text: string, options: StrictJsonOptions = {}): 
       if (depth >= maxDepth) fail();
       i++;
       const obj: { [key: string]: JsonValue } = {};
-      const seen = new Set<string>();
       skipWs();
       if (text[i] === '}') {
         i++;
@@ -141,14 +146,15 @@ export function parseStrictJson(text: string, options: StrictJsonOptions = {}): 
         skipWs();
         if (text[i] !== '"') fail();
         const key = parseString();
-        if (seen.has(key)) fail('duplicate_name');
-        seen.add(key);
+        if (Object.hasOwn(obj, key)) fail('duplicate_name');
         skipWs();
         if (text[i] !== ':') fail();
         i++;
         const v = parseValue(depth + 1);
         // defineProperty keeps "__proto__" an ordinary own member instead of a prototype change.
-        Object.defineProperty(obj, key, { value: v, enumerable: true, writable: true, configurable: true });
+        if (key === '__proto__')
+          Object.defineProperty(obj, key, { value: v, enumerable: true, writable: true, configurable: true });
+        else obj[key] = v;
         skipWs();
         if (text[i] === ',') {
           i++;
