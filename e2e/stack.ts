@@ -157,6 +157,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       staticHeaders,
       toolName: tool.mcpServer.toolNames[0],
       agentName: agent.metadata.name,
+      protocolVersion: platform.spec.a2aBackend === 'agentService' ? '0.3' : '1.0',
     });
     closers.push(() => runtime.close());
 

@@ -40,6 +40,12 @@ export interface AgentRuntimeOptions {
   readonly agentName: string;
   /** The URL this pod advertises in its card (kagent advertises the pod/controller address). */
   readonly advertisedUrl?: string;
+  /**
+   * A2A revision the pod answers. kagent v0.9.11's Python pod speaks only 0.3 (a2a-sdk 0.3.23,
+   * research/kagent-contract.md §3.5); '1.0' stands for the controller route of a kagent build that
+   * forwards the allowlisted header (DESIGN decision 9).
+   */
+  readonly protocolVersion?: '1.0' | '0.3';
 }
 
 interface Session {
@@ -198,7 +204,7 @@ export async function startAgentRuntime(options: AgentRuntimeOptions): Promise<A
         url: options.advertisedUrl ?? `${url}/`,
         protocolBinding: 'JSONRPC',
         tenant: '',
-        protocolVersion: '1.0',
+        protocolVersion: options.protocolVersion ?? '1.0',
       },
     ],
     provider: undefined,
@@ -217,7 +223,11 @@ export async function startAgentRuntime(options: AgentRuntimeOptions): Promise<A
     app.use(`${base}/.well-known/agent-card.json`, agentCardHandler({ agentCardProvider: handler }));
     app.use(
       base || '/',
-      jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }),
+      jsonRpcHandler({
+        requestHandler: handler,
+        userBuilder: UserBuilder.noAuthentication,
+        ...(options.protocolVersion === '0.3' ? { legacyCompat: { enabled: true } } : {}),
+      }),
     );
   }
   return {

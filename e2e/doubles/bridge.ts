@@ -49,10 +49,11 @@ export async function bridgeClient(
     for (const [k, v] of Object.entries(headers)) h.set(k, v);
     return fetch(input, { ...init, headers: h });
   };
-  const transport = await new JsonRpcTransportFactory({ fetchImpl: fetchWithHeaders }).create(
-    routeUrl,
-    bound,
-  );
+  // legacyCompat picks the A2A 0.3 transport only for a 0.3 interface (the agentService backend).
+  const transport = await new JsonRpcTransportFactory({
+    fetchImpl: fetchWithHeaders,
+    legacyCompat: { enabled: true },
+  }).create(routeUrl, bound);
   return new Client(transport, bound);
 }
 

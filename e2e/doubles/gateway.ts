@@ -32,6 +32,7 @@ import {
   type Action,
   authorize,
   checkRequestHeaders,
+  firstFailing,
   type GatewayContext,
   transformationRemovals,
 } from './agentgateway-cel.ts';
@@ -70,6 +71,8 @@ export interface GatewayEvent {
   readonly route?: string;
   readonly phase: string;
   readonly status: number;
+  /** The first failing `Require` expression, for readable test failures. */
+  readonly rule?: string;
 }
 
 export interface GatewayDouble {
@@ -259,8 +262,8 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
   };
 
   const handle = async (listener: string, req: http.IncomingMessage, res: http.ServerResponse) => {
-    const record = (phase: string, status: number, route?: string) =>
-      events.push({ listener, phase, status, ...(route ? { route } : {}) });
+    const record = (phase: string, status: number, route?: string, rule?: string) =>
+      events.push({ listener, phase, status, ...(route ? { route } : {}), ...(rule ? { rule } : {}) });
     const url = new URL(req.url ?? '/', 'http://gateway.local');
     let headers = headerList(req);
     const body = await readBody(req, 4 << 20);
@@ -399,7 +402,12 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
     if (traffic.authorization) {
       const a = traffic.authorization;
       if (!authorize(a.action as Action, a.policy.matchExpressions, ctx)) {
-        record('authorization', 403, routeName);
+        record(
+          'authorization',
+          403,
+          routeName,
+          a.action === 'Require' ? firstFailing(a.policy.matchExpressions, ctx) : undefined,
+        );
         return send(res, 403, 'authorization failed');
       }
     }
