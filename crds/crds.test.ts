@@ -194,7 +194,12 @@ describe('RetrievalPlatform invariants', () => {
   });
   it('mcpListener and mcpUrl are optional; listener names are DNS-1123 labels', () => {
     assert.equal(
-      check(mutate(platform, (c) => (delete c.spec.gateway.mcpListener, delete c.spec.gateway.mcpUrl))).ok,
+      check(
+        mutate(platform, (c) => {
+          delete c.spec.gateway.mcpListener;
+          delete c.spec.gateway.mcpUrl;
+        }),
+      ).ok,
       true,
     );
     rejects(

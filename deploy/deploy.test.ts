@@ -32,7 +32,6 @@ import {
 import { Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 
-// biome-ignore lint/suspicious/noExplicitAny: parsed YAML is walked structurally and checked field by field
 type Y = any;
 
 const here = dirname(fileURLToPath(import.meta.url));

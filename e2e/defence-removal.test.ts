@@ -11,7 +11,6 @@ import { bridgeClient, textMessage } from './doubles/bridge.ts';
 import { ALICE, GENERAL_ROOM, rawA2A, roomSnapshot, sendParams } from './helpers.ts';
 import { type LocalStack, startLocalStack } from './stack.ts';
 
-// biome-ignore lint/suspicious/noExplicitAny: rendered objects are edited generically
 type Any = any;
 
 /**
@@ -77,7 +76,6 @@ describe('defence removed → attack succeeds', () => {
       ...bridgeHeaders(),
       'x-fgentic-identity': forged,
     });
-    // biome-ignore lint/suspicious/noExplicitAny: generated request type
     await client.sendMessage(textMessage('handbook') as any);
     assert.equal(stack.runtime.receivedHeaders.at(-1)!['x-fgentic-identity'], forged);
   });

@@ -92,7 +92,6 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
   for (const azp of ['org-b-a2a', 'org-d-a2a']) {
     const token = await t.issueToken({ azp });
     const client = await bridgeClient(t.publicRouteUrl, t.card, { authorization: `Bearer ${token}` });
-    // biome-ignore lint/suspicious/noExplicitAny: generated request type
     const task = await client.sendMessage(textMessage('what can we read?') as any);
     record({
       title: `partner ${azp}`,

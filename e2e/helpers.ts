@@ -69,7 +69,6 @@ export function sendParams(text: string, extra: Record<string, unknown> = {}, co
 
 /** Source ids of the chunks an agent answer was grounded in. */
 export function groundedSources(task: unknown): string[] {
-  // biome-ignore lint/suspicious/noExplicitAny: walking the SDK's task object
   const parts: any[] = (task as any)?.status?.message?.parts ?? [];
   const data = parts.find((p) => p.content?.$case === 'data')?.content.value;
   const results: { source: { id: string } }[] = data?.result?.results ?? [];
@@ -77,7 +76,6 @@ export function groundedSources(task: unknown): string[] {
 }
 
 export function answerText(task: unknown): string {
-  // biome-ignore lint/suspicious/noExplicitAny: walking the SDK's task object
   const parts: any[] = (task as any)?.status?.message?.parts ?? [];
   return parts.find((p) => p.content?.$case === 'text')?.content.value ?? '';
 }

@@ -74,7 +74,6 @@ describe('local route: protocol and routing', () => {
     assert.equal(new URL(stack.card.supportedInterfaces[0]!.url).origin, stack.runtime.url);
     const before = stack.gateway.events.length;
     const client = await bridgeClient(stack.localRouteUrl, stack.card, bridgeHeaders());
-    // biome-ignore lint/suspicious/noExplicitAny: generated request type
     await client.sendMessage(textMessage('handbook') as any);
     const routed = stack.gateway.events.slice(before).filter((e) => e.route?.startsWith('fgentic-a2a-local'));
     assert.ok(
@@ -86,7 +85,6 @@ describe('local route: protocol and routing', () => {
   test('AgentCard URL binding: a client that follows the card reaches kagent without a carrier and retrieval denies', async () => {
     const client = await new ClientFactory().createFromAgentCard(stack.card);
     const calls = stack.runtime.toolCalls.length;
-    // biome-ignore lint/suspicious/noExplicitAny: generated request type
     const task = await client.sendMessage(textMessage('handbook') as any);
     // Without a carrier the MCP route refuses tools/call at the gateway; either way no content.
     assert.notEqual(answerText(task), 'grounded answer');
@@ -218,7 +216,6 @@ describe('local route: raw identity headers', () => {
       ...bridgeHeaders(),
       'x-fgentic-identity': forged,
     });
-    // biome-ignore lint/suspicious/noExplicitAny: generated request type
     await client.sendMessage(textMessage('handbook') as any);
     const seen = stack.runtime.receivedHeaders.at(-1)!;
     assert.ok(seen['x-fgentic-identity'] && seen['x-fgentic-identity'] !== forged);

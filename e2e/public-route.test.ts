@@ -22,7 +22,6 @@ after(async () => {
 async function partnerAsk(azp: string, text = 'integration', expiresInSeconds = 300) {
   const token = await stack.issueToken({ azp, expiresInSeconds });
   const client = await bridgeClient(stack.publicRouteUrl, stack.card, { authorization: `Bearer ${token}` });
-  // biome-ignore lint/suspicious/noExplicitAny: generated request type
   return client.sendMessage(textMessage(text) as any);
 }
 
@@ -104,7 +103,6 @@ describe('public route: partner clients', () => {
       authorization: `Bearer ${token}`,
       'x-user-id': '@alice:org-a.example',
     });
-    // biome-ignore lint/suspicious/noExplicitAny: generated request type
     const task = await client.sendMessage(textMessage('oncall') as any);
     assert.ok(!groundedSources(task).includes('engineering/oncall'));
     assert.match(stack.runtime.receivedHeaders.at(-1)!['x-user-id'] ?? '', /^oidc:org-b:/);

@@ -136,7 +136,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const issuer = platform.spec.jwt?.issuer ?? 'https://issuer.example';
     const jwks: JSONWebKeySet = { keys: [jwk] };
 
-    const agent = objects.find((o) => o.kind === 'Agent') as K8sObject & { spec: any }; // biome-ignore lint/suspicious/noExplicitAny: rendered kagent Agent
+    const agent = objects.find((o) => o.kind === 'Agent') as K8sObject & { spec: any };
     const tool = agent.spec.declarative.tools[0];
     const staticHeaders: Record<string, string> = {};
     for (const h of tool.headersFrom ?? []) {
@@ -168,7 +168,6 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     for (const b of objects.filter((o) => o.kind === 'AgentgatewayBackend') as (K8sObject & {
       spec: any;
     })[]) {
-      // biome-ignore lint/suspicious/noExplicitAny: rendered backends
       if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtime.url;
       for (const t of b.spec.mcp?.targets ?? [])
         upstreams[`${t.static.host}:${t.static.port}`] = retrieval.url;

@@ -38,7 +38,6 @@ interface RoutePolicy {
 }
 
 const rendered = render(loadResources([EXAMPLES]));
-// biome-ignore lint/suspicious/noExplicitAny: walking rendered Kubernetes objects
 const objects = rendered.objects as any[];
 
 function routePolicy(route: 'local' | 'public'): RoutePolicy {

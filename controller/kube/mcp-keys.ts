@@ -9,6 +9,12 @@
 import { MANAGED_LABELS, MCP_KEY_LABEL } from '../render/model.ts';
 import type { K8sObject, OwnerReference } from '../types.ts';
 
+/** kagent `headersFrom` entry: a static value or a Secret reference. */
+interface HeaderFrom {
+  name: string;
+  value?: string;
+  valueFrom?: { type?: string; name?: string; key?: string };
+}
 export interface SecretReader {
   readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined>;
 }
@@ -35,8 +41,8 @@ export async function mirrorMcpKeys(api: SecretReader, rendered: K8sObject[]): P
     const ns = o.metadata.namespace as string;
     const workload = `${ns}/${o.metadata.name}`;
     const tools =
-      (o as { spec?: { declarative?: { tools?: { headersFrom?: any[] }[] } } }).spec?.declarative?.tools ??
-      [];
+      (o as { spec?: { declarative?: { tools?: { headersFrom?: HeaderFrom[] }[] } } }).spec?.declarative
+        ?.tools ?? [];
     const ref = tools[0]?.headersFrom?.find((h) => h.name === 'Authorization')?.valueFrom;
     if (!ref?.name || !ref?.key) continue;
     let value: string | undefined;

@@ -37,7 +37,6 @@ function policies(input: Resources): Map<string, Rendered> {
   return out;
 }
 
-const AGENT = { namespace: 'kagent', name: 'knowledge-agent' };
 const LOCAL_PATH = '/api/a2a/kagent/knowledge-agent';
 const PUBLIC_PATH = '/a2a/kagent/knowledge-agent';
 const IDENTITY = 'eyJ2IjoxfQ';

@@ -169,7 +169,6 @@ export interface ValidationResult {
 
 export class CrdValidator {
   private schemas = new Map<string, Schema>();
-  // biome-ignore lint/suspicious/noExplicitAny: ajv's compiled validator type
   private compiled = new Map<string, any>();
   private ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false });
 

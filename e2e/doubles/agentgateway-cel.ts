@@ -169,7 +169,6 @@ function bindings(ctx: GatewayContext): Record<string, unknown> {
 /** Call names in an expression (for the "only emulated functions" check). */
 export function callNames(expr: string): Set<string> {
   const out = new Set<string>();
-  // biome-ignore lint/suspicious/noExplicitAny: walking the protobuf AST generically
   const walk = (e: any) => {
     if (!e || typeof e !== 'object') return;
     const k = e.exprKind;

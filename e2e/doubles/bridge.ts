@@ -98,7 +98,6 @@ export async function bridgeSend(o: BridgeSendOptions): Promise<BridgeResult> {
     ...o.headers,
   };
   const client = await bridgeClient(o.routeUrl, o.card, headers);
-  // biome-ignore lint/suspicious/noExplicitAny: the SDK's request type is generated protobuf
   const task = await client.sendMessage(textMessage(o.text) as any);
   return { task, digest: ctx.value.room.state_sha256 };
 }

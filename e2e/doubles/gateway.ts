@@ -41,7 +41,6 @@ type Obj = {
   apiVersion: string;
   kind: string;
   metadata: { name: string; namespace?: string; labels?: Record<string, string> };
-  // biome-ignore lint/suspicious/noExplicitAny: rendered objects are walked generically
   spec?: any;
 };
 
@@ -116,7 +115,6 @@ function targets(policy: Obj, kind: string, name: string, sectionName?: string):
 
 interface Match {
   route: Obj;
-  // biome-ignore lint/suspicious/noExplicitAny: rendered objects are walked generically
   rule: any;
   score: number;
 }

@@ -59,7 +59,6 @@ export function configJson(): Record<string, unknown> {
   };
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: test fixtures mutate nested JSON freely.
 export type MutableJson = Record<string, any>;
 
 export function config(mutate?: (c: MutableJson) => void): ProjectorConfig {
