@@ -82,6 +82,15 @@ describe('fgentic-retrieval admission check', () => {
     assert.match(lines[2].message, /duplicate-object/);
   });
 
+  test('-f takes several paths, as in the CLI contract: resources and rendered output together', async () => {
+    const resources = writeDocs('resources.yaml', [platform(), retrievalAgentCr()]);
+    const renderedOnly = writeDocs('rendered-only.yaml', [retrievalAgent()]);
+    const { code, out } = await capture(['--as-controller', '-f', resources, renderedOnly]);
+    assert.equal(code, 0, out);
+    assert.match(out, /ALLOW Agent kagent\/knowledge-agent/);
+    assert.equal((await capture([renderedOnly])).code, 2, 'paths need -f');
+  });
+
   test('unreadable YAML is an error; usage errors exit 2', async () => {
     const p = join(dir, 'broken.yaml');
     writeFileSync(p, 'a: [1\n');

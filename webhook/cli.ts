@@ -31,8 +31,9 @@ export async function admissionCheck(argv: string[]): Promise<number> {
     json?: boolean;
     help?: boolean;
   };
+  let positionals: string[];
   try {
-    ({ values } = parseArgs({
+    ({ values, positionals } = parseArgs({
       args: argv,
       options: {
         filename: { type: 'string', short: 'f', multiple: true },
@@ -42,7 +43,8 @@ export async function admissionCheck(argv: string[]): Promise<number> {
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
-      allowPositionals: false,
+      // `-f a b c` (the CLI contract's form) and `-f a -f b` both work: positionals are more paths.
+      allowPositionals: true,
     }));
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n${CHECK_USAGE}`);
@@ -52,7 +54,11 @@ export async function admissionCheck(argv: string[]): Promise<number> {
     process.stdout.write(CHECK_USAGE);
     return 0;
   }
-  const paths = values.filename ?? [];
+  const paths = [...(values.filename ?? []), ...(values.filename ? positionals : [])];
+  if (positionals.length > 0 && !values.filename) {
+    process.stderr.write(CHECK_USAGE);
+    return 2;
+  }
   if (paths.length === 0 || (values.user !== undefined && values['as-controller'])) {
     process.stderr.write(CHECK_USAGE);
     return 2;
