@@ -325,6 +325,14 @@ describe('local route: stateless delegations', () => {
     assert.equal(r.status, 403);
   });
 
+  test("two clients attempting the same context: naming another delegation's contextId is rejected", async () => {
+    const first = await ask(roomSnapshot(GENERAL_ROOM, [ALICE, BOB]), ALICE);
+    const contextId = (first.task as { contextId: string }).contextId;
+    const bobHeaders = bridgeHeaders(roomSnapshot(GENERAL_ROOM, [ALICE, BOB]), BOB);
+    const r = await rawA2A(stack.localRouteUrl, bobHeaders, 'SendMessage', sendParams('x', { contextId }));
+    assert.equal(r.status, 403);
+  });
+
   test('every delegation runs in a fresh server-generated context', async () => {
     const a = await ask(roomSnapshot(GENERAL_ROOM, [ALICE]));
     const b = await ask(roomSnapshot(GENERAL_ROOM, [ALICE]));

@@ -283,3 +283,16 @@ describe('header boundary: 8,192 bytes through both hops, 8,193 rejected by the 
     await client.close();
   });
 });
+
+// Last in the file: it drains the agent's token bucket.
+describe('MCP route: per-agent rate limit', () => {
+  test('past the rendered requestsPerMinute the gateway answers 429 before the retrieval server', async () => {
+    let limited = 0;
+    for (let k = 0; k < 700 && limited === 0; k++) {
+      const r = await rpc(agentHeaders(), { jsonrpc: '2.0', id: k, method: 'tools/list' });
+      if (r.status === 429) limited = k;
+    }
+    assert.ok(limited > 0, 'a 429 within 700 requests');
+    assert.ok(stack.gateway.events.some((e) => e.phase === 'rateLimit' && e.status === 429));
+  });
+});
