@@ -9,8 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments, stringify } from 'yaml';
-import { encodeRoomContext, roomContextFromSnapshot } from '../contract/index.ts';
-import { bridgeSend } from './doubles/bridge.ts';
+import { bridgeRequestHeaders, bridgeSend } from './doubles/bridge.ts';
 import { ALICE, BOB, GENERAL_ROOM, groundedSources, rawA2A, roomSnapshot } from './helpers.ts';
 import { EXAMPLES_DIR, type LocalStack, startLocalStack } from './stack.ts';
 
@@ -31,19 +30,11 @@ after(async () => {
 });
 
 function headers(): Record<string, string> {
-  const ctx = roomContextFromSnapshot(roomSnapshot(GENERAL_ROOM, [ALICE]), {
+  return bridgeRequestHeaders({
+    apiKey: stack.bridgeApiKey,
+    snapshot: roomSnapshot(GENERAL_ROOM, [ALICE]),
     caller: ALICE,
-    delegationId: 'ab'.repeat(32),
-    eventId: '$event',
-  });
-  assert.ok(ctx.ok);
-  const enc = encodeRoomContext(ctx.value);
-  assert.ok(enc.ok);
-  return {
-    authorization: `Bearer ${stack.bridgeApiKey}`,
-    'x-user-id': ALICE.principal,
-    'x-fgentic-room-context': enc.value,
-  };
+  }).headers;
 }
 
 const legacyParams = (text: string, extra: Record<string, unknown> = {}) => ({

@@ -5,9 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { encodeRoomContext, roomContextFromSnapshot } from '../contract/index.ts';
 import type { K8sObject } from '../controller/types.ts';
-import { bridgeClient, textMessage } from './doubles/bridge.ts';
+import { bridgeClient, bridgeRequestHeaders, textMessage } from './doubles/bridge.ts';
 import { ALICE, GENERAL_ROOM, rawA2A, roomSnapshot, sendParams } from './helpers.ts';
 import { type LocalStack, startLocalStack } from './stack.ts';
 
@@ -53,19 +52,11 @@ after(async () => {
 });
 
 function bridgeHeaders(): Record<string, string> {
-  const ctx = roomContextFromSnapshot(roomSnapshot(GENERAL_ROOM, [ALICE]), {
+  return bridgeRequestHeaders({
+    apiKey: stack.bridgeApiKey,
+    snapshot: roomSnapshot(GENERAL_ROOM, [ALICE]),
     caller: ALICE,
-    delegationId: 'ab'.repeat(32),
-    eventId: '$event',
-  });
-  assert.ok(ctx.ok);
-  const enc = encodeRoomContext(ctx.value);
-  assert.ok(enc.ok);
-  return {
-    authorization: `Bearer ${stack.bridgeApiKey}`,
-    'x-user-id': ALICE.principal,
-    'x-fgentic-room-context': enc.value,
-  };
+  }).headers;
 }
 
 describe('defence removed → attack succeeds', () => {

@@ -8,8 +8,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { AgentCard } from '@a2a-js/sdk';
 import { importJWK, SignJWT } from 'jose';
-import { encodeCarrier, encodeRoomContext, roomContextFromSnapshot } from '../contract/index.ts';
-import { bridgeClient, bridgeSend, textMessage } from './doubles/bridge.ts';
+import { encodeCarrier } from '../contract/index.ts';
+import { bridgeClient, bridgeRequestHeaders, bridgeSend, textMessage } from './doubles/bridge.ts';
 import {
   ALICE,
   BOB,
@@ -111,21 +111,12 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
       detail: `HTTP ${r.status}${reason ? `, reason ${reason}` : ` ${r.body.slice(0, 60)}`}`,
     });
   };
-  const bridgeHeaders = (classes: string[]) => {
-    const ctx = roomContextFromSnapshot(roomSnapshot(GENERAL_ROOM, [ALICE], classes), {
+  const bridgeHeaders = (classes: string[]) =>
+    bridgeRequestHeaders({
+      apiKey: t.bridgeApiKey,
+      snapshot: roomSnapshot(GENERAL_ROOM, [ALICE], classes),
       caller: ALICE,
-      delegationId: 'ab'.repeat(32),
-      eventId: '$event',
-    });
-    if (!ctx.ok) throw new Error(ctx.reason);
-    const enc = encodeRoomContext(ctx.value);
-    if (!enc.ok) throw new Error(enc.reason);
-    return {
-      authorization: `Bearer ${t.bridgeApiKey}`,
-      'x-user-id': ALICE.principal,
-      'x-fgentic-room-context': enc.value,
-    };
-  };
+    }).headers;
   await deny('widened classification: the general room claims approved_non_public', () =>
     rawA2A(
       t.localRouteUrl,

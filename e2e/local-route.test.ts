@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ClientFactory } from '@a2a-js/sdk/client';
-import { encodeRoomContext, roomContextFromSnapshot, stateDigest } from '../contract/index.ts';
-import { bridgeClient, bridgeSend, mayDeliver, textMessage } from './doubles/bridge.ts';
+import { stateDigest } from '../contract/index.ts';
+import { bridgeClient, bridgeRequestHeaders, bridgeSend, mayDeliver, textMessage } from './doubles/bridge.ts';
 import {
   ALICE,
   answerText,
@@ -37,15 +37,8 @@ function bridgeHeaders(
   snapshot = roomSnapshot(GENERAL_ROOM, [ALICE]),
   caller = ALICE,
 ): Record<string, string> {
-  const ctx = roomContextFromSnapshot(snapshot, { caller, delegationId: DELEGATION, eventId: '$event' });
-  assert.ok(ctx.ok);
-  const enc = encodeRoomContext(ctx.value);
-  assert.ok(enc.ok);
-  return {
-    authorization: `Bearer ${stack.bridgeApiKey}`,
-    'x-user-id': caller.principal,
-    'x-fgentic-room-context': enc.value,
-  };
+  return bridgeRequestHeaders({ apiKey: stack.bridgeApiKey, snapshot, caller, delegationId: DELEGATION })
+    .headers;
 }
 
 async function ask(snapshot: ReturnType<typeof roomSnapshot>, caller = ALICE, text = 'handbook') {

@@ -82,24 +82,40 @@ export function textMessage(text: string, extra: Partial<Record<'contextId' | 't
   };
 }
 
-export async function bridgeSend(o: BridgeSendOptions): Promise<BridgeResult> {
+/**
+ * The identity inputs the bridge sends on the local route: its API key, the caller's MXID and the
+ * room context derived from the snapshot. Returns the headers and the digest that was dispatched.
+ */
+export function bridgeRequestHeaders(o: {
+  apiKey: string;
+  snapshot: RoomSnapshot;
+  caller: MatrixPrincipal;
+  delegationId?: string;
+  eventId?: string;
+}): { headers: Record<string, string>; digest: string } {
   const ctx = roomContextFromSnapshot(o.snapshot, {
     caller: o.caller,
-    delegationId: randomBytes(32).toString('hex'),
+    delegationId: o.delegationId ?? randomBytes(32).toString('hex'),
     eventId: o.eventId ?? '$event',
   });
   if (!ctx.ok) throw new Error(`room context: ${ctx.reason}`);
   const encoded = encodeRoomContext(ctx.value);
   if (!encoded.ok) throw new Error(`room context: ${encoded.reason}`);
-  const headers = {
-    authorization: `Bearer ${o.apiKey}`,
-    'x-user-id': o.caller.principal,
-    'x-fgentic-room-context': encoded.value,
-    ...o.headers,
+  return {
+    headers: {
+      authorization: `Bearer ${o.apiKey}`,
+      'x-user-id': o.caller.principal,
+      'x-fgentic-room-context': encoded.value,
+    },
+    digest: ctx.value.room.state_sha256,
   };
-  const client = await bridgeClient(o.routeUrl, o.card, headers);
+}
+
+export async function bridgeSend(o: BridgeSendOptions): Promise<BridgeResult> {
+  const { headers, digest } = bridgeRequestHeaders(o);
+  const client = await bridgeClient(o.routeUrl, o.card, { ...headers, ...o.headers });
   const task = await client.sendMessage(textMessage(o.text) as any);
-  return { task, digest: ctx.value.room.state_sha256 };
+  return { task, digest };
 }
 
 /** The delivery gate: deliver only when the current snapshot still hashes to the dispatched digest. */
