@@ -41,7 +41,9 @@ describe('npm start', () => {
   test('reaches ready, serves the walkthrough, keeps its corpus, and stops cleanly on Ctrl-C', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'fgentic-start-'));
     try {
-      const first = startProcess(dataDir, 38080);
+      // A random base keeps parallel runs of the suite (several checkouts on one machine) apart.
+      const portBase = 20000 + Math.floor(Math.random() * 3000) * 10;
+      const first = startProcess(dataDir, portBase);
       await first.ready;
       assert.match(first.log(), /\[1\/6\] render examples/);
       assert.match(first.log(), /seed demo corpus/);
@@ -52,7 +54,7 @@ describe('npm start', () => {
       assert.equal(await first.stopped, 0);
       assert.equal(existsSync(join(dataDir, 'stack.json')), false);
 
-      const second = startProcess(dataDir, 38080);
+      const second = startProcess(dataDir, portBase);
       await second.ready;
       assert.doesNotMatch(second.log(), /seed demo corpus/, 'the corpus persisted in the data directory');
       second.child.kill('SIGTERM');
