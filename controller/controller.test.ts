@@ -6,9 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { type ControllerHandle, startController } from './cli.ts';
+import { RENDERED_KINDS } from './kube/client.ts';
 import { render } from './render/index.ts';
-import { ApiServerDouble } from './testsupport/apiserver.ts';
+import { ApiServerDouble, CONTROLLER_USER } from './testsupport/apiserver.ts';
 import { examples } from './testsupport/fixtures.ts';
+import { type Attributes, type Grant, unusedGrants } from './testsupport/rbac.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 const MCP_KEY = 'mcp-key-0123456789abcdef';
@@ -27,7 +29,25 @@ function cond(o: any, type: string): any {
   return o?.status?.conditions?.find((c: any) => c.type === type);
 }
 
-describe('controller loop against an API-server double', () => {
+const LABELS = {
+  'app.kubernetes.io/managed-by': 'fgentic-retrieval',
+  'retrieval.fgentic.dev/rendered': 'true',
+};
+/** Where a stale rendered object of each kind sits (the namespaces the examples render into). */
+const STALE_NS: Record<string, string> = {
+  ConfigMap: 'knowledge',
+  NetworkPolicy: 'kagent',
+  ReferenceGrant: 'knowledge',
+  HTTPRoute: 'agentgateway-system',
+  AgentgatewayBackend: 'agentgateway-system',
+  AgentgatewayPolicy: 'agentgateway-system',
+  RemoteMCPServer: 'kagent',
+  Agent: 'kagent',
+};
+const show = (a: Attributes | Grant) =>
+  `${a.verb} ${a.group || 'core'}/${a.resource}${'subresource' in a && a.subresource ? `/${a.subresource}` : ''} ns=${a.namespace ?? '*'}${'resourceName' in a && a.resourceName ? ` name=${a.resourceName}` : ''}`;
+
+describe('controller loop against an API-server double, as its ServiceAccount under the shipped RBAC', () => {
   const api = new ApiServerDouble();
   let ctl: ControllerHandle;
   const input = examples();
@@ -36,7 +56,15 @@ describe('controller loop against an API-server double', () => {
   before(async () => {
     await api.start();
     for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners]) api.put(r);
-    // A stale object from an earlier render, and a look-alike that is not ours to prune.
+    // Stale objects from an earlier render (one per rendered kind, so pruning reaches every kind),
+    // and a look-alike that is not ours to prune.
+    for (const k of RENDERED_KINDS)
+      api.put({
+        apiVersion: k.apiVersion,
+        kind: k.kind,
+        metadata: { name: 'stale-render', namespace: STALE_NS[k.kind], labels: LABELS },
+        spec: {},
+      });
     api.put({
       apiVersion: 'gateway.networking.k8s.io/v1',
       kind: 'HTTPRoute',
@@ -126,6 +154,11 @@ describe('controller loop against an API-server double', () => {
   });
 
   it('prunes stale rendered objects and leaves objects without the rendered label alone', async () => {
+    for (const k of RENDERED_KINDS)
+      await waitFor(
+        `stale ${k.kind} pruned`,
+        () => !api.get(k.apiVersion, k.kind, STALE_NS[k.kind], 'stale-render'),
+      );
     await waitFor(
       'prune',
       () =>
@@ -158,8 +191,14 @@ describe('controller loop against an API-server double', () => {
   });
 
   it("mirrors the Agent's MCP key into the gateway namespace in agentgateway's JSON API-key form", async () => {
+    // Fails with RBAC that grants no Secrets: the source read is refused (403) and the Agent degrades.
     const s = await waitFor('mirrored key', () =>
       api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
+    );
+    assert.deepEqual(api.denied.map(show), [], 'no call of the controller was refused');
+    assert.equal(
+      cond(api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent'), 'Degraded')?.reason,
+      'Applied',
     );
     assert.equal(s['metadata'].labels['retrieval.fgentic.dev/api-key'], 'mcp');
     const entry = JSON.parse(Buffer.from(s['data']['kagent.knowledge-agent'], 'base64').toString('utf8'));
@@ -173,6 +212,15 @@ describe('controller loop against an API-server double', () => {
     assert.deepEqual(policy?.['spec'].traffic.apiKeyAuthentication.secretSelector.matchLabels, {
       'retrieval.fgentic.dev/api-key': 'mcp',
     });
+    // Owned by its MCP policy (same namespace), so the garbage collector removes it with the policy.
+    assert.deepEqual(s['metadata'].ownerReferences, [
+      {
+        apiVersion: 'agentgateway.dev/v1alpha1',
+        kind: 'AgentgatewayPolicy',
+        name: 'fgentic-mcp.kagent.knowledge-agent',
+        uid: policy?.['metadata'].uid,
+      },
+    ]);
   });
 
   it('a missing MCP key Secret degrades the RetrievalAgent and removes its mirrored key', async () => {
@@ -189,9 +237,18 @@ describe('controller loop against an API-server double', () => {
       'mirror pruned',
       () => !api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
     );
-    // Secrets are only ever listed in the gateway namespace (no cluster-wide Secret list).
-    assert.ok(api.requests.some((r) => r.startsWith('GET /api/v1/namespaces/agentgateway-system/secrets?')));
-    assert.ok(!api.requests.some((r) => r.startsWith('GET /api/v1/secrets')));
+    // The mirror is deleted by name: the controller never lists, watches or reads the gateway's Secrets.
+    assert.ok(
+      api.calls.some(
+        (c) => c.verb === 'delete' && c.resource === 'secrets' && c.namespace === 'agentgateway-system',
+      ),
+    );
+    assert.ok(!api.calls.some((c) => c.resource === 'secrets' && ['list', 'watch'].includes(c.verb)));
+    assert.ok(
+      !api.calls.some(
+        (c) => c.resource === 'secrets' && c.verb === 'get' && c.namespace === 'agentgateway-system',
+      ),
+    );
     await waitFor('Warning event', () =>
       api.list('v1', 'Event').find((e) => e['reason'] === 'McpKeyUnavailable'),
     );
@@ -291,11 +348,12 @@ describe('controller loop against an API-server double', () => {
         .list('gateway.networking.k8s.io/v1', 'HTTPRoute')
         .every((o) => !String(o['metadata'].name).includes('knowledge-agent')),
     );
-    assert.equal(
+    // The garbage collector removes the Agent at once (owned by the RetrievalAgent); the rest goes
+    // with the next reconcile pass.
+    await waitFor('policies gone', () =>
       api
         .list('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy')
-        .filter((o) => o['metadata'].name.includes('knowledge-agent')).length,
-      0,
+        .every((o) => !o['metadata'].name.includes('knowledge-agent')),
     );
     assert.equal(
       api.get('networking.k8s.io/v1', 'NetworkPolicy', 'kagent', 'fgentic-retrieval-agent.knowledge-agent'),
@@ -307,6 +365,11 @@ describe('controller loop against an API-server double', () => {
     );
     const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config') as any;
     assert.deepEqual(JSON.parse(cm.data['projector.json']).agents, []);
+    // Its mirrored MCP key goes with its MCP policy (garbage collection through the owner reference).
+    assert.equal(
+      api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
+      undefined,
+    );
   });
 
   it('a second replica stays standby until the Lease expires', async () => {
@@ -333,5 +396,14 @@ describe('controller loop against an API-server double', () => {
     } finally {
       await b.stop();
     }
+  });
+
+  it('the shipped RBAC allows exactly the calls the controller made: none refused, no grant unused', () => {
+    assert.deepEqual(api.denied.map(show), []);
+    assert.ok(api.calls.filter((c) => c.user === CONTROLLER_USER).length > 50);
+    assert.deepEqual(
+      unusedGrants(api.rbac, CONTROLLER_USER, api.calls).map((g) => `${g.source}: ${show(g)}`),
+      [],
+    );
   });
 });

@@ -25,9 +25,11 @@ const log = createLogger('controller');
 /** What the reconciler needs from the cluster (KubeClient implements it). */
 export interface ClusterApi {
   listOwn<T extends OwnResource>(kind: OwnResource['kind']): Promise<T[]>;
-  apply(obj: K8sObject): Promise<void>;
+  /** Server-side apply; resolves to the object as stored (its uid names it in owner references). */
+  apply(obj: K8sObject): Promise<K8sObject>;
   listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]>;
-  delete(obj: K8sObject): Promise<void>;
+  /** Deletes; resolves to false when the object did not exist. */
+  delete(obj: K8sObject): Promise<boolean>;
   patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<void>;
   event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
   readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined>;
@@ -121,35 +123,51 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
   const { objects, conflicts } = render(input);
   // The MCP routes' API keys, mirrored from each Agent's own MCP credential (fails closed when absent).
   const mirror = await mirrorMcpKeys(api, objects);
-  objects.push(...mirror.secrets);
 
   const errors: string[] = [];
   let applied = 0;
-  for (const o of objects) {
+  const uids = new Map<string, string>();
+  const applyOne = async (o: K8sObject) => {
     try {
-      await api.apply(o);
+      const stored = await api.apply(o);
+      if (stored?.metadata?.uid) uids.set(objKey(o), stored.metadata.uid);
       applied++;
     } catch (e) {
       errors.push(
         `apply ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}: ${(e as Error).message}`,
       );
     }
+  };
+  for (const o of objects) await applyOne(o);
+  // Each mirrored key is owned by its Agent's MCP policy, applied above: the garbage collector then
+  // removes the key with the policy, so the controller never needs to list Secrets.
+  for (const { secret, ownerPolicy } of mirror.secrets) {
+    const policyKey = `agentgateway.dev/v1alpha1|AgentgatewayPolicy|${secret.metadata.namespace}|${ownerPolicy}`;
+    const uid = uids.get(policyKey);
+    if (!uid) continue; // its policy failed to apply; that error is already recorded
+    secret.metadata.ownerReferences = [
+      { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayPolicy', name: ownerPolicy, uid },
+    ];
+    objects.push(secret);
+    await applyOne(secret);
   }
 
   // Prune only when every apply succeeded, so a transient failure never removes a working route.
   let pruned = 0;
   if (errors.length === 0) {
     const desired = new Set(objects.map(objKey));
-    // Mirrored MCP keys live only in the gateway namespace: list Secrets there, never cluster-wide.
-    const gatewayNs = input.platforms[0]?.spec.gateway?.namespace;
-    const lists = [
-      ...RENDERED_KINDS.map((k) => ({ ...k, namespace: undefined as string | undefined })),
-      ...(gatewayNs ? [{ apiVersion: 'v1', kind: 'Secret', plural: 'secrets', namespace: gatewayNs }] : []),
-    ];
-    for (const k of lists) {
+    // A key whose source is unusable must stop working now, not when its policy goes.
+    for (const s of mirror.stale) {
+      try {
+        if (await api.delete(s)) pruned++;
+      } catch (e) {
+        errors.push(`delete Secret ${s.metadata.namespace}/${s.metadata.name}: ${(e as Error).message}`);
+      }
+    }
+    for (const k of RENDERED_KINDS) {
       let existing: K8sObject[];
       try {
-        existing = await api.listRendered(k.apiVersion, k.kind, k.namespace);
+        existing = await api.listRendered(k.apiVersion, k.kind);
       } catch (e) {
         errors.push(`list ${k.kind}: ${(e as Error).message}`);
         continue;
@@ -157,8 +175,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
       for (const o of existing) {
         if (desired.has(objKey({ ...o, apiVersion: k.apiVersion, kind: k.kind }))) continue;
         try {
-          await api.delete({ ...o, apiVersion: k.apiVersion, kind: k.kind });
-          pruned++;
+          if (await api.delete({ ...o, apiVersion: k.apiVersion, kind: k.kind })) pruned++;
         } catch (e) {
           errors.push(
             `delete ${k.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}: ${(e as Error).message}`,

@@ -110,6 +110,12 @@ const CLUSTER_SCOPED = new Set([
   'CustomResourceDefinition',
 ]);
 const OUR_NAMESPACES = new Set(['knowledge', 'fgentic-system']);
+const MCP_KEY_ROLES = new Set([
+  'Role/fgentic-retrieval-controller-mcp-keys',
+  'RoleBinding/fgentic-retrieval-controller-mcp-keys',
+  'Role/fgentic-retrieval-controller-mcp-key-mirrors',
+  'RoleBinding/fgentic-retrieval-controller-mcp-key-mirrors',
+]);
 const IMAGE_PLACEHOLDER = 'fgentic-retrieval';
 
 function validateCore(obj: Y, label: string): void {
@@ -229,6 +235,9 @@ describe('every YAML document under deploy/', () => {
     for (const d of baseDocs) {
       const ns = d.obj.metadata.namespace;
       if (CLUSTER_SCOPED.has(d.obj.kind)) assert.equal(ns, undefined, `${where(d)}: cluster-scoped`);
+      // The MCP key Roles must sit where the keys are: the Agent's and the gateway's namespaces.
+      else if (MCP_KEY_ROLES.has(`${d.obj.kind}/${d.obj.metadata.name}`))
+        assert.ok(['kagent', 'agentgateway-system'].includes(ns), `${where(d)}: namespace ${ns}`);
       else assert.ok(OUR_NAMESPACES.has(ns), `${where(d)}: namespace ${ns}`);
     }
   });
@@ -586,7 +595,7 @@ describe('RBAC', () => {
       (r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb),
     );
 
-  test('no wildcards, no Secrets, no escalation verbs', () => {
+  test('no wildcards, no escalation verbs; Secrets only in named, namespaced Roles', () => {
     assert.ok(roles.length >= 4);
     for (const r of roles) {
       for (const rule of r.rules) {
@@ -595,8 +604,19 @@ describe('RBAC', () => {
             assert.ok(!String(v).includes('*'), `${r.metadata.name}: ${field} ${v}`);
         }
         assert.equal(rule.nonResourceURLs, undefined, `${r.metadata.name}: nonResourceURLs`);
-        assert.ok(!rule.resources.includes('secrets'), `${r.metadata.name}: secrets`);
         for (const verb of ['escalate', 'bind', 'impersonate']) assert.ok(!rule.verbs.includes(verb), verb);
+        if (!rule.resources.includes('secrets')) continue;
+        assert.equal(r.kind, 'Role', `${r.metadata.name}: Secrets never cluster-wide`);
+        assert.deepEqual(rule.resources, ['secrets'], `${r.metadata.name}: Secrets in a rule of their own`);
+        // Reading is by name only; the writable namespace (mirrors) is never readable.
+        if (rule.verbs.includes('get')) {
+          assert.deepEqual(
+            rule.verbs,
+            ['get'],
+            `${r.metadata.name}: no list/watch (they ignore resourceNames)`,
+          );
+          assert.ok(rule.resourceNames?.length > 0, `${r.metadata.name}: get on named Secrets only`);
+        } else assert.deepEqual([...rule.verbs].sort(), ['create', 'delete', 'patch'], r.metadata.name);
       }
     }
   });
@@ -624,9 +644,9 @@ describe('RBAC', () => {
     const cluster = rulesOf('ClusterRole', 'fgentic-retrieval-controller');
     const kinds = ['retrievalagents', 'retrievalrooms', 'partnerclients', 'retrievalplatforms'];
     for (const k of kinds) {
-      for (const v of ['get', 'list', 'watch'])
+      for (const v of ['list', 'watch'])
         assert.ok(allows(cluster, 'retrieval.fgentic.dev', k, v), `${k} ${v}`);
-      assert.ok(allows(cluster, 'retrieval.fgentic.dev', `${k}/status`, 'update'), `${k}/status`);
+      assert.ok(allows(cluster, 'retrieval.fgentic.dev', `${k}/status`, 'patch'), `${k}/status`);
       for (const v of ['create', 'patch', 'delete', 'update']) {
         assert.ok(!allows(cluster, 'retrieval.fgentic.dev', k, v), `controller must not ${v} ${k}`);
       }
@@ -642,6 +662,7 @@ describe('RBAC', () => {
     ];
     for (const [g, r] of rendered) {
       for (const v of ['create', 'patch', 'delete']) assert.ok(allows(cluster, g, r, v), `${g} ${r} ${v}`);
+      assert.ok(!allows(cluster, g, r, 'update'), `${g} ${r}: server-side apply only`);
     }
     assert.ok(allows(cluster, '', 'events', 'create'), 'events');
     assert.ok(
@@ -663,17 +684,41 @@ describe('RBAC', () => {
         );
       }
     }
+    // MCP keys: read the example Agent's Secret by name; write mirrors in the gateway namespace.
+    const reader = rulesOf('Role', 'fgentic-retrieval-controller-mcp-keys', 'kagent');
+    assert.deepEqual(reader, [
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: ['knowledge-agent-mcp-credential'],
+        verbs: ['get'],
+      },
+    ]);
+    const mirrors = rulesOf('Role', 'fgentic-retrieval-controller-mcp-key-mirrors', 'agentgateway-system');
+    assert.deepEqual(mirrors, [
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'patch', 'delete'] },
+    ]);
+  });
+
+  test('the MCP key reader names the Secret each example RetrievalAgent references', async () => {
+    const { loadResources } = await import('../controller/render-command.ts');
+    for (const a of loadResources([join(repo, 'examples')]).agents) {
+      const role = named('Role', 'fgentic-retrieval-controller-mcp-keys', a.metadata.namespace);
+      assert.ok(role, `${a.metadata.namespace}: a Role reads the MCP key Secrets there`);
+      assert.ok(role.rules[0].resourceNames.includes(a.spec.mcpApiKeySecretRef.name), a.metadata.name);
+    }
   });
 
   test('webhook: read-only on our kinds and kagent Agents, nothing else', () => {
     const rules = rulesOf('ClusterRole', 'fgentic-retrieval-webhook');
     assert.ok(rules.length > 0);
-    for (const rule of rules) assert.deepEqual([...rule.verbs].sort(), ['get', 'list', 'watch']);
+    for (const rule of rules)
+      for (const v of rule.verbs) assert.ok(['get', 'list', 'watch'].includes(v), `webhook may not ${v}`);
     for (const k of ['retrievalagents', 'retrievalrooms', 'partnerclients', 'retrievalplatforms']) {
       assert.ok(allows(rules, 'retrieval.fgentic.dev', k, 'list'), k);
     }
     assert.ok(allows(rules, 'kagent.dev', 'agents', 'watch'));
-    const resources = rules.flatMap((r: Y) => r.resources);
+    const resources = [...new Set(rules.flatMap((r: Y) => r.resources))];
     assert.deepEqual(resources.sort(), [
       'agents',
       'partnerclients',

@@ -49,18 +49,18 @@ export class KubeClient {
     return (list.items as unknown as T[]).map((o) => ({ ...o, apiVersion: API_VERSION, kind }));
   }
 
-  async apply(obj: K8sObject): Promise<void> {
-    await this.objects.patch(
+  async apply(obj: K8sObject): Promise<K8sObject> {
+    return (await this.objects.patch(
       obj as k8s.KubernetesObject,
       undefined,
       undefined,
       FIELD_MANAGER,
       true,
       k8s.PatchStrategy.ServerSideApply,
-    );
+    )) as unknown as K8sObject;
   }
 
-  /** Rendered objects of one kind, cluster-wide or (Secrets) in one namespace. */
+  /** Rendered objects of one kind, cluster-wide or in one namespace. */
   async listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]> {
     const list = await this.objects.list(
       apiVersion,
@@ -75,7 +75,7 @@ export class KubeClient {
     return (list.items as unknown as K8sObject[]).map((o) => ({ ...o, apiVersion, kind }));
   }
 
-  async delete(obj: K8sObject): Promise<void> {
+  async delete(obj: K8sObject): Promise<boolean> {
     try {
       await this.objects.delete(
         obj as k8s.KubernetesObject,
@@ -85,8 +85,10 @@ export class KubeClient {
         undefined,
         'Background',
       );
+      return true;
     } catch (e) {
       if (!isNotFound(e)) throw e;
+      return false;
     }
   }
 

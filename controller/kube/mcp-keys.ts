@@ -5,9 +5,14 @@
  * The source is the Secret the kagent Agent already sends as `Authorization: Bearer <key>`
  * (`spec.mcpApiKeySecretRef`), so the two can never disagree. Adapter code: reads Secrets, so it is
  * not part of the pure render (offline `render` users create these Secrets themselves).
+ *
+ * Least privilege (deploy/README.md "RBAC"): the controller reads each source Secret by name only, and
+ * never lists, watches or reads Secrets in the gateway namespace. Each mirror is owned by its Agent's
+ * MCP route policy (same namespace), so the garbage collector removes it with the policy; a mirror
+ * whose source became unusable is deleted by its fixed name (`mirrorName`).
  */
 import { MANAGED_LABELS, MCP_KEY_LABEL } from '../render/model.ts';
-import type { K8sObject, OwnerReference } from '../types.ts';
+import type { K8sObject } from '../types.ts';
 
 /** kagent `headersFrom` entry: a static value or a Secret reference. */
 interface HeaderFrom {
@@ -20,26 +25,41 @@ export interface SecretReader {
 }
 
 export interface MirrorResult {
-  secrets: K8sObject[];
+  /** Mirrors to apply, each with the name of the per-Agent MCP policy that must own it. */
+  secrets: { secret: K8sObject; ownerPolicy: string }[];
   /** `namespace/name` of an Agent whose key could not be mirrored → reason. */
   problems: Map<string, string>;
+  /** Mirrors that must not exist (their Agent has a problem), in the gateway namespace. */
+  stale: K8sObject[];
 }
+
+/** The mirror's fixed name, so it can be deleted without listing the gateway namespace's Secrets. */
+export const mirrorName = (namespace: string, name: string) => `fgentic-mcp-key.${namespace}.${name}`;
 
 const BEARER = /^Bearer ([\x21-\x7e]{16,4096})\s*$/;
 
 export async function mirrorMcpKeys(api: SecretReader, rendered: K8sObject[]): Promise<MirrorResult> {
-  const secrets: K8sObject[] = [];
+  const secrets: MirrorResult['secrets'] = [];
   const problems = new Map<string, string>();
-  const mcpPolicy = rendered.find(
-    (o) => o.kind === 'AgentgatewayPolicy' && o.metadata.name.startsWith('fgentic-mcp.'),
+  const stale: K8sObject[] = [];
+  const policies = new Map(
+    rendered
+      .filter((o) => o.kind === 'AgentgatewayPolicy' && o.metadata.name.startsWith('fgentic-mcp.'))
+      .map((o) => [o.metadata.name, o.metadata.namespace as string]),
   );
-  const gatewayNs = mcpPolicy?.metadata.namespace;
-  const owner = mcpPolicy?.metadata.ownerReferences?.[0] as OwnerReference | undefined;
-  if (!gatewayNs) return { secrets, problems };
   for (const o of rendered) {
     if (o.kind !== 'Agent' || o.apiVersion !== 'kagent.dev/v1alpha2') continue;
     const ns = o.metadata.namespace as string;
     const workload = `${ns}/${o.metadata.name}`;
+    const ownerPolicy = `fgentic-mcp.${ns}.${o.metadata.name}`;
+    const gatewayNs = policies.get(ownerPolicy);
+    if (!gatewayNs) continue;
+    const drop = () =>
+      stale.push({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: mirrorName(ns, o.metadata.name), namespace: gatewayNs },
+      });
     const tools =
       (o as { spec?: { declarative?: { tools?: { headersFrom?: HeaderFrom[] }[] } } }).spec?.declarative
         ?.tools ?? [];
@@ -49,7 +69,8 @@ export async function mirrorMcpKeys(api: SecretReader, rendered: K8sObject[]): P
     try {
       value = await api.readSecretKey(ns, ref.name, ref.key);
     } catch (e) {
-      problems.set(workload, `cannot read Secret ${ns}/${ref.name}: ${(e as Error).message}`);
+      problems.set(workload, `cannot read Secret ${ns}/${ref.name}: ${reasonOf(e)}`);
+      drop();
       continue;
     }
     const m = value === undefined ? null : BEARER.exec(value);
@@ -60,21 +81,37 @@ export async function mirrorMcpKeys(api: SecretReader, rendered: K8sObject[]): P
           ? `Secret ${ns}/${ref.name} key ${ref.key} is missing`
           : `Secret ${ns}/${ref.name} key ${ref.key} is not "Bearer <key>" (16-4096 visible ASCII characters)`,
       );
+      drop();
       continue;
     }
     const entry = JSON.stringify({ key: m[1], metadata: { workload } });
     secrets.push({
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: {
-        name: `fgentic-mcp-key.${ns}.${o.metadata.name}`,
-        namespace: gatewayNs,
-        labels: { ...MANAGED_LABELS, [MCP_KEY_LABEL]: 'mcp' },
-        ...(owner ? { ownerReferences: [owner] } : {}),
+      ownerPolicy,
+      secret: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name: mirrorName(ns, o.metadata.name),
+          namespace: gatewayNs,
+          labels: { ...MANAGED_LABELS, [MCP_KEY_LABEL]: 'mcp' },
+        },
+        type: 'Opaque',
+        data: { [workload.replace('/', '.')]: Buffer.from(entry).toString('base64') },
       },
-      type: 'Opaque',
-      data: { [workload.replace('/', '.')]: Buffer.from(entry).toString('base64') },
     });
   }
-  return { secrets, problems };
+  return { secrets, problems, stale };
+}
+
+/** The apiserver's reason (Forbidden, NotFound, …) without any response body. */
+function reasonOf(e: unknown): string {
+  const x = e as { code?: number; body?: unknown };
+  let reason: string | undefined;
+  try {
+    const b = typeof x.body === 'string' ? JSON.parse(x.body) : x.body;
+    reason = (b as { reason?: string } | undefined)?.reason;
+  } catch {
+    reason = undefined;
+  }
+  return x.code ? `HTTP ${x.code}${reason ? ` ${reason}` : ''}` : 'request failed';
 }

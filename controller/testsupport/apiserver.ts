@@ -8,7 +8,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
+import { REPO } from './fixtures.ts';
+import { type Attributes, forbiddenMessage, RbacAuthorizer, serviceAccountUser } from './rbac.ts';
 
 interface KindInfo {
   apiVersion: string;
@@ -96,10 +99,36 @@ export interface ApplyRecord {
 const key = (info: KindInfo, ns: string | undefined, name: string) =>
   `${info.apiVersion}|${info.kind}|${ns ?? ''}|${name}`;
 
-function status(res: ServerResponse, code: number, reason: string, message: string) {
+function status(res: ServerResponse, code: number, reason: string, message: string, details?: Obj) {
   res.writeHead(code, { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message }));
+  res.end(
+    JSON.stringify({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message,
+      reason,
+      ...(details ? { details } : {}),
+      code,
+    }),
+  );
 }
+
+/** The controller's ServiceAccount (docs/interfaces.md fixes its name). */
+export const CONTROLLER_USER = serviceAccountUser('fgentic-system', 'fgentic-retrieval-controller');
+export const WEBHOOK_USER = serviceAccountUser('fgentic-system', 'fgentic-retrieval-webhook');
+/** A cluster admin (group system:masters): what tests use to seed objects over HTTP. */
+export const ADMIN_USER = 'kubernetes-admin';
+
+export interface ApiServerOptions {
+  /** The authorizer; default: the RBAC shipped in deploy/base. */
+  rbac?: RbacAuthorizer;
+  /** Added before every response (a slow apiserver, for load tests). */
+  latencyMs?: number;
+}
+
+const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0] : '') as string;
 
 function parseSelector(s: string | null): [string, string][] {
   if (!s) return [];
@@ -130,22 +159,38 @@ export class ApiServerDouble {
   private watchers = new Set<Watcher>();
   private rv = 100;
   private server?: Server;
+  private tokens = new Map<string, string>();
+  readonly rbac: RbacAuthorizer;
+  latencyMs: number;
+  /** Every authorized resource request, with the attributes RBAC decided on. */
+  readonly calls: Attributes[] = [];
+  /** Every request RBAC refused. */
+  readonly denied: Attributes[] = [];
   readonly applies: ApplyRecord[] = [];
   readonly requests: string[] = [];
   /** Kinds whose server-side apply fails with 500 (fault injection). */
   readonly failApply = new Set<string>();
   port = 0;
 
+  constructor(o: ApiServerOptions = {}) {
+    this.rbac = o.rbac ?? RbacAuthorizer.fromKustomize(join(REPO, 'deploy', 'base'));
+    this.latencyMs = o.latencyMs ?? 0;
+  }
+
   async start(): Promise<this> {
     this.server = createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));
       req.on('end', () => {
-        try {
-          this.handle(req, res, body);
-        } catch (e) {
-          status(res, 500, 'InternalError', (e as Error).message);
-        }
+        const run = () => {
+          try {
+            this.handle(req, res, body);
+          } catch (e) {
+            status(res, 500, 'InternalError', (e as Error).message);
+          }
+        };
+        if (this.latencyMs > 0) setTimeout(run, this.latencyMs);
+        else run();
       });
     });
     await new Promise<void>((r) => this.server?.listen(0, '127.0.0.1', r));
@@ -161,11 +206,20 @@ export class ApiServerDouble {
     await new Promise<void>((r) => this.server?.close(() => r()));
   }
 
-  kubeConfig(): k8s.KubeConfig {
+  /** A bearer token that authenticates as `user`. */
+  token(user: string): string {
+    const token = randomUUID();
+    this.tokens.set(token, user);
+    return token;
+  }
+
+  /** A kubeconfig authenticating as `user` (a ServiceAccount's username; default the controller's). */
+  kubeConfig(user = CONTROLLER_USER): k8s.KubeConfig {
+    const token = this.token(user);
     const kc = new k8s.KubeConfig();
     kc.loadFromOptions({
       clusters: [{ name: 'double', server: `http://127.0.0.1:${this.port}`, skipTLSVerify: true }],
-      users: [{ name: 'controller', token: 'test-token' }],
+      users: [{ name: 'controller', token }],
       contexts: [{ name: 'double', cluster: 'double', user: 'controller' }],
       currentContext: 'double',
     });
@@ -218,7 +272,22 @@ export class ApiServerDouble {
     if (!o) return false;
     this.store.delete(k);
     this.emit(info, 'DELETED', o);
+    this.collectGarbage();
     return true;
+  }
+
+  /**
+   * The garbage collector of kube-controller-manager, background propagation: an object whose every
+   * owner reference names a uid that no longer exists is deleted (namespaced owners are looked up in
+   * the dependent's namespace, as upstream).
+   */
+  private collectGarbage(): void {
+    const uids = new Set([...this.store.values()].map((o) => o['metadata'].uid));
+    for (const o of [...this.store.values()]) {
+      const refs = (o['metadata'].ownerReferences ?? []) as Obj[];
+      if (refs.length > 0 && refs.every((r) => !uids.has(r['uid'])))
+        this.remove(o['apiVersion'], o['kind'], o['metadata'].namespace, o['metadata'].name);
+    }
   }
 
   private emit(info: KindInfo, type: string, obj: Obj) {
@@ -227,10 +296,67 @@ export class ApiServerDouble {
         w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
   }
 
+  /**
+   * Authentication (bearer token → user) and RBAC, as kube-apiserver: 401 without a known token,
+   * 403 Forbidden with the apiserver's Status body when no rule allows the request.
+   */
+  private authenticate(req: IncomingMessage): string | undefined {
+    const m = /^Bearer (.+)$/.exec(req.headers.authorization ?? '');
+    return m ? this.tokens.get(m[1] as string) : undefined;
+  }
+
+  /** Records and decides one request; writes the 403 itself and returns false when refused. */
+  private authorize(res: ServerResponse, a: Attributes, message?: (a: Attributes) => string): boolean {
+    if (a.user === ADMIN_USER) return true;
+    if (this.rbac.authorize(a)) {
+      this.calls.push(a);
+      return true;
+    }
+    this.denied.push(a);
+    status(res, 403, 'Forbidden', (message ?? forbiddenMessage)(a), {
+      ...(a.name ? { name: a.name } : {}),
+      ...(a.group ? { group: a.group } : {}),
+      kind: a.resource,
+    });
+    return false;
+  }
+
+  /**
+   * OwnerReferencesPermissionEnforcement (kube-apiserver admission, on by default): setting
+   * blockOwnerDeletion on a new owner reference needs `update` on the owner's `finalizers`.
+   */
+  private ownerRefsAllowed(res: ServerResponse, user: string, prev: Obj | undefined, next: Obj): boolean {
+    const before = new Set(
+      ((prev?.['metadata']?.ownerReferences ?? []) as Obj[])
+        .filter((r) => r['blockOwnerDeletion'])
+        .map((r) => r['uid']),
+    );
+    for (const r of (next['metadata']?.ownerReferences ?? []) as Obj[]) {
+      if (!r['blockOwnerDeletion'] || before.has(r['uid'])) continue;
+      const owner = KINDS.find((k) => k.apiVersion === r['apiVersion'] && k.kind === r['kind']);
+      if (!owner) continue;
+      const a: Attributes = {
+        user,
+        verb: 'update',
+        group: groupOf(owner.apiVersion),
+        resource: owner.plural,
+        subresource: 'finalizers',
+        ...(next['metadata']?.namespace ? { namespace: next['metadata'].namespace } : {}),
+        name: r['name'],
+      };
+      const denied = (x: Attributes) =>
+        `${x.resource} "${next['metadata']?.name}" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: ${forbiddenMessage(x)}`;
+      if (!this.authorize(res, a, denied)) return false;
+    }
+    return true;
+  }
+
   // ---- HTTP --------------------------------------------------------------------------------
   private handle(req: IncomingMessage, res: ServerResponse, body: string) {
     const url = new URL(req.url ?? '/', 'http://double');
     this.requests.push(`${req.method} ${url.pathname}${url.search}`);
+    const user = this.authenticate(req);
+    if (!user) return status(res, 401, 'Unauthorized', 'Unauthorized');
     const parts = url.pathname.split('/').filter(Boolean);
     let gv: string;
     let rest: string[];
@@ -242,6 +368,7 @@ export class ApiServerDouble {
       rest = parts.slice(3);
     } else return status(res, 404, 'NotFound', url.pathname);
     if (rest.length === 0) {
+      // Discovery is a non-resource URL every authenticated user may read (ClusterRole system:discovery).
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(
         JSON.stringify({
@@ -268,6 +395,35 @@ export class ApiServerDouble {
     if (!info) return status(res, 404, 'NotFound', `no resource ${gv} ${rest[0]}`);
     const name = rest[1];
     const sub = rest[2];
+    const watching = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
+    const verb =
+      req.method === 'GET'
+        ? name
+          ? 'get'
+          : watching
+            ? 'watch'
+            : 'list'
+        : req.method === 'POST'
+          ? 'create'
+          : req.method === 'PUT'
+            ? 'update'
+            : req.method === 'PATCH'
+              ? 'patch'
+              : req.method === 'DELETE'
+                ? name
+                  ? 'delete'
+                  : 'deletecollection'
+                : (req.method ?? '').toLowerCase();
+    const attrs: Attributes = {
+      user,
+      verb,
+      group: groupOf(info.apiVersion),
+      resource: info.plural,
+      ...(sub ? { subresource: sub } : {}),
+      ...(ns ? { namespace: ns } : {}),
+      ...(name ? { name } : {}),
+    };
+    if (!this.authorize(res, attrs)) return;
     const json = (code: number, o: unknown) => {
       res.writeHead(code, { 'content-type': 'application/json' });
       res.end(JSON.stringify(o));
@@ -275,8 +431,9 @@ export class ApiServerDouble {
 
     if (req.method === 'GET' && !name) {
       const sel = parseSelector(url.searchParams.get('labelSelector'));
-      if (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1') {
+      if (watching) {
         res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+        res.flushHeaders(); // a watch is established once its headers arrive (client-node awaits them)
         const w: Watcher = { info, ...(ns ? { namespace: ns } : {}), selector: sel, res };
         if (!url.searchParams.get('resourceVersion'))
           for (const o of this.list(info.apiVersion, info.kind))
@@ -309,6 +466,7 @@ export class ApiServerDouble {
       if (info.namespaced) o['metadata'].namespace = ns;
       if (this.store.has(key(info, ns, o['metadata'].name)))
         return status(res, 409, 'AlreadyExists', 'exists');
+      if (!this.ownerRefsAllowed(res, user, undefined, o)) return;
       return json(201, this.put(o));
     }
     if (req.method === 'PUT' && name) {
@@ -319,6 +477,7 @@ export class ApiServerDouble {
         o['metadata'].resourceVersion !== existing['metadata'].resourceVersion
       )
         return status(res, 409, 'Conflict', 'the object has been modified');
+      if (!this.ownerRefsAllowed(res, user, existing, o)) return;
       return json(200, this.put({ ...o, apiVersion: info.apiVersion, kind: info.kind }));
     }
     if (req.method === 'PATCH' && name && sub === 'status') {
@@ -346,8 +505,11 @@ export class ApiServerDouble {
         return status(res, 500, 'InternalError', `apply of ${info.kind} failed`);
       if (!url.searchParams.get('fieldManager'))
         return status(res, 422, 'Invalid', 'fieldManager is required');
+      // An apply that creates the object is also a create (k8s.io/apiserver handlers/patch.go).
+      if (!existing && !this.authorize(res, { ...attrs, verb: 'create' })) return;
       const o = JSON.parse(body) as Obj;
       if (o['metadata']?.name !== name) return status(res, 400, 'BadRequest', 'name mismatch');
+      if (!this.ownerRefsAllowed(res, user, existing, o)) return;
       if (existing && content(existing) === content(o)) return json(200, existing);
       return json(
         existing ? 200 : 201,
@@ -355,7 +517,7 @@ export class ApiServerDouble {
       );
     }
     if (req.method === 'DELETE' && name) {
-      if (!existing) return status(res, 404, 'NotFound', name);
+      if (!existing) return status(res, 404, 'NotFound', `${info.plural} "${name}" not found`);
       this.remove(info.apiVersion, info.kind, info.namespaced ? ns : undefined, name);
       return json(200, { kind: 'Status', apiVersion: 'v1', status: 'Success' });
     }

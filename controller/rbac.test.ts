@@ -1,0 +1,226 @@
+/**
+ * The API-server double's RBAC, rule by rule, and the webhook's and the servers' API calls against the
+ * shipped RBAC: every component runs under its own ServiceAccount, nothing it calls is refused, and no
+ * grant is left unused.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createLogger } from '../common/log.ts';
+import { KubeClusterView } from '../webhook/kube-view.ts';
+import { ApiServerDouble, WEBHOOK_USER } from './testsupport/apiserver.ts';
+import { examples } from './testsupport/fixtures.ts';
+import { RbacAuthorizer, serviceAccountUser, unusedGrants } from './testsupport/rbac.ts';
+
+const SA = serviceAccountUser('team', 'bot');
+const rbac = new RbacAuthorizer([
+  { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'bot', namespace: 'team' } },
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: 'r', namespace: 'a' },
+    rules: [
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['one'], verbs: ['get'] },
+      { apiGroups: ['x.dev'], resources: ['things/status'], verbs: ['patch'] },
+    ],
+  },
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: 'r', namespace: 'a' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'r' },
+    subjects: [{ kind: 'ServiceAccount', name: 'bot', namespace: 'team' }],
+  },
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: 'c' },
+    rules: [{ apiGroups: ['x.dev'], resources: ['things'], verbs: ['list'] }],
+  },
+  {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: 'c-in-b', namespace: 'b' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'c' },
+    subjects: [{ kind: 'ServiceAccount', name: 'bot', namespace: 'team' }],
+  },
+]);
+const ask = (verb: string, group: string, resource: string, more: Record<string, string> = {}) =>
+  rbac.authorize({ user: SA, verb, group, resource, ...more });
+
+describe('RBAC authorizer of the API-server double', () => {
+  it('resourceNames: only the named object, and never list, watch or create', () => {
+    assert.equal(ask('get', '', 'secrets', { namespace: 'a', name: 'one' }), true);
+    assert.equal(ask('get', '', 'secrets', { namespace: 'a', name: 'two' }), false);
+    assert.equal(ask('list', '', 'secrets', { namespace: 'a' }), false);
+    assert.equal(ask('get', '', 'secrets', { namespace: 'a' }), false);
+  });
+  it('a Role grants in its namespace only', () => {
+    assert.equal(ask('get', '', 'secrets', { namespace: 'other', name: 'one' }), false);
+    assert.equal(ask('get', '', 'secrets', { name: 'one' }), false);
+  });
+  it('a ClusterRole through a RoleBinding grants in the binding namespace only', () => {
+    assert.equal(ask('list', 'x.dev', 'things', { namespace: 'b' }), true);
+    assert.equal(ask('list', 'x.dev', 'things'), false);
+    assert.equal(ask('list', 'x.dev', 'things', { namespace: 'a' }), false);
+  });
+  it('a subresource is its own resource: status does not grant the object, nor the reverse', () => {
+    assert.equal(ask('patch', 'x.dev', 'things', { namespace: 'a', subresource: 'status', name: 'n' }), true);
+    assert.equal(ask('patch', 'x.dev', 'things', { namespace: 'a', name: 'n' }), false);
+    assert.equal(ask('list', 'x.dev', 'things', { namespace: 'b', subresource: 'status' }), false);
+  });
+  it('verb and API group must both match', () => {
+    assert.equal(ask('watch', 'x.dev', 'things', { namespace: 'b' }), false);
+    assert.equal(ask('list', 'y.dev', 'things', { namespace: 'b' }), false);
+  });
+  it('another ServiceAccount holds nothing', () => {
+    assert.equal(
+      rbac.authorize({
+        user: serviceAccountUser('team', 'other'),
+        verb: 'list',
+        group: 'x.dev',
+        resource: 'things',
+        namespace: 'b',
+      }),
+      false,
+    );
+  });
+});
+
+describe('API-server double answers refused requests as kube-apiserver', () => {
+  const api = new ApiServerDouble();
+  before(async () => {
+    await api.start();
+  });
+  after(() => api.stop());
+
+  it('403 with the Forbidden Status body, naming user, verb, resource, group and scope', async () => {
+    const headers = {
+      authorization: `Bearer ${api.token(serviceAccountUser('knowledge', 'fgentic-projector'))}`,
+    };
+    const server = `http://127.0.0.1:${api.port}`;
+    const r = await fetch(`${server}/api/v1/namespaces/kagent/secrets/knowledge-agent-mcp-credential`, {
+      headers,
+    });
+    assert.equal(r.status, 403);
+    assert.deepEqual(await r.json(), {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message:
+        'secrets "knowledge-agent-mcp-credential" is forbidden: User "system:serviceaccount:knowledge:fgentic-projector" cannot get resource "secrets" in API group "" in the namespace "kagent"',
+      reason: 'Forbidden',
+      details: { name: 'knowledge-agent-mcp-credential', kind: 'secrets' },
+      code: 403,
+    });
+    const c = await fetch(`${server}/apis/retrieval.fgentic.dev/v1alpha1/retrievalplatforms`, {
+      headers,
+    });
+    assert.equal(c.status, 403);
+    assert.equal(
+      ((await c.json()) as { message: string }).message,
+      'retrievalplatforms.retrieval.fgentic.dev is forbidden: User "system:serviceaccount:knowledge:fgentic-projector" cannot list resource "retrievalplatforms" in API group "retrieval.fgentic.dev" at the cluster scope',
+    );
+  });
+
+  it('401 without a token it issued', async () => {
+    const r = await fetch(`http://127.0.0.1:${api.port}/api/v1/namespaces/kagent/secrets`, {
+      headers: { authorization: 'Bearer forged' },
+    });
+    assert.equal(r.status, 401);
+  });
+
+  it('an apply that creates the object also needs create; patch alone only updates', async () => {
+    const patchOnly = new ApiServerDouble({
+      rbac: new RbacAuthorizer([
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'Role',
+          metadata: { name: 'p', namespace: 'a' },
+          rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
+        },
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'RoleBinding',
+          metadata: { name: 'p', namespace: 'a' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'p' },
+          subjects: [{ kind: 'ServiceAccount', name: 'bot', namespace: 'team' }],
+        },
+      ]),
+    });
+    await patchOnly.start();
+    try {
+      const apply = () =>
+        fetch(
+          `http://127.0.0.1:${patchOnly.port}/api/v1/namespaces/a/configmaps/c?fieldManager=m&force=true`,
+          {
+            method: 'PATCH',
+            headers: {
+              authorization: `Bearer ${patchOnly.token(SA)}`,
+              'content-type': 'application/apply-patch+yaml',
+            },
+            body: JSON.stringify({
+              apiVersion: 'v1',
+              kind: 'ConfigMap',
+              metadata: { name: 'c' },
+              data: { k: 'v' },
+            }),
+          },
+        );
+      const refused = await apply();
+      assert.equal(refused.status, 403);
+      assert.match(
+        ((await refused.json()) as { message: string }).message,
+        /cannot create resource "configmaps"/,
+      );
+      patchOnly.put({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'c', namespace: 'a' },
+        data: {},
+      });
+      assert.equal((await apply()).status, 200);
+    } finally {
+      await patchOnly.stop();
+    }
+  });
+
+  it('the projector and the retrieval server hold no API rights', () => {
+    for (const sa of [
+      serviceAccountUser('knowledge', 'fgentic-projector'),
+      serviceAccountUser('knowledge', 'knowledge-retrieval'),
+    ]) {
+      assert.ok(api.rbac.serviceAccounts.has(sa), sa);
+      assert.deepEqual(api.rbac.grants(sa), []);
+    }
+  });
+});
+
+describe('webhook ClusterView as its ServiceAccount under the shipped RBAC', () => {
+  const api = new ApiServerDouble();
+  let view: KubeClusterView;
+  before(async () => {
+    await api.start();
+    const input = examples();
+    for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners]) api.put(r);
+    view = new KubeClusterView(api.kubeConfig(WEBHOOK_USER), createLogger('test'));
+    await view.start();
+  });
+  after(async () => {
+    await view.stop();
+    await api.stop();
+  });
+
+  it('syncs, confirms a RetrievalAgent live, and uses exactly its grants', async () => {
+    for (let i = 0; i < 200 && !view.ready(); i++) await new Promise((r) => setTimeout(r, 25));
+    assert.equal(view.ready(), true);
+    assert.equal(view.rooms().length, examples().rooms.length);
+    api.put({ ...examples().agents[0], metadata: { name: 'late', namespace: 'team-a' } } as never);
+    assert.equal(await view.confirmRetrievalAgent('team-a', 'late', 5000), true);
+    // Informers watch after listing; give the watches a moment to open.
+    for (let i = 0; i < 200 && !api.calls.some((c) => c.verb === 'watch' && c.resource === 'agents'); i++)
+      await new Promise((r) => setTimeout(r, 25));
+    assert.deepEqual(api.denied, []);
+    assert.deepEqual(unusedGrants(api.rbac, WEBHOOK_USER, api.calls), []);
+  });
+});
