@@ -6,8 +6,8 @@ import { describe, it } from 'node:test';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1/CustomResourceDefinition';
 import { parse } from 'yaml';
 import { allCrds } from '../controller/crds.ts';
-import { CrdValidator } from '../controller/testsupport/schema.ts';
 import { CRD_DIR, generatedFiles } from './generate.ts';
+import { CrdValidator } from './validate.ts';
 
 const v = new CrdValidator();
 for (const c of allCrds()) v.addCrd(c);

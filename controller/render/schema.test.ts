@@ -11,7 +11,7 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPol
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { parseAllDocuments } from 'yaml';
 import { examples } from '../testsupport/fixtures.ts';
-import { CrdValidator, SKIP_UPSTREAM, UPSTREAM } from '../testsupport/schema.ts';
+import { AGENTGATEWAY_VERSIONS, SKIP_UPSTREAM, UPSTREAM, upstreamValidator } from '../testsupport/schema.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';
 
@@ -43,7 +43,24 @@ function variants(): [string, Resources][] {
 }
 
 describe('rendered objects validate against upstream schemas', { skip: SKIP_UPSTREAM }, () => {
-  const v = SKIP_UPSTREAM ? undefined : new CrdValidator().addUpstream();
+  const v = SKIP_UPSTREAM ? undefined : upstreamValidator();
+  const byRelease = new Map(
+    AGENTGATEWAY_VERSIONS.map((r) => [r, SKIP_UPSTREAM ? undefined : upstreamValidator(r)]),
+  );
+  for (const [release, rv] of byRelease)
+    for (const [label, input] of variants())
+      it(`agentgateway ${release}, ${label}: every agentgateway object passes its schema and CEL rules`, () => {
+        let checked = 0;
+        for (const o of render(input).objects) {
+          if (o.apiVersion !== 'agentgateway.dev/v1alpha1') continue;
+          const id = `${o.kind} ${o.metadata.namespace}/${o.metadata.name}`;
+          const r = rv?.validate(o as never);
+          assert.deepEqual([...(r?.schemaErrors ?? []), ...(r?.cel.failed ?? [])], [], id);
+          assert.deepEqual(r?.cel.unevaluated, [], id);
+          checked++;
+        }
+        assert.ok(checked >= 5, `${checked} agentgateway objects`);
+      });
   for (const [label, input] of variants()) {
     it(`${label}: every object passes its schema and CEL rules`, () => {
       const { objects, conflicts } = render(input);
