@@ -366,9 +366,9 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config') as any;
     assert.deepEqual(JSON.parse(cm.data['projector.json']).agents, []);
     // Its mirrored MCP key goes with its MCP policy (garbage collection through the owner reference).
-    assert.equal(
-      api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
-      undefined,
+    await waitFor(
+      'mirror gone',
+      () => !api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
     );
   });
 

@@ -7,6 +7,7 @@ import { CONTROLLER_USER, type KubeObject, type Operation } from './rules/types.
 
 export const KAGENT_NS = 'kagent';
 
+/** A RetrievalPlatform that passes the CRD schema (the fields the rules read come first). */
 export function platform(kagentNamespace = KAGENT_NS, localGroups: string[] = ['staff']): KubeObject {
   return {
     apiVersion: 'retrieval.fgentic.dev/v1alpha1',
@@ -15,6 +16,24 @@ export function platform(kagentNamespace = KAGENT_NS, localGroups: string[] = ['
     spec: {
       namespaces: { retrieval: 'knowledge', kagent: kagentNamespace, gateway: 'agentgateway-system' },
       localGroups,
+      gateway: {
+        name: 'agentgateway-proxy',
+        namespace: 'agentgateway-system',
+        localListener: 'default',
+        mcpListener: 'default',
+        mcpUrl: 'http://agentgateway-proxy.agentgateway-system.svc.cluster.local:8080',
+      },
+      bridge: {
+        workload: 'matrix-a2a-bridge',
+        apiKeySecretRef: { name: 'a2a-bridge-callers', key: 'matrix-a2a-bridge' },
+        localServer: 'org-a.example',
+        serviceUserRegex: '^@a2a-bridge:org-a\\.example$',
+      },
+      embeddings: {
+        url: 'http://agentgateway-proxy.agentgateway-system.svc.cluster.local:8082/v1/embeddings',
+        model: 'BAAI/bge-m3',
+        profile: 'bge-m3-1024-v1',
+      },
     },
   };
 }
@@ -28,6 +47,7 @@ export function retrievalAgentCr(name = 'knowledge-agent', namespace = KAGENT_NS
       description: 'answers from the knowledge base',
       modelConfig: 'agentgateway-model',
       systemMessage: 'hi',
+      mcpApiKeySecretRef: { name: `${name}-mcp-credential`, key: 'authorization' },
     },
   };
 }

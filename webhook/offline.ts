@@ -1,7 +1,11 @@
 /**
  * Offline admission: the same AdmissionReview path as the server, applied to a set of manifests treated
- * as CREATE requests by one user, with the whole set as the ClusterView.
+ * as CREATE requests by one user, with the whole set as the ClusterView. Our own kinds are first checked
+ * against our CRDs' structural schema and CEL rules (crds/validate.ts), as the API server does before
+ * any webhook sees them, so offline denials equal the cluster's.
  */
+import { allCrds } from '../controller/crds.ts';
+import { crValidator } from '../crds/validate.ts';
 import type { Manifest } from './manifests.ts';
 import { makeAdmissionReview, review } from './review.ts';
 import {
@@ -33,6 +37,8 @@ export function inScope(group: string, kind: string): boolean {
     group === RETRIEVAL_GROUP || (group === KAGENT_GROUP && (kind === 'Agent' || kind === 'RemoteMCPServer'))
   );
 }
+
+let crds: ReturnType<typeof crValidator> | undefined;
 
 export function checkManifests(
   manifests: readonly Manifest[],
@@ -78,6 +84,19 @@ export function checkManifests(
       continue;
     }
     seen.set(identity, `${m.source}#${m.index}`);
+    if (group === RETRIEVAL_GROUP) {
+      crds ??= crValidator(allCrds());
+      const problems = crds.validate(o);
+      if (problems.length > 0) {
+        results.push({
+          ...base,
+          verdict: 'denied',
+          message: `${problems.slice(0, 5).join('; ')} [crd-schema]`,
+          warnings: [],
+        });
+        continue;
+      }
+    }
     const body = makeAdmissionReview(o, { operation: 'CREATE', username, uid: `offline-${++uid}` });
     const out = review(body, view, cfg);
     const r = out.review.response;

@@ -10,6 +10,8 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
+import { crValidator } from '../../crds/validate.ts';
+import { allCrds } from '../crds.ts';
 import { REPO } from './fixtures.ts';
 import { type Attributes, forbiddenMessage, RbacAuthorizer, serviceAccountUser } from './rbac.ts';
 
@@ -128,6 +130,9 @@ export interface ApiServerOptions {
   latencyMs?: number;
 }
 
+/** Our CRDs, as served: create, update and apply of our kinds are validated against them. */
+const ownCrds = crValidator(allCrds());
+
 const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0] : '') as string;
 
 function parseSelector(s: string | null): [string, string][] {
@@ -233,6 +238,7 @@ export class ApiServerDouble {
     return i;
   }
 
+  /** Writes storage directly, as etcd would: no authorization, admission or validation. */
   put(obj: Obj): Obj {
     const info = this.info(obj['apiVersion'], obj['kind']);
     const k = key(info, obj['metadata'].namespace, obj['metadata'].name);
@@ -294,6 +300,30 @@ export class ApiServerDouble {
     for (const w of this.watchers)
       if (w.info === info && matches(obj, w.namespace, w.selector))
         w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
+  }
+
+  /**
+   * Structural schema + CEL validation of our own kinds on create and update (kube-apiserver answers
+   * 422 Invalid with the failing fields as causes). Objects of other groups are not validated here.
+   */
+  private invalid(res: ServerResponse, info: KindInfo, obj: Obj): boolean {
+    if (!ownCrds.has(info.apiVersion, info.kind)) return false;
+    const problems = ownCrds.validate({ ...obj, apiVersion: info.apiVersion, kind: info.kind });
+    if (problems.length === 0) return false;
+    const group = groupOf(info.apiVersion);
+    status(
+      res,
+      422,
+      'Invalid',
+      `${info.kind}.${group} "${obj['metadata']?.name}" is invalid: ${problems.join(', ')}`,
+      {
+        name: obj['metadata']?.name,
+        group,
+        kind: info.kind,
+        causes: problems.map((message) => ({ reason: 'FieldValueInvalid', message })),
+      },
+    );
+    return true;
   }
 
   /**
@@ -467,6 +497,7 @@ export class ApiServerDouble {
       if (this.store.has(key(info, ns, o['metadata'].name)))
         return status(res, 409, 'AlreadyExists', 'exists');
       if (!this.ownerRefsAllowed(res, user, undefined, o)) return;
+      if (this.invalid(res, info, o)) return;
       return json(201, this.put(o));
     }
     if (req.method === 'PUT' && name) {
@@ -478,6 +509,7 @@ export class ApiServerDouble {
       )
         return status(res, 409, 'Conflict', 'the object has been modified');
       if (!this.ownerRefsAllowed(res, user, existing, o)) return;
+      if (this.invalid(res, info, o)) return;
       return json(200, this.put({ ...o, apiVersion: info.apiVersion, kind: info.kind }));
     }
     if (req.method === 'PATCH' && name && sub === 'status') {
@@ -510,6 +542,7 @@ export class ApiServerDouble {
       const o = JSON.parse(body) as Obj;
       if (o['metadata']?.name !== name) return status(res, 400, 'BadRequest', 'name mismatch');
       if (!this.ownerRefsAllowed(res, user, existing, o)) return;
+      if (this.invalid(res, info, o)) return;
       if (existing && content(existing) === content(o)) return json(200, existing);
       return json(
         existing ? 200 : 201,
