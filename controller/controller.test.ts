@@ -355,16 +355,20 @@ describe('controller loop against an API-server double, as its ServiceAccount un
         .list('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy')
         .every((o) => !o['metadata'].name.includes('knowledge-agent')),
     );
-    assert.equal(
-      api.get('networking.k8s.io/v1', 'NetworkPolicy', 'kagent', 'fgentic-retrieval-agent.knowledge-agent'),
-      undefined,
+    await waitFor(
+      'NetworkPolicy and RemoteMCPServer gone',
+      () =>
+        !api.get(
+          'networking.k8s.io/v1',
+          'NetworkPolicy',
+          'kagent',
+          'fgentic-retrieval-agent.knowledge-agent',
+        ) && !api.get('kagent.dev/v1alpha2', 'RemoteMCPServer', 'kagent', 'knowledge-retrieval'),
     );
-    assert.equal(
-      api.get('kagent.dev/v1alpha2', 'RemoteMCPServer', 'kagent', 'knowledge-retrieval'),
-      undefined,
-    );
-    const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config') as any;
-    assert.deepEqual(JSON.parse(cm.data['projector.json']).agents, []);
+    await waitFor('projector config without agents', () => {
+      const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config') as any;
+      return JSON.parse(cm.data['projector.json']).agents.length === 0;
+    });
     // Its mirrored MCP key goes with its MCP policy (garbage collection through the owner reference).
     await waitFor(
       'mirror gone',

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { crValidator } from '../../crds/validate.ts';
 import { allCrds } from '../crds.ts';
+import { apply as applyFields, managedFields, type Ownership, update } from './fields.ts';
 import { REPO } from './fixtures.ts';
 import { type Attributes, forbiddenMessage, RbacAuthorizer, serviceAccountUser } from './rbac.ts';
 
@@ -87,6 +88,13 @@ interface Watcher {
   namespace?: string;
   selector: [string, string][];
   res: ServerResponse;
+  bookmarks: boolean;
+}
+
+function sameOwners(a: Ownership, b: Ownership): boolean {
+  const flat = (o: Ownership) =>
+    JSON.stringify([...o].map(([m, x]) => [m, x.operation, [...x.fields].sort()]).sort());
+  return flat(a) === flat(b);
 }
 
 export interface ApplyRecord {
@@ -161,8 +169,14 @@ function content(o: Obj): string {
 
 export class ApiServerDouble {
   private store = new Map<string, Obj>();
+  private fieldOwners = new Map<string, Ownership>();
   private watchers = new Set<Watcher>();
   private rv = 100;
+  /** Events kept for watches that resume from a resourceVersion (etcd's compaction window). */
+  private history: { rv: number; info: KindInfo; type: string; object: Obj }[] = [];
+  /** Watches from a resourceVersion older than this get 410 Gone. */
+  private compactedRv = 0;
+  historyLimit = 10_000;
   private server?: Server;
   private tokens = new Map<string, string>();
   readonly rbac: RbacAuthorizer;
@@ -254,6 +268,8 @@ export class ApiServerDouble {
         : 1,
       resourceVersion: String(++this.rv),
     };
+    if (prev?.['metadata'].deletionTimestamp)
+      next['metadata'].deletionTimestamp = prev['metadata'].deletionTimestamp;
     if (prev?.['status'] && !next['status']) next['status'] = prev['status'];
     this.store.set(k, next);
     this.emit(info, prev ? 'MODIFIED' : 'ADDED', next);
@@ -277,7 +293,9 @@ export class ApiServerDouble {
     const o = this.store.get(k);
     if (!o) return false;
     this.store.delete(k);
-    this.emit(info, 'DELETED', o);
+    this.fieldOwners.delete(k);
+    const gone = { ...o, metadata: { ...o['metadata'], resourceVersion: String(++this.rv) } };
+    this.emit(info, 'DELETED', gone);
     this.collectGarbage();
     return true;
   }
@@ -297,9 +315,136 @@ export class ApiServerDouble {
   }
 
   private emit(info: KindInfo, type: string, obj: Obj) {
+    const rv = Number(obj['metadata'].resourceVersion);
+    this.history.push({ rv, info, type, object: obj });
+    if (this.history.length > this.historyLimit)
+      this.compact(this.history[this.history.length - this.historyLimit]?.rv);
     for (const w of this.watchers)
       if (w.info === info && matches(obj, w.namespace, w.selector))
         w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
+  }
+
+  /** Forgets events before `rv` (default: all), as etcd compaction does; older watches get 410 Gone. */
+  compact(rv = this.rv + 1): void {
+    this.compactedRv = Math.max(this.compactedRv, rv);
+    this.history = this.history.filter((e) => e.rv >= rv);
+  }
+
+  /** Sends a BOOKMARK with the current resourceVersion to every watch that allowed bookmarks. */
+  bookmark(): void {
+    for (const w of this.watchers)
+      if (w.bookmarks)
+        w.res.write(
+          `${JSON.stringify({
+            type: 'BOOKMARK',
+            object: {
+              kind: w.info.kind,
+              apiVersion: w.info.apiVersion,
+              metadata: { resourceVersion: String(this.rv) },
+            },
+          })}\n`,
+        );
+  }
+
+  /**
+   * A watch as kube-apiserver serves it: without a resourceVersion (or "0") it starts with synthetic
+   * ADDED events for the current state; from a resourceVersion it replays what happened after it, or,
+   * when that version is compacted away, sends one ERROR event with a 410 Expired Status and ends.
+   */
+  private watch(
+    res: ServerResponse,
+    info: KindInfo,
+    ns: string | undefined,
+    sel: [string, string][],
+    q: URLSearchParams,
+  ) {
+    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    res.flushHeaders(); // a watch is established once its headers arrive (client-node awaits them)
+    const from = q.get('resourceVersion');
+    if (from && from !== '0' && Number(from) < this.compactedRv) {
+      res.end(
+        `${JSON.stringify({
+          type: 'ERROR',
+          object: {
+            kind: 'Status',
+            apiVersion: 'v1',
+            metadata: {},
+            status: 'Failure',
+            message: `too old resource version: ${from} (${this.compactedRv})`,
+            reason: 'Expired',
+            code: 410,
+          },
+        })}\n`,
+      );
+      return;
+    }
+    const w: Watcher = {
+      info,
+      ...(ns ? { namespace: ns } : {}),
+      selector: sel,
+      res,
+      bookmarks: q.get('allowWatchBookmarks') === 'true',
+    };
+    if (!from || from === '0') {
+      for (const o of this.list(info.apiVersion, info.kind))
+        if (matches(o, ns, sel)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
+    } else
+      for (const e of this.history)
+        if (e.rv > Number(from) && e.info === info && matches(e.object, ns, sel))
+          res.write(`${JSON.stringify({ type: e.type, object: e.object })}\n`);
+    this.watchers.add(w);
+    res.on('close', () => this.watchers.delete(w));
+  }
+
+  private owners(k: string): Ownership {
+    return this.fieldOwners.get(k) ?? new Map();
+  }
+
+  /** kube-apiserver refuses new finalizers on an object that is being deleted. */
+  private finalizerAddedWhileDeleting(res: ServerResponse, qualified: string, prev: Obj, next: Obj): boolean {
+    if (!prev['metadata'].deletionTimestamp) return false;
+    const had = new Set(prev['metadata'].finalizers ?? []);
+    const added = ((next['metadata']?.finalizers ?? []) as string[]).filter((f) => !had.has(f));
+    if (added.length === 0) return false;
+    status(
+      res,
+      422,
+      'Invalid',
+      `${qualified} "${prev['metadata'].name}" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers ${JSON.stringify(added)}`,
+    );
+    return true;
+  }
+
+  /**
+   * A write through the API: server-owned metadata is kept, status is kept (the status subresource is
+   * the only way to change it), field owners are recorded, and an object being deleted whose last
+   * finalizer went is removed.
+   */
+  private write(info: KindInfo, prev: Obj | undefined, obj: Obj, owners: Ownership): Obj {
+    const next = structuredClone(obj);
+    next['metadata'] = { ...next['metadata'] };
+    for (const f of [
+      'uid',
+      'creationTimestamp',
+      'generation',
+      'deletionTimestamp',
+      'resourceVersion',
+      'managedFields',
+    ])
+      delete next['metadata'][f];
+    if (prev?.['metadata'].deletionTimestamp)
+      next['metadata'].deletionTimestamp = prev['metadata'].deletionTimestamp;
+    delete next['status'];
+    if (prev?.['status']) next['status'] = prev['status'];
+    next['metadata'].managedFields = managedFields(owners, info.apiVersion);
+    const k = key(info, next['metadata'].namespace, next['metadata'].name);
+    this.fieldOwners.set(k, owners);
+    const stored = this.put(next);
+    if (stored['metadata'].deletionTimestamp && (stored['metadata'].finalizers ?? []).length === 0) {
+      this.remove(info.apiVersion, info.kind, stored['metadata'].namespace, stored['metadata'].name);
+      this.fieldOwners.delete(k);
+    }
+    return stored;
   }
 
   /**
@@ -461,17 +606,7 @@ export class ApiServerDouble {
 
     if (req.method === 'GET' && !name) {
       const sel = parseSelector(url.searchParams.get('labelSelector'));
-      if (watching) {
-        res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
-        res.flushHeaders(); // a watch is established once its headers arrive (client-node awaits them)
-        const w: Watcher = { info, ...(ns ? { namespace: ns } : {}), selector: sel, res };
-        if (!url.searchParams.get('resourceVersion'))
-          for (const o of this.list(info.apiVersion, info.kind))
-            if (matches(o, ns, sel)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
-        this.watchers.add(w);
-        res.on('close', () => this.watchers.delete(w));
-        return;
-      }
+      if (watching) return this.watch(res, info, ns, sel, url.searchParams);
       const items = this.list(info.apiVersion, info.kind).filter((o) => matches(o, ns, sel));
       return json(200, {
         kind: `${info.kind}List`,
@@ -482,10 +617,15 @@ export class ApiServerDouble {
     }
     const k = name ? key(info, info.namespaced ? ns : undefined, name) : '';
     const existing = name ? this.store.get(k) : undefined;
+    const qualified = `${info.plural}.${groupOf(info.apiVersion) || 'core'}`.replace(/\.core$/, '');
+    const manager =
+      url.searchParams.get('fieldManager') ??
+      (req.headers['user-agent'] ?? 'unknown').split('/')[0] ??
+      'unknown';
     if (req.method === 'GET')
       return existing
         ? json(200, existing)
-        : status(res, 404, 'NotFound', `${info.plural} "${name}" not found`);
+        : status(res, 404, 'NotFound', `${qualified} "${name}" not found`);
     if (req.method === 'POST' && !name) {
       const o = JSON.parse(body) as Obj;
       o['apiVersion'] ??= info.apiVersion;
@@ -495,34 +635,43 @@ export class ApiServerDouble {
         o['metadata'].name = `${o['metadata'].generateName}${randomUUID().slice(0, 8)}`;
       if (info.namespaced) o['metadata'].namespace = ns;
       if (this.store.has(key(info, ns, o['metadata'].name)))
-        return status(res, 409, 'AlreadyExists', 'exists');
+        return status(res, 409, 'AlreadyExists', `${qualified} "${o['metadata'].name}" already exists`);
       if (!this.ownerRefsAllowed(res, user, undefined, o)) return;
       if (this.invalid(res, info, o)) return;
-      return json(201, this.put(o));
+      const created = this.write(info, undefined, o, update(undefined, o, new Map(), manager));
+      return json(201, created);
     }
-    if (req.method === 'PUT' && name) {
+    if (req.method === 'PUT' && name && !sub) {
       const o = JSON.parse(body) as Obj;
-      if (!existing) return status(res, 404, 'NotFound', name);
+      if (!existing) return status(res, 404, 'NotFound', `${qualified} "${name}" not found`);
       if (
         o['metadata']?.resourceVersion &&
         o['metadata'].resourceVersion !== existing['metadata'].resourceVersion
       )
-        return status(res, 409, 'Conflict', 'the object has been modified');
+        return status(
+          res,
+          409,
+          'Conflict',
+          `Operation cannot be fulfilled on ${qualified} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+        );
       if (!this.ownerRefsAllowed(res, user, existing, o)) return;
+      if (this.finalizerAddedWhileDeleting(res, qualified, existing, o)) return;
       if (this.invalid(res, info, o)) return;
-      return json(200, this.put({ ...o, apiVersion: info.apiVersion, kind: info.kind }));
+      const next = { ...o, apiVersion: info.apiVersion, kind: info.kind };
+      return json(200, this.write(info, existing, next, update(existing, next, this.owners(k), manager)));
     }
     if (req.method === 'PATCH' && name && sub === 'status') {
-      if (!existing) return status(res, 404, 'NotFound', name);
+      if (!existing) return status(res, 404, 'NotFound', `${qualified} "${name}" not found`);
       const patch = JSON.parse(body) as Obj;
       const next = structuredClone(existing);
+      // The status subresource changes status only; spec and metadata in the body are ignored.
       next['status'] = { ...(existing['status'] ?? {}), ...patch['status'] };
       next['metadata'].resourceVersion = String(++this.rv);
       this.store.set(k, next);
       this.emit(info, 'MODIFIED', next);
       return json(200, next);
     }
-    if (req.method === 'PATCH' && name) {
+    if (req.method === 'PATCH' && name && !sub) {
       const ct = req.headers['content-type'];
       if (ct !== 'application/apply-patch+yaml') return status(res, 415, 'UnsupportedMediaType', String(ct));
       this.applies.push({
@@ -536,23 +685,70 @@ export class ApiServerDouble {
       if (this.failApply.has(info.kind))
         return status(res, 500, 'InternalError', `apply of ${info.kind} failed`);
       if (!url.searchParams.get('fieldManager'))
-        return status(res, 422, 'Invalid', 'fieldManager is required');
+        return status(
+          res,
+          422,
+          'Invalid',
+          'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value',
+        );
       // An apply that creates the object is also a create (k8s.io/apiserver handlers/patch.go).
       if (!existing && !this.authorize(res, { ...attrs, verb: 'create' })) return;
       const o = JSON.parse(body) as Obj;
-      if (o['metadata']?.name !== name) return status(res, 400, 'BadRequest', 'name mismatch');
-      if (!this.ownerRefsAllowed(res, user, existing, o)) return;
-      if (this.invalid(res, info, o)) return;
-      if (existing && content(existing) === content(o)) return json(200, existing);
-      return json(
-        existing ? 200 : 201,
-        this.put({ ...o, ...(existing?.['status'] ? { status: existing['status'] } : {}) }),
+      if (o['metadata']?.name !== name)
+        return status(res, 400, 'BadRequest', 'the name of the object does not match the name on the URL');
+      if (info.namespaced) o['metadata'].namespace = ns;
+      const outcome = applyFields(
+        existing,
+        this.owners(k),
+        o,
+        url.searchParams.get('fieldManager') as string,
+        url.searchParams.get('force') === 'true',
       );
+      if (outcome.conflicts.length > 0) {
+        const n = outcome.conflicts.length;
+        const list = outcome.conflicts.map(
+          (c) => `conflict with "${c.manager}" using ${info.apiVersion}: ${c.field}`,
+        );
+        return status(
+          res,
+          409,
+          'Conflict',
+          `Apply failed with ${n} conflict${n > 1 ? 's' : ''}: ${list.join('\n')}`,
+          {
+            name,
+            ...(groupOf(info.apiVersion) ? { group: groupOf(info.apiVersion) } : {}),
+            kind: info.plural,
+            causes: outcome.conflicts.map((c) => ({
+              reason: 'FieldManagerConflict',
+              message: `conflict with "${c.manager}" using ${info.apiVersion}`,
+              field: c.field,
+            })),
+          },
+        );
+      }
+      const next = outcome.object;
+      if (!this.ownerRefsAllowed(res, user, existing, next)) return;
+      if (existing && this.finalizerAddedWhileDeleting(res, qualified, existing, next)) return;
+      if (this.invalid(res, info, next)) return;
+      // A no-op apply changes nothing: same content, same owners, no new resourceVersion, no event.
+      if (existing && content(existing) === content(next) && sameOwners(this.owners(k), outcome.owners))
+        return json(200, existing);
+      return json(existing ? 200 : 201, this.write(info, existing, next, outcome.owners));
     }
     if (req.method === 'DELETE' && name) {
-      if (!existing) return status(res, 404, 'NotFound', `${info.plural} "${name}" not found`);
+      if (!existing) return status(res, 404, 'NotFound', `${qualified} "${name}" not found`);
+      // Finalizers hold the object: it only gets a deletionTimestamp until they are all removed.
+      if ((existing['metadata'].finalizers ?? []).length > 0) {
+        if (existing['metadata'].deletionTimestamp) return json(200, existing);
+        const next = structuredClone(existing);
+        next['metadata'].deletionTimestamp = new Date().toISOString();
+        next['metadata'].resourceVersion = String(++this.rv);
+        this.store.set(k, next);
+        this.emit(info, 'MODIFIED', next);
+        return json(200, next);
+      }
       this.remove(info.apiVersion, info.kind, info.namespaced ? ns : undefined, name);
-      return json(200, { kind: 'Status', apiVersion: 'v1', status: 'Success' });
+      return json(200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success' });
     }
     return status(res, 405, 'MethodNotAllowed', `${req.method} ${url.pathname}`);
   }
