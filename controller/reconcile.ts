@@ -19,6 +19,7 @@ import type {
   RetrievalRoom,
 } from './types.ts';
 import { resourceKey } from './types.ts';
+import { judgeUpstream, type UpstreamFacts, type UpstreamVerdict } from './upstream.ts';
 
 const log = createLogger('controller');
 
@@ -33,6 +34,8 @@ export interface ClusterApi {
   patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<void>;
   event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
   readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined>;
+  /** The kagent and agentgateway APIs the cluster serves. */
+  upstream(): Promise<UpstreamFacts>;
 }
 
 export interface ReconcileResult {
@@ -40,6 +43,8 @@ export interface ReconcileResult {
   pruned: number;
   conflicts: Conflict[];
   errors: string[];
+  /** Set when the upstream is unsupported: nothing was applied or pruned. */
+  unsupported?: UpstreamVerdict;
 }
 
 const objKey = (o: K8sObject) => `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
@@ -111,6 +116,14 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
     rooms: rooms.filter(live),
     partners: partners.filter(live),
   };
+  // An upstream the design does not hold on: render nothing new and prune nothing, so whatever works
+  // keeps working, and say what was seen on the RetrievalPlatform.
+  const verdict = judgeUpstream(await api.upstream());
+  if (!verdict.supported) {
+    await reportUnsupported(api, input.platforms, verdict, now().toISOString());
+    log.warn('unsupported upstream', { seen: verdict.seen, problems: verdict.problems.length });
+    return { applied: 0, pruned: 0, conflicts: [], errors: [], unsupported: verdict };
+  }
   const jwt = input.platforms.find((p) => p.metadata.name === 'default')?.spec.jwt;
   if (jwt?.jwksSecretRef) {
     const v = await api.readSecretKey(
@@ -199,6 +212,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
         ? mirror.problems.get(`${res.metadata.namespace}/${res.metadata.name}`)
         : undefined;
     const conditions = conditionsFor(res, conflict, errors, stamp, problem);
+    if (res.kind === 'RetrievalPlatform') conditions.push(upstreamCondition(res, verdict, stamp));
     if (
       sameConditions(res.status?.conditions, conditions) &&
       res.status?.observedGeneration === res.metadata.generation
@@ -226,4 +240,50 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
   }
   log.info('reconciled', { applied, pruned, conflicts: conflicts.length, errors: errors.length });
   return { applied, pruned, conflicts, errors };
+}
+
+function upstreamCondition(res: OwnResource, v: UpstreamVerdict, now: string): Condition {
+  const prev = res.status?.conditions?.find((c) => c.type === 'UpstreamSupported');
+  const status = v.supported ? 'True' : 'False';
+  return {
+    type: 'UpstreamSupported',
+    status,
+    reason: v.supported ? 'Supported' : 'UnsupportedUpstream',
+    message: (v.supported ? `seen ${v.seen}` : `seen ${v.seen}: ${v.problems.join('; ')}`).slice(0, 1024),
+    ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),
+    lastTransitionTime:
+      prev && prev.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : now,
+  };
+}
+
+/** Ready=False/UnsupportedUpstream plus UpstreamSupported=False on each platform; other conditions stay. */
+async function reportUnsupported(
+  api: ClusterApi,
+  platforms: RetrievalPlatform[],
+  v: UpstreamVerdict,
+  now: string,
+): Promise<void> {
+  for (const p of platforms) {
+    const upstream = upstreamCondition(p, v, now);
+    const prev = p.status?.conditions ?? [];
+    const oldReady = prev.find((c) => c.type === 'Ready');
+    const ready: Condition = {
+      type: 'Ready',
+      status: 'False',
+      reason: 'UnsupportedUpstream',
+      message: 'nothing new is rendered until kagent and agentgateway are supported versions',
+      ...(p.metadata.generation !== undefined ? { observedGeneration: p.metadata.generation } : {}),
+      lastTransitionTime:
+        oldReady?.status === 'False' && oldReady.lastTransitionTime ? oldReady.lastTransitionTime : now,
+    };
+    const conditions = [
+      ready,
+      ...prev.filter((c) => c.type !== 'Ready' && c.type !== 'UpstreamSupported'),
+      upstream,
+    ];
+    if (sameConditions(prev, conditions)) continue;
+    const was = prev.find((c) => c.type === 'UpstreamSupported')?.status === 'False';
+    await api.patchStatus(p, { conditions });
+    if (!was) await api.event(p, 'Warning', 'UnsupportedUpstream', upstream.message).catch(() => undefined);
+  }
 }

@@ -14,6 +14,8 @@ import {
   type OwnResource,
   VERSION,
 } from '../types.ts';
+import type { UpstreamFacts } from '../upstream.ts';
+import { readUpstream } from './discovery.ts';
 
 /** Every kind the render can produce (pruning lists these). */
 export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string }[] = [
@@ -42,6 +44,11 @@ export class KubeClient {
     this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
     this.core = kc.makeApiClient(k8s.CoreV1Api);
     this.coordination = kc.makeApiClient(k8s.CoordinationV1Api);
+  }
+
+  /** Served kagent/agentgateway APIs (discovery + OpenAPI; no RBAC needed). */
+  upstream(): Promise<UpstreamFacts> {
+    return readUpstream(this.kc);
   }
 
   async listOwn<T extends OwnResource>(kind: OwnKind): Promise<T[]> {

@@ -15,17 +15,12 @@ import { allCrds } from '../crds.ts';
 import { apply as applyFields, managedFields, type Ownership, update } from './fields.ts';
 import { REPO } from './fixtures.ts';
 import { type Attributes, forbiddenMessage, RbacAuthorizer, serviceAccountUser } from './rbac.ts';
-
-interface KindInfo {
-  apiVersion: string;
-  kind: string;
-  plural: string;
-  namespaced: boolean;
-}
+import { type KindInfo, kagent09, type UpstreamProfile } from './upstreams.ts';
 
 type Obj = Record<string, any>;
 
-const KINDS: KindInfo[] = [
+/** Kinds every profile serves; kagent and agentgateway kinds come from the upstream profile. */
+const BASE_KINDS: KindInfo[] = [
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true },
   { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true },
   { apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true },
@@ -38,25 +33,6 @@ const KINDS: KindInfo[] = [
     namespaced: true,
   },
   { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', plural: 'httproutes', namespaced: true },
-  {
-    apiVersion: 'agentgateway.dev/v1alpha1',
-    kind: 'AgentgatewayBackend',
-    plural: 'agentgatewaybackends',
-    namespaced: true,
-  },
-  {
-    apiVersion: 'agentgateway.dev/v1alpha1',
-    kind: 'AgentgatewayPolicy',
-    plural: 'agentgatewaypolicies',
-    namespaced: true,
-  },
-  {
-    apiVersion: 'kagent.dev/v1alpha2',
-    kind: 'RemoteMCPServer',
-    plural: 'remotemcpservers',
-    namespaced: true,
-  },
-  { apiVersion: 'kagent.dev/v1alpha2', kind: 'Agent', plural: 'agents', namespaced: true },
   {
     apiVersion: 'retrieval.fgentic.dev/v1alpha1',
     kind: 'RetrievalPlatform',
@@ -136,6 +112,8 @@ export interface ApiServerOptions {
   rbac?: RbacAuthorizer;
   /** Added before every response (a slow apiserver, for load tests). */
   latencyMs?: number;
+  /** The kagent/agentgateway APIs served (default kagent v0.9.11 + agentgateway v1alpha1). */
+  upstream?: UpstreamProfile;
 }
 
 /** Our CRDs, as served: create, update and apply of our kinds are validated against them. */
@@ -191,9 +169,19 @@ export class ApiServerDouble {
   readonly failApply = new Set<string>();
   port = 0;
 
+  private kinds: KindInfo[] = [];
+  private upstream!: UpstreamProfile;
+
   constructor(o: ApiServerOptions = {}) {
     this.rbac = o.rbac ?? RbacAuthorizer.fromKustomize(join(REPO, 'deploy', 'base'));
     this.latencyMs = o.latencyMs ?? 0;
+    this.setUpstream(o.upstream ?? kagent09());
+  }
+
+  /** Serves other upstream APIs from now on (an upgrade); stored objects of kinds gone stay stored. */
+  setUpstream(p: UpstreamProfile): void {
+    this.upstream = p;
+    this.kinds = [...BASE_KINDS, ...p.kinds];
   }
 
   async start(): Promise<this> {
@@ -247,7 +235,7 @@ export class ApiServerDouble {
 
   // ---- direct store access for tests ---------------------------------------------------------
   private info(apiVersion: string, kind: string): KindInfo {
-    const i = KINDS.find((k) => k.apiVersion === apiVersion && k.kind === kind);
+    const i = [...BASE_KINDS, ...this.kinds].find((k) => k.apiVersion === apiVersion && k.kind === kind);
     if (!i) throw new Error(`unknown kind ${apiVersion} ${kind}`);
     return i;
   }
@@ -472,6 +460,63 @@ export class ApiServerDouble {
   }
 
   /**
+   * Discovery and OpenAPI, non-resource URLs every authenticated user may read (system:discovery):
+   * `/apis` lists the served groups and versions; `/openapi/v3/apis/<g>/<v>` the served kinds' schemas.
+   */
+  private nonResource(res: ServerResponse, parts: string[]): boolean {
+    const json = (o: unknown) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(o));
+    };
+    if (parts.length === 1 && parts[0] === 'apis') {
+      const groups = new Map<string, string[]>();
+      for (const k of this.kinds) {
+        if (!k.apiVersion.includes('/')) continue;
+        const [g, v] = k.apiVersion.split('/') as [string, string];
+        const vs = groups.get(g) ?? [];
+        if (!vs.includes(v)) vs.push(v);
+        groups.set(g, vs);
+      }
+      json({
+        kind: 'APIGroupList',
+        apiVersion: 'v1',
+        groups: [...groups].map(([name, versions]) => ({
+          name,
+          versions: versions.map((version) => ({ groupVersion: `${name}/${version}`, version })),
+          preferredVersion: {
+            groupVersion: `${name}/${versions[versions.length - 1]}`,
+            version: versions[versions.length - 1],
+          },
+        })),
+      });
+      return true;
+    }
+    if (parts[0] === 'openapi' && parts[1] === 'v3' && parts[2] === 'apis' && parts.length === 5) {
+      const [g, v] = [parts[3] as string, parts[4] as string];
+      const served = this.kinds.filter((k) => k.apiVersion === `${g}/${v}`);
+      if (served.length === 0) {
+        status(res, 404, 'NotFound', 'the server could not find the requested resource');
+        return true;
+      }
+      const schemas: Record<string, unknown> = {};
+      const agent = served.find((k) => k.kind === 'Agent' && g === 'kagent.dev' && v === 'v1alpha2');
+      if (agent && this.upstream.agentSchema)
+        schemas[`dev.kagent.v1alpha2.Agent`] = {
+          ...this.upstream.agentSchema,
+          'x-kubernetes-group-version-kind': [{ group: g, kind: 'Agent', version: v }],
+        };
+      json({
+        openapi: '3.0.0',
+        info: { title: 'Kubernetes', version: 'v1.30.0' },
+        paths: {},
+        components: { schemas },
+      });
+      return true;
+    }
+    return false;
+  }
+
+  /**
    * Authentication (bearer token → user) and RBAC, as kube-apiserver: 401 without a known token,
    * 403 Forbidden with the apiserver's Status body when no rule allows the request.
    */
@@ -508,7 +553,7 @@ export class ApiServerDouble {
     );
     for (const r of (next['metadata']?.ownerReferences ?? []) as Obj[]) {
       if (!r['blockOwnerDeletion'] || before.has(r['uid'])) continue;
-      const owner = KINDS.find((k) => k.apiVersion === r['apiVersion'] && k.kind === r['kind']);
+      const owner = this.kinds.find((k) => k.apiVersion === r['apiVersion'] && k.kind === r['kind']);
       if (!owner) continue;
       const a: Attributes = {
         user,
@@ -533,6 +578,7 @@ export class ApiServerDouble {
     const user = this.authenticate(req);
     if (!user) return status(res, 401, 'Unauthorized', 'Unauthorized');
     const parts = url.pathname.split('/').filter(Boolean);
+    if (this.nonResource(res, parts)) return;
     let gv: string;
     let rest: string[];
     if (parts[0] === 'api' && parts[1] === 'v1') {
@@ -550,13 +596,15 @@ export class ApiServerDouble {
           kind: 'APIResourceList',
           apiVersion: 'v1',
           groupVersion: gv,
-          resources: KINDS.filter((k) => k.apiVersion === gv).map((k) => ({
-            name: k.plural,
-            singularName: k.kind.toLowerCase(),
-            namespaced: k.namespaced,
-            kind: k.kind,
-            verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
-          })),
+          resources: this.kinds
+            .filter((k) => k.apiVersion === gv)
+            .map((k) => ({
+              name: k.plural,
+              singularName: k.kind.toLowerCase(),
+              namespaced: k.namespaced,
+              kind: k.kind,
+              verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
+            })),
         }),
       );
       return;
@@ -566,7 +614,7 @@ export class ApiServerDouble {
       ns = rest[1];
       rest = rest.slice(2);
     }
-    const info = KINDS.find((k) => k.apiVersion === gv && k.plural === rest[0]);
+    const info = this.kinds.find((k) => k.apiVersion === gv && k.plural === rest[0]);
     if (!info) return status(res, 404, 'NotFound', `no resource ${gv} ${rest[0]}`);
     const name = rest[1];
     const sub = rest[2];
