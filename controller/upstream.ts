@@ -35,10 +35,13 @@ export interface UpstreamVerdict {
 export const KAGENT = 'kagent.dev';
 export const AGENTGATEWAY = 'agentgateway.dev';
 
-type S = Record<string, any> | undefined;
+type S = { [k: string]: unknown } | undefined;
 const prop = (s: S, ...path: string[]): S => {
   let cur = s;
-  for (const p of path) cur = p === '[]' ? cur?.['items'] : cur?.['properties']?.[p];
+  for (const p of path)
+    cur = (
+      p === '[]' ? cur?.['items'] : (cur?.['properties'] as Record<string, unknown> | undefined)?.[p]
+    ) as S;
   return cur;
 };
 

@@ -9,7 +9,16 @@ import https from 'node:https';
 import type * as k8s from '@kubernetes/client-node';
 import { AGENTGATEWAY, KAGENT, type UpstreamFacts } from '../upstream.ts';
 
-async function getJson(kc: k8s.KubeConfig, path: string): Promise<{ status: number; body: any }> {
+interface Discovery {
+  groups?: { name: string; versions: { version: string }[] }[];
+  resources?: { name: string }[];
+  components?: { schemas?: Record<string, Record<string, unknown>> };
+}
+
+async function getJson(
+  kc: k8s.KubeConfig,
+  path: string,
+): Promise<{ status: number; body: Discovery | undefined }> {
   const server = kc.getCurrentCluster()?.server;
   if (!server) throw new Error('no current cluster in the kubeconfig');
   const url = new URL(path, server);
@@ -48,13 +57,13 @@ export async function readUpstream(kc: k8s.KubeConfig): Promise<UpstreamFacts> {
   const groups: UpstreamFacts['groups'] = {};
   const list = await getJson(kc, '/apis');
   if (list.status !== 200) throw new Error(`GET /apis: HTTP ${list.status}`);
-  for (const g of (list.body?.groups ?? []) as { name: string; versions: { version: string }[] }[]) {
+  for (const g of list.body?.groups ?? []) {
     if (g.name !== KAGENT && g.name !== AGENTGATEWAY) continue;
     groups[g.name] = [];
     for (const v of g.versions) {
       const r = await getJson(kc, `/apis/${g.name}/${v.version}`);
       if (r.status !== 200) throw new Error(`GET /apis/${g.name}/${v.version}: HTTP ${r.status}`);
-      const resources = ((r.body?.resources ?? []) as { name: string }[]).map((x) => x.name);
+      const resources = (r.body?.resources ?? []).map((x) => x.name);
       groups[g.name]?.push({ version: v.version, resources });
     }
   }
@@ -62,7 +71,7 @@ export async function readUpstream(kc: k8s.KubeConfig): Promise<UpstreamFacts> {
   if (groups[KAGENT]?.some((v) => v.version === 'v1alpha2')) {
     const doc = await getJson(kc, `/openapi/v3/apis/${KAGENT}/v1alpha2`);
     if (doc.status === 200) {
-      const schemas = (doc.body?.components?.schemas ?? {}) as Record<string, Record<string, unknown>>;
+      const schemas = doc.body?.components?.schemas ?? {};
       const agent = Object.values(schemas).find((s) =>
         ((s['x-kubernetes-group-version-kind'] ?? []) as { group: string; kind: string }[]).some(
           (x) => x.group === KAGENT && x.kind === 'Agent',
