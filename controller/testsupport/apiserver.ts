@@ -609,6 +609,34 @@ export class ApiServerDouble {
       );
       return;
     }
+    // SubjectAccessReview: asks this double's authorizer, as kube-apiserver asks its own.
+    if (gv === 'authorization.k8s.io/v1' && rest[0] === 'subjectaccessreviews' && req.method === 'POST') {
+      const review = JSON.parse(body) as Obj;
+      const a = review['spec']?.resourceAttributes ?? {};
+      if (
+        !this.authorize(res, {
+          user,
+          verb: 'create',
+          group: 'authorization.k8s.io',
+          resource: 'subjectaccessreviews',
+        })
+      )
+        return;
+      const allowed =
+        review['spec']?.user === ADMIN_USER ||
+        this.rbac.authorize({
+          user: review['spec']?.user,
+          verb: a.verb,
+          group: a.group ?? '',
+          resource: a.resource,
+          ...(a.subresource ? { subresource: a.subresource } : {}),
+          ...(a.namespace ? { namespace: a.namespace } : {}),
+          ...(a.name ? { name: a.name } : {}),
+        });
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ ...review, status: { allowed } }));
+      return;
+    }
     let ns: string | undefined;
     if (rest[0] === 'namespaces' && rest.length >= 3) {
       ns = rest[1];
