@@ -5,7 +5,18 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
-const roots = ['contract', 'retrieval', 'projector', 'controller', 'webhook', 'crds', 'e2e', 'cli', 'deploy', 'cluster'];
+const roots = [
+  'contract',
+  'retrieval',
+  'projector',
+  'controller',
+  'webhook',
+  'crds',
+  'e2e',
+  'cli',
+  'deploy',
+  'cluster',
+];
 const filter = process.argv.slice(2);
 const files = [];
 function walk(dir) {
