@@ -38,6 +38,8 @@ export interface ReconcileResult {
   pruned: number;
   conflicts: Conflict[];
   errors: string[];
+  /** The conditions this pass computed for every resource (what their status says once written). */
+  conditions: { kind: OwnResource['kind']; type: string; status: Condition['status']; reason: string }[];
 }
 
 const objKey = (o: K8sObject) => `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
@@ -170,6 +172,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
 
   const byKey = new Map(conflicts.map((c) => [resourceKey({ kind: c.kind, metadata: c }), c]));
   const stamp = now().toISOString();
+  const computed: ReconcileResult['conditions'] = [];
   for (const res of [
     ...input.platforms,
     ...input.agents,
@@ -182,6 +185,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
         ? mirror.problems.get(`${res.metadata.namespace}/${res.metadata.name}`)
         : undefined;
     const conditions = conditionsFor(res, conflict, errors, stamp, problem);
+    for (const c of conditions) computed.push({ kind: res.kind, type: c.type, status: c.status, reason: c.reason });
     if (
       sameConditions(res.status?.conditions, conditions) &&
       res.status?.observedGeneration === res.metadata.generation
@@ -208,5 +212,5 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
     await api.event(platform, 'Warning', 'ApplyFailed', errors[0] as string).catch(() => undefined);
   }
   log.info('reconciled', { applied, pruned, conflicts: conflicts.length, errors: errors.length });
-  return { applied, pruned, conflicts, errors };
+  return { applied, pruned, conflicts, errors, conditions: computed };
 }
