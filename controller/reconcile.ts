@@ -185,7 +185,8 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
         ? mirror.problems.get(`${res.metadata.namespace}/${res.metadata.name}`)
         : undefined;
     const conditions = conditionsFor(res, conflict, errors, stamp, problem);
-    for (const c of conditions) computed.push({ kind: res.kind, type: c.type, status: c.status, reason: c.reason });
+    for (const c of conditions)
+      computed.push({ kind: res.kind, type: c.type, status: c.status, reason: c.reason });
     if (
       sameConditions(res.status?.conditions, conditions) &&
       res.status?.observedGeneration === res.metadata.generation
