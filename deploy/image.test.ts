@@ -249,6 +249,11 @@ describe('compiled dist/ with production dependencies only', () => {
     assert.equal(compiled.stdout, source.stdout);
   });
 
+  it('admission check -f examples passes (the image README command)', () => {
+    const r = node(['bin/fgentic-retrieval.mjs', 'admission', 'check', '-f', 'examples']);
+    assert.equal(r.status, 0, r.stderr);
+  });
+
   it('snapshot digest reproduces the contract vector', () => {
     const vector = JSON.parse(readFileSync(join(repo, 'contract/vectors/snapshot.json'), 'utf8')).cases[0];
     const r = node(['bin/fgentic-retrieval.mjs', 'snapshot', 'digest'], JSON.stringify(vector.snapshot));
