@@ -78,7 +78,8 @@ const conditionSchema = obj(
     status: str({ enum: ['True', 'False', 'Unknown'], description: 'True, False or Unknown.' }),
     reason: str({
       maxLength: 1024,
-      description: 'Machine-readable CamelCase reason, e.g. Rendered, Conflict, McpKeyUnavailable, RegistryTooLarge.',
+      description:
+        'Machine-readable CamelCase reason, e.g. Rendered, Conflict, McpKeyUnavailable, RegistryTooLarge.',
     }),
     message: str({
       maxLength: 32768,
