@@ -67,6 +67,14 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       help: '1 when this replica holds the Lease',
       registers: [registry],
     }),
+    // Alerts need conditions as series (RegistryTooLarge, Conflict, ...): the API server holds them
+    // only in each resource's status.
+    conditions: new Gauge({
+      name: 'fgentic_controller_resource_conditions',
+      help: 'Our resources by condition type, status and reason, as computed in the last pass',
+      labelNames: ['kind', 'type', 'status', 'reason'],
+      registers: [registry],
+    }),
   };
   const elector = new LeaderElector(client.coordination, {
     name: o.leaseName ?? 'fgentic-retrieval-controller',
@@ -100,6 +108,16 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       m.reconciles.inc({ result: r.errors.length ? 'error' : 'ok' });
       m.applied.set(r.applied);
       m.conflicts.set(r.conflicts.length);
+      const counts = new Map<string, number>();
+      for (const c of r.conditions) {
+        const key = JSON.stringify([c.kind, c.type, c.status, c.reason]);
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+      }
+      m.conditions.reset();
+      for (const [key, n] of counts) {
+        const [kind, type, status, reason] = JSON.parse(key) as string[];
+        m.conditions.set({ kind, type, status, reason }, n);
+      }
       synced = true;
     } catch (e) {
       m.reconciles.inc({ result: 'error' });

@@ -33,18 +33,19 @@ const obj = (properties: Record<string, Schema>, required: string[] = [], extra:
   ...extra,
 });
 const arr = (items: Schema, extra: Schema = {}): Schema => ({ type: 'array', items, ...extra });
-const labels = (): Schema => ({
+const labels = (description: string): Schema => ({
   type: 'object',
+  description,
   additionalProperties: { type: 'string', maxLength: 63 },
   maxProperties: 8,
 });
 
-const dnsLabel = () => str({ pattern: PATTERNS.dns1123Label, maxLength: 63 });
+const dnsLabel = (description: string) => str({ pattern: PATTERNS.dns1123Label, maxLength: 63, description });
 const secretKeyRef = (description: string) =>
   obj(
     {
-      name: str({ pattern: PATTERNS.dns1123Subdomain, maxLength: 253 }),
-      key: str({ pattern: PATTERNS.secretKey, maxLength: 253 }),
+      name: str({ pattern: PATTERNS.dns1123Subdomain, maxLength: 253, description: 'Name of the Secret.' }),
+      key: str({ pattern: PATTERNS.secretKey, maxLength: 253, description: 'Key inside the Secret.' }),
     },
     ['name', 'key'],
     { description },
@@ -52,7 +53,8 @@ const secretKeyRef = (description: string) =>
 
 const classifications = (): Schema =>
   arr(str({ enum: ['approved_non_public', 'public'] }), {
-    description: 'Classification ceiling: exactly ["public"] (default) or ["approved_non_public","public"].',
+    description:
+      'Classification ceiling: the chunk classifications a caller of this entry may read. Exactly ["public"] (default) or ["approved_non_public","public"]; approved_non_public needs agreementRef.',
     default: ['public'],
     minItems: 1,
     maxItems: 2,
@@ -72,24 +74,48 @@ const CLASSIFICATION_RULES = [
 
 const conditionSchema = obj(
   {
-    type: str({ maxLength: 316 }),
-    status: str({ enum: ['True', 'False', 'Unknown'] }),
-    reason: str({ maxLength: 1024 }),
-    message: str({ maxLength: 32768 }),
-    observedGeneration: int({ format: 'int64', minimum: 0 }),
-    lastTransitionTime: str({ format: 'date-time' }),
+    type: str({ maxLength: 316, description: 'Condition type: Ready, Conflict or Degraded.' }),
+    status: str({ enum: ['True', 'False', 'Unknown'], description: 'True, False or Unknown.' }),
+    reason: str({
+      maxLength: 1024,
+      description:
+        'Machine-readable CamelCase reason, e.g. Rendered, Conflict, McpKeyUnavailable, RegistryTooLarge.',
+    }),
+    message: str({
+      maxLength: 32768,
+      description: 'Human-readable detail; never contains secrets or tokens.',
+    }),
+    observedGeneration: int({
+      format: 'int64',
+      minimum: 0,
+      description: 'metadata.generation of the resource this condition was computed from.',
+    }),
+    lastTransitionTime: str({
+      format: 'date-time',
+      description: 'When the status of this condition last changed.',
+    }),
   },
   ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
+  { description: 'One observation of the resource by the reconciler.' },
 );
 
-const statusSchema = obj({
-  observedGeneration: int({ format: 'int64' }),
-  conditions: arr(conditionSchema, {
-    'x-kubernetes-list-type': 'map',
-    'x-kubernetes-list-map-keys': ['type'],
-    maxItems: 8,
-  }),
-});
+const statusSchema = obj(
+  {
+    observedGeneration: int({
+      format: 'int64',
+      description: 'The metadata.generation the reconciler last processed.',
+    }),
+    conditions: arr(conditionSchema, {
+      'x-kubernetes-list-type': 'map',
+      'x-kubernetes-list-map-keys': ['type'],
+      maxItems: 8,
+      description:
+        'Latest observations, one per type (Ready, Conflict, Degraded). Written by the controller only.',
+    }),
+  },
+  [],
+  { description: 'State observed by the controller. Read-only for users.' },
+);
 
 const READY_COLUMN = {
   name: 'Ready',
@@ -100,34 +126,70 @@ const AGE_COLUMN = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTim
 
 const agentSpec = obj(
   {
-    description: str({ maxLength: 1024 }),
+    description: str({
+      maxLength: 1024,
+      description: 'Free-text description copied to the kagent Agent and its A2A AgentCard.',
+    }),
     modelConfig: str({
       pattern: PATTERNS.dns1123Subdomain,
       maxLength: 253,
-      description: 'kagent ModelConfig name (same namespace)',
+      description: 'Name of the kagent ModelConfig (same namespace) the rendered Agent uses.',
     }),
-    systemMessage: str({ minLength: 1, maxLength: 65536 }),
+    systemMessage: str({
+      minLength: 1,
+      maxLength: 65536,
+      description: 'System message of the rendered kagent Agent.',
+    }),
     skills: arr(
       obj(
         {
-          id: str({ pattern: '^[A-Za-z0-9._-]{1,64}$' }),
-          name: str({ minLength: 1, maxLength: 128 }),
-          description: str({ maxLength: 1024 }),
-          tags: arr(str({ minLength: 1, maxLength: 64 }), { maxItems: 16, 'x-kubernetes-list-type': 'set' }),
+          id: str({
+            pattern: '^[A-Za-z0-9._-]{1,64}$',
+            description: 'Skill identifier, unique in the list.',
+          }),
+          name: str({ minLength: 1, maxLength: 128, description: 'Display name of the skill.' }),
+          description: str({ maxLength: 1024, description: 'What the skill does.' }),
+          tags: arr(str({ minLength: 1, maxLength: 64 }), {
+            maxItems: 16,
+            'x-kubernetes-list-type': 'set',
+            description: 'Keywords for the skill.',
+          }),
         },
         ['id', 'name'],
       ),
-      { maxItems: 32, 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['id'] },
+      {
+        maxItems: 32,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['id'],
+        description: 'A2A AgentCard skills advertised by the rendered Agent (kagent a2aConfig.skills).',
+      },
     ),
     mcpApiKeySecretRef: secretKeyRef(
       'Secret in the agent namespace whose key holds "Bearer <MCP API key>" for the retrieval MCP route',
     ),
-    rateLimit: obj({ requestsPerMinute: int({ minimum: 1, maximum: 10000, default: 60 }) }, [], {
-      default: { requestsPerMinute: 60 },
+    rateLimit: obj(
+      {
+        requestsPerMinute: int({
+          minimum: 1,
+          maximum: 10000,
+          default: 60,
+          description: 'MCP requests per minute; one tool call is several requests (initialize, list, call).',
+        }),
+      },
+      [],
+      {
+        default: { requestsPerMinute: 60 },
+        description: "Local rate limit of this Agent's MCP route on the gateway (one bucket per Agent).",
+      },
+    ),
+    public: bool({
+      default: false,
+      description:
+        "Render a public JWT route for the PartnerClients bound to this Agent (needs the platform's jwt and publicListener).",
     }),
-    public: bool({ default: false, description: 'Render a public JWT route for bound PartnerClients' }),
   },
   ['modelConfig', 'systemMessage', 'mcpApiKeySecretRef'],
+  { description: 'Desired state of the retrieval Agent.' },
 );
 
 const roomSpec = obj(
@@ -135,37 +197,67 @@ const roomSpec = obj(
     roomId: str({
       pattern: PATTERNS.roomId,
       maxLength: 255,
-      description: 'Exact Matrix room ID (legacy or v12)',
+      description: 'Exact Matrix room ID (legacy !opaque:server or room version 12 form); the registry key.',
     }),
     allowedClassifications: classifications(),
-    agreementRef: str({ minLength: 1, maxLength: 253 }),
-    description: str({ maxLength: 1024 }),
+    agreementRef: str({
+      minLength: 1,
+      maxLength: 253,
+      description:
+        'Reference to the room agreement that approves approved_non_public; required with it, forbidden otherwise.',
+    }),
+    description: str({ maxLength: 1024, description: 'Free-text note for operators; not rendered.' }),
   },
   ['roomId'],
-  { 'x-kubernetes-validations': CLASSIFICATION_RULES },
+  {
+    'x-kubernetes-validations': CLASSIFICATION_RULES,
+    description: 'Desired state of the room registry entry.',
+  },
 );
 
 const partnerSpec = obj(
   {
-    issuer: str({ pattern: PATTERNS.httpsUrl, maxLength: 512 }),
-    audience: str({ minLength: 1, maxLength: 255 }),
-    azp: str({ minLength: 1, maxLength: 255 }),
-    policyId: dnsLabel(),
+    issuer: str({
+      pattern: PATTERNS.httpsUrl,
+      maxLength: 512,
+      description: "JWT issuer (https URL); must equal the platform's jwt.issuer for a public route.",
+    }),
+    audience: str({ minLength: 1, maxLength: 255, description: 'JWT audience the partner presents.' }),
+    azp: str({ minLength: 1, maxLength: 255, description: 'JWT authorized party (the OAuth client ID).' }),
+    policyId: dnsLabel('Partner policy ID carried in the projection; the prefix of every group.'),
     groups: arr(str({ pattern: PATTERNS.partnerGroup, maxLength: 255 }), {
       minItems: 1,
       maxItems: 16,
       'x-kubernetes-list-type': 'set',
+      description:
+        'Groups projected for this partner, each partner/<policyId>/<group>; a chunk needs one of them in allowed_groups.',
     }),
     allowedClassifications: classifications(),
-    agreementRef: str({ minLength: 1, maxLength: 253 }),
-    agents: arr(obj({ namespace: dnsLabel(), name: dnsLabel() }, ['namespace', 'name']), {
-      maxItems: 64,
-      'x-kubernetes-list-type': 'map',
-      'x-kubernetes-list-map-keys': ['namespace', 'name'],
+    agreementRef: str({
+      minLength: 1,
+      maxLength: 253,
+      description:
+        'Reference to the onboarding agreement that approves approved_non_public; required with it, forbidden otherwise.',
     }),
+    agents: arr(
+      obj(
+        {
+          namespace: dnsLabel('Namespace of the RetrievalAgent.'),
+          name: dnsLabel('Name of the RetrievalAgent.'),
+        },
+        ['namespace', 'name'],
+      ),
+      {
+        maxItems: 64,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['namespace', 'name'],
+        description: 'RetrievalAgents this partner may call over their public route.',
+      },
+    ),
   },
   ['issuer', 'audience', 'azp', 'policyId', 'groups'],
   {
+    description: 'Desired state of the OAuth registry entry, keyed by (issuer, audience, azp).',
     'x-kubernetes-validations': [
       ...CLASSIFICATION_RULES,
       {
@@ -176,15 +268,15 @@ const partnerSpec = obj(
   },
 );
 
-const listenerName = () => dnsLabel();
+const listenerName = (description: string) => dnsLabel(description);
 const platformSpec = obj(
   {
     gateway: obj(
       {
-        name: dnsLabel(),
-        namespace: dnsLabel(),
-        localListener: listenerName(),
-        publicListener: listenerName(),
+        name: dnsLabel('Name of the Gateway (Gateway API) run by agentgateway.'),
+        namespace: dnsLabel('Namespace of the Gateway.'),
+        localListener: listenerName('Listener of the local A2A routes used by the Matrix bridge.'),
+        publicListener: listenerName('Listener of the public JWT routes for partners; required with jwt.'),
         mcpListener: str({
           pattern: PATTERNS.dns1123Label,
           maxLength: 63,
@@ -197,44 +289,91 @@ const platformSpec = obj(
           description:
             'Base URL of the proxy for the RemoteMCPServer (default http://<name>.<namespace>.svc.cluster.local:8080)',
         }),
-        proxyPodLabels: labels(),
+        proxyPodLabels: labels(
+          'Pod labels of the agentgateway proxy, used in NetworkPolicies (default app.kubernetes.io/name: agentgateway-proxy).',
+        ),
       },
       ['name', 'namespace', 'localListener'],
+      { description: 'The agentgateway Gateway every route is attached to.' },
     ),
-    namespaces: obj({ retrieval: dnsLabel(), kagent: dnsLabel(), gateway: dnsLabel() }, [
-      'retrieval',
-      'kagent',
-      'gateway',
-    ]),
+    namespaces: obj(
+      {
+        retrieval: dnsLabel('Namespace of the projector, the retrieval server and their ConfigMaps.'),
+        kagent: dnsLabel('Namespace where kagent runs (its controller Service).'),
+        gateway: dnsLabel('Namespace of the agentgateway proxy and the rendered gateway policy.'),
+      },
+      ['retrieval', 'kagent', 'gateway'],
+      { description: 'Namespaces the rendered objects go to.' },
+    ),
     bridge: obj(
       {
-        workload: dnsLabel(),
+        workload: dnsLabel(
+          'Workload name in the API key metadata of the Matrix bridge (e.g. matrix-a2a-bridge).',
+        ),
         apiKeySecretRef: secretKeyRef('API-key Secret (gateway namespace) of the bridge workload'),
-        localServer: str({ pattern: PATTERNS.serverName, maxLength: 255 }),
-        serviceUserRegex: str({ pattern: PATTERNS.anchoredRegex, maxLength: 1024 }),
+        localServer: str({
+          pattern: PATTERNS.serverName,
+          maxLength: 255,
+          description: 'Matrix server name of the local homeserver.',
+        }),
+        serviceUserRegex: str({
+          pattern: PATTERNS.anchoredRegex,
+          maxLength: 1024,
+          description:
+            "Anchored regex (^...$) of the bridge's own service MXIDs; they are never callers nor audience members.",
+        }),
         bridgedOrigins: arr(
           obj(
-            { network: dnsLabel(), userIdRegex: str({ pattern: PATTERNS.anchoredRegex, maxLength: 1024 }) },
+            {
+              network: dnsLabel('Name of the bridged network (e.g. slack).'),
+              userIdRegex: str({
+                pattern: PATTERNS.anchoredRegex,
+                maxLength: 1024,
+                description: 'Anchored regex (^...$) of the puppet MXIDs of that network.',
+              }),
+            },
             ['network', 'userIdRegex'],
           ),
-          { maxItems: 32, 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['network'] },
+          {
+            maxItems: 32,
+            'x-kubernetes-list-type': 'map',
+            'x-kubernetes-list-map-keys': ['network'],
+            description:
+              'Bridged networks whose puppet users are classified as bridged callers, keyed by network.',
+          },
         ),
       },
       ['workload', 'apiKeySecretRef', 'localServer', 'serviceUserRegex'],
+      { description: 'The Matrix A2A bridge: its gateway identity and how the projector classifies MXIDs.' },
     ),
     localGroups: arr(str({ pattern: PATTERNS.localGroup, maxLength: 128 }), {
       maxItems: 256,
       'x-kubernetes-list-type': 'set',
+      description: 'Local group names; none may start with partner/ or equal a PartnerClient group.',
     }),
-    publicRetrievalTimeoutSeconds: int({ minimum: 1, maximum: 60, default: 30 }),
+    publicRetrievalTimeoutSeconds: int({
+      minimum: 1,
+      maximum: 60,
+      default: 30,
+      description: 'Request timeout of the public routes, in seconds (1-60).',
+    }),
     jwt: obj(
       {
-        issuer: str({ pattern: PATTERNS.httpsUrl, maxLength: 512 }),
+        issuer: str({
+          pattern: PATTERNS.httpsUrl,
+          maxLength: 512,
+          description: 'Issuer (https URL) the gateway accepts on the public listener.',
+        }),
         jwksSecretRef: secretKeyRef('Secret (gateway namespace) holding the JWKS JSON'),
-        jwksUri: str({ pattern: PATTERNS.httpUrl, maxLength: 2048 }),
+        jwksUri: str({
+          pattern: PATTERNS.httpUrl,
+          maxLength: 2048,
+          description: 'In-cluster Service URL of the JWKS; exclusive with jwksSecretRef.',
+        }),
       },
       ['issuer'],
       {
+        description: 'JWT authentication of partners on the public listener; needs gateway.publicListener.',
         'x-kubernetes-validations': [
           {
             rule: 'has(self.jwksSecretRef) != has(self.jwksUri)',
@@ -243,26 +382,74 @@ const platformSpec = obj(
         ],
       },
     ),
-    projector: obj({ service: dnsLabel(), port: int({ minimum: 1, maximum: 65535 }) }),
-    retrieval: obj({ service: dnsLabel(), port: int({ minimum: 1, maximum: 65535 }) }),
+    projector: obj(
+      {
+        service: dnsLabel('Service name of the projector (default fgentic-projector).'),
+        port: int({
+          minimum: 1,
+          maximum: 65535,
+          description: 'Service port of the projector (default 8080).',
+        }),
+      },
+      [],
+      { description: 'The projector (ext-auth) Service in the retrieval namespace.' },
+    ),
+    retrieval: obj(
+      {
+        service: dnsLabel('Service name of the retrieval server (default knowledge-retrieval).'),
+        port: int({
+          minimum: 1,
+          maximum: 65535,
+          description: 'Service port of the retrieval server (default 8080).',
+        }),
+      },
+      [],
+      { description: 'The retrieval (MCP) Service in the retrieval namespace.' },
+    ),
     embeddings: obj(
       {
-        url: str({ pattern: PATTERNS.httpUrl, maxLength: 2048 }),
-        model: str({ minLength: 1, maxLength: 256 }),
-        profile: str({ pattern: '^[a-z0-9][a-z0-9._-]{0,62}$' }),
+        url: str({
+          pattern: PATTERNS.httpUrl,
+          maxLength: 2048,
+          description: 'Base URL of the OpenAI-compatible /v1/embeddings endpoint for query embeddings.',
+        }),
+        model: str({
+          minLength: 1,
+          maxLength: 256,
+          description: 'Model name sent to the endpoint (e.g. bge-m3).',
+        }),
+        profile: str({
+          pattern: '^[a-z0-9][a-z0-9._-]{0,62}$',
+          description:
+            'Embedding profile; must equal the one recorded in the database or the server refuses to serve.',
+        }),
         tokenSecretRef: secretKeyRef('Secret (retrieval namespace) holding the embeddings listener token'),
       },
       ['url', 'model', 'profile'],
+      { description: 'The embeddings endpoint the retrieval server uses for queries.' },
     ),
-    a2aBackend: str({ enum: ['controller', 'agentService'], default: 'controller' }),
+    a2aBackend: str({
+      enum: ['controller', 'agentService'],
+      default: 'controller',
+      description:
+        "A2A upstream of the routes: controller (kagent controller, A2A 1.0; needs a kagent that forwards the identity header) or agentService (the Agent's Service, A2A 0.3).",
+    }),
     liveRoomCheck: obj(
       {
-        enabled: bool({ default: false }),
-        homeserverUrl: str({ pattern: PATTERNS.httpUrl, maxLength: 2048 }),
+        enabled: bool({
+          default: false,
+          description: "Let the projector re-read the room's state from the homeserver on every check.",
+        }),
+        homeserverUrl: str({
+          pattern: PATTERNS.httpUrl,
+          maxLength: 2048,
+          description: 'In-cluster URL of the Matrix homeserver client API.',
+        }),
         tokenSecretRef: secretKeyRef('Secret (retrieval namespace) with the homeserver access token'),
       },
       [],
       {
+        description: 'Optional live check of Matrix room membership by the projector.',
         'x-kubernetes-validations': [
           {
             rule: '!self.enabled || (has(self.homeserverUrl) && has(self.tokenSecretRef))',
@@ -271,15 +458,34 @@ const platformSpec = obj(
         ],
       },
     ),
-    database: obj({ namespace: dnsLabel(), podLabels: labels(), port: int({ minimum: 1, maximum: 65535 }) }),
-    observability: obj({
-      namespace: dnsLabel(),
-      podLabels: labels(),
-      ports: arr(int({ minimum: 1, maximum: 65535 }), { maxItems: 4, 'x-kubernetes-list-type': 'set' }),
-    }),
+    database: obj(
+      {
+        namespace: dnsLabel('Namespace of the Postgres pods (default postgres).'),
+        podLabels: labels('Pod labels of the Postgres pods (default cnpg.io/cluster: platform-pg).'),
+        port: int({ minimum: 1, maximum: 65535, description: 'Postgres port (default 5432).' }),
+      },
+      [],
+      { description: 'Where the retrieval server may connect to Postgres (its egress NetworkPolicy).' },
+    ),
+    observability: obj(
+      {
+        namespace: dnsLabel('Namespace of the telemetry collector (default monitoring).'),
+        podLabels: labels(
+          'Pod labels of the telemetry collector (default: the OpenTelemetry collector labels).',
+        ),
+        ports: arr(int({ minimum: 1, maximum: 65535 }), {
+          maxItems: 4,
+          'x-kubernetes-list-type': 'set',
+          description: 'Collector ports the workloads may send to (default 4317, 4318).',
+        }),
+      },
+      [],
+      { description: 'Where the workloads may send telemetry (their egress NetworkPolicies).' },
+    ),
   },
   ['gateway', 'namespaces', 'bridge', 'embeddings'],
   {
+    description: 'Desired state of the platform.',
     'x-kubernetes-validations': [
       {
         rule: '!has(self.publicRetrievalTimeoutSeconds) || (self.publicRetrievalTimeoutSeconds >= 1 && self.publicRetrievalTimeoutSeconds <= 60)',
@@ -303,6 +509,8 @@ interface KindDef {
   singular: string;
   shortNames: string[];
   scope: 'Namespaced' | 'Cluster';
+  /** Top-level description: what `kubectl explain <kind>` prints. */
+  description: string;
   spec: Schema;
   rootRules?: { rule: string; message: string }[];
   columns: Record<string, unknown>[];
@@ -315,6 +523,8 @@ const KINDS: KindDef[] = [
     singular: 'retrievalagent',
     shortNames: ['ragent'],
     scope: 'Namespaced',
+    description:
+      'A retrieval Agent: the reconciler renders a kagent Agent of the same namespace and name with the search_knowledge tool, its gateway routes and policies, and its NetworkPolicy.',
     spec: agentSpec,
     rootRules: [
       {
@@ -335,6 +545,8 @@ const KINDS: KindDef[] = [
     singular: 'retrievalroom',
     shortNames: ['rroom'],
     scope: 'Cluster',
+    description:
+      'One entry of the Matrix room registry: the classification ceiling of an exact room ID. Rooms without an entry are denied.',
     spec: roomSpec,
     columns: [
       { name: 'Room', type: 'string', jsonPath: '.spec.roomId' },
@@ -349,6 +561,8 @@ const KINDS: KindDef[] = [
     singular: 'partnerclient',
     shortNames: ['pclient'],
     scope: 'Cluster',
+    description:
+      'One entry of the OAuth partner registry: a JWT client (issuer, audience, azp), its groups, classification ceiling and the Agents it may call.',
     spec: partnerSpec,
     columns: [
       { name: 'Issuer', type: 'string', jsonPath: '.spec.issuer' },
@@ -364,6 +578,8 @@ const KINDS: KindDef[] = [
     singular: 'retrievalplatform',
     shortNames: ['rplatform'],
     scope: 'Cluster',
+    description:
+      'The settings shared by every retrieval Agent: gateway, namespaces, Matrix bridge, JWT, services, embeddings. Exactly one, named default.',
     spec: platformSpec,
     rootRules: [
       { rule: "self.metadata.name == 'default'", message: 'the RetrievalPlatform must be named default' },
@@ -414,11 +630,12 @@ export function crdFor(def: KindDef): Record<string, unknown> {
           schema: {
             openAPIV3Schema: {
               type: 'object',
+              description: def.description,
               required: ['spec'],
               properties: {
-                apiVersion: str(),
-                kind: str(),
-                metadata: { type: 'object' },
+                apiVersion: str({ description: `API version of this object: ${GROUP}/${VERSION}.` }),
+                kind: str({ description: `Kind of this object: ${def.kind}.` }),
+                metadata: { type: 'object', description: 'Standard Kubernetes object metadata.' },
                 spec: def.spec,
                 status: statusSchema,
               },

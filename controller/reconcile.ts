@@ -45,6 +45,8 @@ export interface ReconcileResult {
   errors: string[];
   /** Set when the upstream is unsupported: nothing was applied or pruned. */
   unsupported?: UpstreamVerdict;
+  /** The conditions this pass computed for every resource (what their status says once written). */
+  conditions: { kind: OwnResource['kind']; type: string; status: Condition['status']; reason: string }[];
 }
 
 const objKey = (o: K8sObject) => `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
@@ -122,7 +124,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
   if (!verdict.supported) {
     await reportUnsupported(api, input.platforms, verdict, now().toISOString());
     log.warn('unsupported upstream', { seen: verdict.seen, problems: verdict.problems.length });
-    return { applied: 0, pruned: 0, conflicts: [], errors: [], unsupported: verdict };
+    return { applied: 0, pruned: 0, conflicts: [], errors: [], conditions: [], unsupported: verdict };
   }
   const jwt = input.platforms.find((p) => p.metadata.name === 'default')?.spec.jwt;
   if (jwt?.jwksSecretRef) {
@@ -200,6 +202,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
 
   const byKey = new Map(conflicts.map((c) => [resourceKey({ kind: c.kind, metadata: c }), c]));
   const stamp = now().toISOString();
+  const computed: ReconcileResult['conditions'] = [];
   for (const res of [
     ...input.platforms,
     ...input.agents,
@@ -213,6 +216,8 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
         : undefined;
     const conditions = conditionsFor(res, conflict, errors, stamp, problem);
     if (res.kind === 'RetrievalPlatform') conditions.push(upstreamCondition(res, verdict, stamp));
+    for (const c of conditions)
+      computed.push({ kind: res.kind, type: c.type, status: c.status, reason: c.reason });
     if (
       sameConditions(res.status?.conditions, conditions) &&
       res.status?.observedGeneration === res.metadata.generation
@@ -239,7 +244,7 @@ export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Pr
     await api.event(platform, 'Warning', 'ApplyFailed', errors[0] as string).catch(() => undefined);
   }
   log.info('reconciled', { applied, pruned, conflicts: conflicts.length, errors: errors.length });
-  return { applied, pruned, conflicts, errors };
+  return { applied, pruned, conflicts, errors, conditions: computed };
 }
 
 function upstreamCondition(res: OwnResource, v: UpstreamVerdict, now: string): Condition {

@@ -85,6 +85,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
         return false;
       }
     };
+    metrics.setReadinessProbe(checkReady);
     const http = createHttpServer({
       pool,
       embedder,

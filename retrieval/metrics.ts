@@ -1,5 +1,5 @@
 /** Prometheus metrics on a registry of our own (never the global default). Labels are reason codes only. */
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface RetrievalMetrics {
   readonly registry: Registry;
@@ -9,14 +9,30 @@ export interface RetrievalMetrics {
   readonly searchSeconds: Histogram<'plan' | 'mode'>;
   readonly embedSeconds: Histogram;
   readonly httpSeconds: Histogram<'route' | 'status'>;
+  /** What the `fgentic_retrieval_ready` gauge evaluates on each scrape (the /readyz check). */
+  setReadinessProbe(probe: () => Promise<boolean>): void;
 }
 
 export function createMetrics(defaults = false): RetrievalMetrics {
   const registry = new Registry();
   if (defaults) collectDefaultMetrics({ register: registry });
   const buckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+  let probe: (() => Promise<boolean>) | undefined;
+  // Evaluated on scrape, so an idle server with an unreachable database is visible (the per-call
+  // `database_unavailable` denials only count traffic).
+  new Gauge({
+    name: 'fgentic_retrieval_ready',
+    help: '1 when the database is reachable and its embedding profile matches (what /readyz answers), else 0.',
+    registers: [registry],
+    async collect() {
+      this.set(probe && (await probe().catch(() => false)) ? 1 : 0);
+    },
+  });
   return {
     registry,
+    setReadinessProbe(p) {
+      probe = p;
+    },
     toolCalls: new Counter({
       name: 'fgentic_retrieval_tool_calls_total',
       help: 'search_knowledge calls by outcome (ok, denied, invalid_arguments, unavailable).',

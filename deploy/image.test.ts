@@ -1,0 +1,263 @@
+/**
+ * The image's contents without a container engine: production code imports production dependencies
+ * only, every dependency is pinned and used, and the compiled dist/ runs with nothing but the
+ * production dependency tree installed (the deps stage of deploy/Dockerfile, rebuilt from the lockfile).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
+import { builtinModules } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+const repo = resolve(import.meta.dirname, '..');
+const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+const lock = JSON.parse(readFileSync(join(repo, 'package-lock.json'), 'utf8')) as {
+  packages: Record<
+    string,
+    {
+      version?: string;
+      dev?: boolean;
+      dependencies?: Record<string, string>;
+      devDependencies?: Record<string, string>;
+    }
+  >;
+};
+
+const packageName = (spec: string) =>
+  spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] ?? spec);
+const builtins = new Set(builtinModules);
+const isBuiltin = (spec: string) => spec.startsWith('node:') || builtins.has(packageName(spec));
+
+/** Value imports (not `import type`) of a TypeScript or JavaScript module: relative and bare. */
+function importsOf(src: string): string[] {
+  const out: string[] = [];
+  const re =
+    /^\s*(import|export)\s+(type\s+)?[^'";]*?\bfrom\s*'([^']+)'|^\s*import\s*'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/gm;
+  for (const m of src.matchAll(re)) {
+    if (m[2]) continue; // type-only: erased by the compiler
+    const spec = m[3] ?? m[4] ?? m[5];
+    if (spec) out.push(spec);
+  }
+  return out;
+}
+
+/**
+ * The production graph: everything the CLI entry reaches through relative imports, minus the folders
+ * the build leaves out (`start`'s local stack in e2e/). Returns bare imports with their importers.
+ */
+function productionImports(entry: string, devOnlyDirs: string[]) {
+  const files = new Set<string>();
+  const bare = new Map<string, string[]>();
+  const queue = [entry];
+  while (queue.length > 0) {
+    const file = queue.pop() as string;
+    if (files.has(file)) continue;
+    files.add(file);
+    for (const spec of importsOf(readFileSync(file, 'utf8'))) {
+      if (spec.startsWith('.')) {
+        const target = resolve(dirname(file), spec);
+        if (!devOnlyDirs.includes(relative(repo, target).split('/')[0] ?? '')) queue.push(target);
+      } else if (!isBuiltin(spec)) {
+        const name = packageName(spec);
+        bare.set(name, [...(bare.get(name) ?? []), relative(repo, file)]);
+      }
+    }
+  }
+  return { files, bare };
+}
+
+const ENTRY = join(repo, 'cli/main.ts');
+const EXACT = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/;
+/** Required peers of production dependencies that our code does not import itself. */
+const REQUIRED_PEERS: Record<string, string> = { zod: '@modelcontextprotocol/sdk' };
+
+describe('dependencies', () => {
+  const prod = productionImports(ENTRY, ['e2e']);
+
+  it('production modules import only node builtins and production dependencies', () => {
+    assert.ok(prod.files.size > 50, `only ${prod.files.size} production modules reached`);
+    const wrong = [...prod.bare].filter(([name]) => !(name in pkg.dependencies));
+    assert.deepEqual(wrong, [], 'imported but not a production dependency');
+  });
+
+  it('the check sees a devDependency when the graph includes test code (e2e/)', () => {
+    const withE2e = productionImports(ENTRY, []);
+    const dev = [...withE2e.bare.keys()].filter((n) => n in pkg.devDependencies);
+    assert.ok(dev.includes('jose') && dev.includes('@a2a-js/sdk'), `found only ${dev.join(', ')}`);
+  });
+
+  it('every production dependency is imported by production code or is a required peer of one', () => {
+    for (const name of Object.keys(pkg.dependencies)) {
+      if (prod.bare.has(name)) continue;
+      const host = REQUIRED_PEERS[name];
+      assert.ok(host, `${name} is a dependency no production module imports`);
+      assert.ok(prod.bare.has(host), `${name}: its host ${host} is not used`);
+      const hostPkg = JSON.parse(readFileSync(join(repo, 'node_modules', host, 'package.json'), 'utf8'));
+      assert.ok(hostPkg.peerDependencies?.[name], `${host} does not declare ${name} as a peer`);
+      assert.notEqual(hostPkg.peerDependenciesMeta?.[name]?.optional, true, `${name} is an optional peer`);
+    }
+  });
+
+  it('test-only packages are devDependencies', () => {
+    for (const name of [
+      '@a2a-js/sdk',
+      'ajv',
+      'express',
+      'jose',
+      'kubernetes-models',
+      'tsx',
+      '@bufbuild/cel',
+      'fast-check',
+    ]) {
+      assert.equal(pkg.dependencies[name], undefined, `${name} is a production dependency`);
+      assert.ok(pkg.devDependencies[name], `${name} is not a devDependency`);
+    }
+  });
+
+  it('every dependency and devDependency is pinned to one exact version, as the lockfile records', () => {
+    const root = lock.packages[''] ?? {};
+    for (const [field, deps] of [
+      ['dependencies', pkg.dependencies],
+      ['devDependencies', pkg.devDependencies],
+    ] as const) {
+      assert.deepEqual(root[field], deps, `package-lock.json is out of date (${field}): run npm install`);
+      for (const [name, range] of Object.entries(deps)) {
+        assert.match(range, EXACT, `${name}@${range} is not an exact version`);
+        assert.equal(lock.packages[`node_modules/${name}`]?.version, range, `${name}: lockfile version`);
+      }
+    }
+  });
+});
+
+describe('compiled dist/ with production dependencies only', () => {
+  let app = '';
+  const node = (args: string[], input?: string) =>
+    spawnSync(process.execPath, args, {
+      cwd: app,
+      encoding: 'utf8',
+      input: input ?? '',
+      timeout: 120_000,
+      env: { PATH: process.env.PATH ?? '', HOME: app, FGENTIC_LOG_LEVEL: 'silent' },
+    });
+
+  before(() => {
+    // The image layout: /app/{package.json, bin, dist, node_modules (production tree), examples}.
+    app = mkdtempSync(join(tmpdir(), 'fgentic-image-'));
+    const build = spawnSync(
+      process.execPath,
+      [join(repo, 'scripts/build.mjs'), '--out-dir', join(app, 'dist')],
+      {
+        cwd: repo,
+        encoding: 'utf8',
+        timeout: 300_000,
+      },
+    );
+    assert.equal(build.status, 0, `npm run build failed:\n${build.stdout}\n${build.stderr}`);
+    for (const f of ['package.json', 'package-lock.json', 'bin', 'examples'])
+      cpSync(join(repo, f), join(app, f), { recursive: true });
+    // `npm ci --omit=dev` installs exactly the lockfile entries without `dev: true`. Hard links keep
+    // the copy fast; they are real files, so Node cannot resolve through them back into the checkout.
+    for (const [key, entry] of Object.entries(lock.packages)) {
+      if (!key.startsWith('node_modules/') || entry.dev) continue;
+      const name = key.slice('node_modules/'.length);
+      if (name.includes('/node_modules/')) continue; // nested: copied with its parent
+      const dst = join(app, 'node_modules', name);
+      mkdirSync(dirname(dst), { recursive: true });
+      const cp = spawnSync('cp', ['-al', join(repo, key), dst]);
+      if (cp.status !== 0) cpSync(join(repo, key), dst, { recursive: true });
+    }
+  });
+  after(() => {
+    if (app) rmSync(app, { recursive: true, force: true });
+  });
+
+  it('the build emits JavaScript only, no TypeScript and no local-stack code', () => {
+    const walk = (d: string): string[] =>
+      readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? walk(join(d, n)) : [join(d, n)]));
+    const files = walk(join(app, 'dist')).map((f) => relative(join(app, 'dist'), f));
+    assert.ok(files.includes('cli/main.js'));
+    assert.ok(
+      files.includes('retrieval/db/migrations/0001_knowledge_v1.sql'),
+      'SQL migrations ship with dist/',
+    );
+    assert.deepEqual(
+      files.filter((f) => !/\.(js|sql)$/.test(f) || f.startsWith('e2e/')),
+      [],
+    );
+    for (const f of files.filter((x) => x.endsWith('.js')))
+      for (const spec of importsOf(readFileSync(join(app, 'dist', f), 'utf8')))
+        assert.ok(!spec.endsWith('.ts'), `${f} imports ${spec}: .ts extension not rewritten`);
+  });
+
+  // jose, express and ajv stay installed: the MCP SDK depends on them itself.
+  it('the environment really lacks devDependencies (tsx, esbuild, typescript, the A2A SDK)', () => {
+    for (const name of ['tsx', 'esbuild', 'typescript', '@a2a-js/sdk', 'kubernetes-models']) {
+      const r = node(['--input-type=module', '-e', `await import(${JSON.stringify(name)})`]);
+      assert.notEqual(r.status, 0, `${name} resolves`);
+      assert.match(r.stderr, /ERR_MODULE_NOT_FOUND|Cannot find package/);
+    }
+  });
+
+  it('every compiled module loads', () => {
+    const mods = readdirSync(join(app, 'dist'), { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.js') && f !== 'cli/main.js')
+      .map((f) => `./dist/${f}`);
+    assert.ok(mods.length > 50);
+    const r = node([
+      '--input-type=module',
+      '-e',
+      `for (const m of ${JSON.stringify(mods)}) await import(m);`,
+    ]);
+    assert.equal(r.status, 0, r.stderr);
+  });
+
+  it('bin runs dist/: --help exits 0 with the usage', () => {
+    assert.ok(!existsSync(join(app, 'cli')), 'no TypeScript sources next to the shim');
+    const r = node(['bin/fgentic-retrieval.mjs', '--help']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout + r.stderr, /fgentic-retrieval <command>/);
+  });
+
+  it('render -f examples prints the same objects as the source checkout', () => {
+    const compiled = node(['bin/fgentic-retrieval.mjs', 'render', '-f', 'examples']);
+    assert.equal(compiled.status, 0, compiled.stderr);
+    const source = spawnSync(
+      process.execPath,
+      [join(repo, 'bin/fgentic-retrieval.mjs'), 'render', '-f', 'examples'],
+      {
+        cwd: repo,
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
+    assert.equal(source.status, 0, source.stderr);
+    assert.ok(compiled.stdout.length > 10_000);
+    assert.equal(compiled.stdout, source.stdout);
+  });
+
+  it('admission check -f examples passes (the image README command)', () => {
+    const r = node(['bin/fgentic-retrieval.mjs', 'admission', 'check', '-f', 'examples']);
+    assert.equal(r.status, 0, r.stderr);
+  });
+
+  it('snapshot digest reproduces the contract vector', () => {
+    const vector = JSON.parse(readFileSync(join(repo, 'contract/vectors/snapshot.json'), 'utf8')).cases[0];
+    const r = node(['bin/fgentic-retrieval.mjs', 'snapshot', 'digest'], JSON.stringify(vector.snapshot));
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), vector.state_sha256);
+  });
+});
