@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { loadDocuments } from '../controller/render-command.ts';
+import { DatabaseInUseError, readLock } from '../retrieval/db/embedded.ts';
 import { handleReview } from '../webhook/main.ts';
 import { DEFAULT_RULES_CONFIG } from '../webhook/rules/types.ts';
 import { startWebhookServer } from '../webhook/server.ts';
@@ -21,6 +22,8 @@ export interface StackFile {
   readonly retrievalUrl: string;
   readonly projectorUrl: string;
   readonly webhookUrl?: string;
+  /** The embedded database's loopback postgres:// URL: ingest through it while the stack runs. */
+  readonly databaseUrl?: string;
   readonly bridgeApiKey: string;
   readonly agentMcpKey: string;
   readonly issuerPrivateJwk: Record<string, unknown>;
@@ -63,6 +66,13 @@ export async function startCommand(argv: string[]): Promise<number> {
     return 2;
   }
   mkdirSync(dataDir, { recursive: true });
+  const pgliteDir = join(dataDir, 'pglite');
+  // Refuse at once, before rendering or binding ports, when another process holds the corpus.
+  const holder = readLock(pgliteDir);
+  if (holder) {
+    out(`start: ${new DatabaseInUseError(pgliteDir, holder).message}`);
+    return 1;
+  }
   const started = Date.now();
   let n = 0;
   const progress = (step: string) =>
@@ -71,7 +81,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   let stack: LocalStack;
   try {
     stack = await startLocalStack({
-      dataDir: join(dataDir, 'pglite'),
+      dataDir: pgliteDir,
       progress,
       ports: {
         retrieval: base + 20,
@@ -106,6 +116,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   }
 
   const retrievalUrl = stack.retrieval.url;
+  const databaseUrl = readLock(pgliteDir)?.url;
   const ready =
     (await waitReady(`${retrievalUrl}/readyz`)) && (await waitReady(`${stack.projectorUrl}/readyz`));
   const stackFile = join(dataDir, 'stack.json');
@@ -116,6 +127,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     retrievalUrl,
     projectorUrl: stack.projectorUrl,
     ...(webhookUrl ? { webhookUrl } : {}),
+    ...(databaseUrl ? { databaseUrl } : {}),
     bridgeApiKey: stack.bridgeApiKey,
     agentMcpKey: stack.agentMcpKey,
     issuerPrivateJwk: stack.issuerPrivateJwk,
@@ -135,6 +147,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   out(`  retrieval server (MCP 2025-11-25)         ${retrievalUrl}/mcp   ${retrievalUrl}/metrics`);
   out(`  projector (ext-auth)                      ${stack.projectorUrl}/readyz`);
   if (webhookUrl) out(`  admission webhook (AdmissionReview v1)   ${webhookUrl}/healthz`);
+  if (databaseUrl) out(`  embedded Postgres (corpus)                ${databaseUrl}`);
   out('');
   out('Try:');
   out(
@@ -143,6 +156,9 @@ export async function startCommand(argv: string[]): Promise<number> {
   out('  npx fgentic-retrieval render -f examples       # what the reconciler renders');
   out('  npx fgentic-retrieval admission check -f examples');
   out(`  curl -s ${retrievalUrl}/metrics | grep fgentic`);
+  out(
+    `  npx fgentic-retrieval ingest --jsonl examples/knowledge.jsonl --data-dir ${pgliteDir}   # writes through this stack`,
+  );
   out('Ctrl-C stops everything; the corpus stays in ' + join(dataDir, 'pglite'));
 
   await new Promise<void>((resolveStop) => {
