@@ -157,7 +157,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   out('  npx fgentic-retrieval admission check -f examples');
   out(`  curl -s ${retrievalUrl}/metrics | grep fgentic`);
   out(
-    `  npx fgentic-retrieval ingest --jsonl examples/knowledge.jsonl --data-dir ${pgliteDir}   # writes through this stack`,
+    `  npx fgentic-retrieval ingest --jsonl retrieval/examples/knowledge.jsonl --data-dir ${pgliteDir}   # writes through this stack`,
   );
   out('Ctrl-C stops everything; the corpus stays in ' + join(dataDir, 'pglite'));
 
