@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseFlags, usageError } from '../cli/args.ts';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { loadDocuments } from '../controller/render-command.ts';
 import { DatabaseInUseError, readLock } from '../retrieval/db/embedded.ts';
@@ -51,15 +51,21 @@ async function waitReady(url: string, timeoutMs = 30000): Promise<boolean> {
 }
 
 export async function startCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
+  let values: { 'data-dir': string; 'port-base': string; 'no-webhook': boolean };
+  try {
+    values = parseFlags(argv, {
       'data-dir': { type: 'string', default: 'data' },
       'port-base': { type: 'string', default: '18080' },
       'no-webhook': { type: 'boolean', default: false },
-    },
-  });
-  const dataDir = resolve(values['data-dir']!);
+    }).values as typeof values;
+  } catch (err) {
+    return usageError(
+      'start',
+      'fgentic-retrieval start [--data-dir DIR] [--port-base N] [--no-webhook]',
+      err,
+    );
+  }
+  const dataDir = resolve(values['data-dir']);
   const base = Number(values['port-base']);
   if (!Number.isInteger(base) || base < 1024 || base > 65000) {
     out('start: --port-base must be an integer between 1024 and 65000');
