@@ -25,6 +25,7 @@ import {
   readJsonlFile,
 } from './jsonl.ts';
 import { createProgress } from './progress.ts';
+import { StoreConflictError, type StoredChunk, writeChunks } from './store.ts';
 
 let t: TestDatabase;
 let embedCalls = 0;
@@ -279,28 +280,43 @@ describe('unchanged input and batched writes', () => {
     assert.equal(again.unchanged, 1);
   });
 
-  test('ACL-only changes to many rows are applied in batches, vectors kept', async () => {
-    const n = 1200; // more than one UPDATE batch
-    const mk = (who: MatrixPrincipal) =>
+  test('ACL-only changes spanning several UPDATE batches are applied, vectors kept', async () => {
+    const n = 10;
+    const mk = (who: MatrixPrincipal, withVector: boolean): StoredChunk[] =>
       Array.from({ length: n }, (_, i) => ({
         chunk_id: `bulk-${i}`,
         content: `bulk ${i}`,
-        metadata: meta({ source: `docs/bulk-${i % 7}.md`, principals: [who] }),
-        embedding: Array.from({ length: 1024 }, (_, k) => (k === i % 1024 ? 1 : 0.001)),
+        metadata: meta({ source: `docs/bulk-${i % 3}.md`, principals: [who] }),
+        ...(withVector ? { embedding: Array.from({ length: 1024 }, (_, k) => (k === i ? 1 : 0.001)) } : {}),
       }));
-    await ingestRecords(t.pool, embedder, mk(P.alice));
-    const stats = await ingestRecords(
-      t.pool,
-      embedder,
-      mk(P.bob).map(({ embedding: _e, ...r }) => r),
-    );
+    await writeChunks(t.pool, { chunks: mk(P.alice, true) });
+    const vectors = async () =>
+      (await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY chunk_id'))
+        .rows;
+    const before = await vectors();
+    const stats = await writeChunks(t.pool, { chunks: mk(P.bob, false) }, undefined, { updateBatch: 4 });
     assert.equal(stats.aclOnly, n);
-    assert.equal(stats.upserted, 0);
     const { rows: r } = await t.pool.query(
       "SELECT count(*)::int AS n FROM knowledge.chunks WHERE metadata->'allowed_principals'->0->>'principal' = $1",
       [P.bob.principal],
     );
     assert.equal(r[0].n, n);
+    assert.deepEqual(await vectors(), before);
+    // A row that vanished between the lookup and the write aborts the whole batch set.
+    await t.pool.query("DELETE FROM knowledge.chunks WHERE chunk_id = 'bulk-9'");
+    await assert.rejects(
+      writeChunks(t.pool, { chunks: mk(P.alice, false) }, undefined, { updateBatch: 4 }),
+      StoreConflictError,
+    );
+    assert.equal(
+      (
+        await t.pool.query(
+          "SELECT count(*)::int AS n FROM knowledge.chunks WHERE metadata->'allowed_principals'->0->>'principal' = $1",
+          [P.bob.principal],
+        )
+      ).rows[0].n,
+      n - 1,
+    );
   });
 });
 
@@ -329,7 +345,7 @@ describe('documented formats: the samples in retrieval/examples', () => {
 describe('errors say what failed, never what the input held', () => {
   const bad = (metadata: unknown) => [
     { content: 'fine', metadata: meta({ principals: [P.alice] }) },
-    { content: 'secret words', metadata },
+    { content: 'hunter2 words', metadata },
   ];
   const cases: [unknown, string][] = [
     [
@@ -340,11 +356,11 @@ describe('errors say what failed, never what the input held', () => {
       'record 2: metadata.allowed_principals[3].principal: not a full MXID (@localpart:server)',
     ],
     [
-      { ...meta({ principals: [P.alice] }), classification: 'secret-ish' },
+      { ...meta({ principals: [P.alice] }), classification: 'hunter2-ish' },
       'record 2: metadata.classification: not a classification',
     ],
     [
-      { ...meta({}), allowed_groups: ['secret-group'] },
+      { ...meta({}), allowed_groups: ['hunter2-group'] },
       'record 2: metadata.allowed_groups[0]: not a partner group',
     ],
     [
@@ -360,7 +376,7 @@ describe('errors say what failed, never what the input held', () => {
         (err: unknown) =>
           err instanceof IngestError &&
           err.message.startsWith(expected) &&
-          !/secret/.test(err.message) &&
+          !/hunter2/.test(err.message) &&
           err.line === 2,
       );
     });

@@ -74,10 +74,11 @@ export async function writeChunks(
   pool: pg.Pool,
   plan: WritePlan,
   onProgress?: (done: number) => void,
-  options: { readonly insertBatch?: number } = {},
+  options: { readonly insertBatch?: number; readonly updateBatch?: number } = {},
 ): Promise<WriteStats> {
   const stats: WriteStats = { upserted: 0, aclOnly: 0, unchanged: 0, deleted: 0 };
   const insertBatch = options.insertBatch ?? INSERT_BATCH;
+  const updateBatch = options.updateBatch ?? UPDATE_BATCH;
   const client = await pool.connect();
   let failed = false;
   try {
@@ -113,8 +114,8 @@ export async function writeChunks(
       done += batch.length;
       onProgress?.(done);
     }
-    for (let i = 0; i < aclOnly.length; i += UPDATE_BATCH) {
-      const batch = aclOnly.slice(i, i + UPDATE_BATCH);
+    for (let i = 0; i < aclOnly.length; i += updateBatch) {
+      const batch = aclOnly.slice(i, i + updateBatch);
       const r = await client.query(
         'UPDATE knowledge.chunks AS c SET metadata = v.metadata FROM ' +
           'unnest($1::text[], $2::jsonb[], $3::text[]) AS v(chunk_id, metadata, content) ' +
