@@ -53,7 +53,9 @@ export class DatabaseInUseError extends Error {
       ? `; ingest through the running stack with \`fgentic-retrieval ingest --database-url ${holder.url} …\``
       : '; stop it first or connect to it through its database URL';
     super(
-      `database ${dataDir} in use by PID ${holder.pid}${holder.host === hostname() ? '' : ` on ${holder.host}`}${via}`,
+      holder.pid === 0
+        ? `database ${dataDir} is locked by ${lockPath(dataDir)}, which cannot be read; remove it if no process uses the directory`
+        : `database ${dataDir} in use by PID ${holder.pid}${holder.host === hostname() ? '' : ` on ${holder.host}`}${via}`,
     );
     this.name = 'DatabaseInUseError';
   }
