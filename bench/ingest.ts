@@ -55,7 +55,13 @@ interface Target {
 async function open(path: Path): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), `fgentic-bench-ingest-${path}-`));
   const db = await startEmbeddedDatabase({ dataDir: join(dir, 'pglite') });
-  const pool = createPool({ connectionString: db.url, max: 2, statementTimeoutMs: 600_000 });
+  // PGlite runs on this thread: a long statement can delay another connection's handshake.
+  const pool = createPool({
+    connectionString: db.url,
+    max: 2,
+    statementTimeoutMs: 600_000,
+    connectionTimeoutMs: 120_000,
+  });
   await migrate(pool);
   await ensureProfile(pool, embedder.profile, true);
   return {

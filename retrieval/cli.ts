@@ -243,7 +243,14 @@ export async function ingestCommand(argv: string[]): Promise<number> {
         ingestRecords(pool!, embedder, records, progress, { replacePrefix: prefix, replaceSources: sources });
     }
     target = await ingestTarget(values);
-    pool = createPool({ connectionString: target.url, max: 2, statementTimeoutMs: 300_000 });
+    // An embedded database runs its queries on this process's thread, and a running stack's queues
+    // connections behind an open transaction: a new connection may wait for a long statement.
+    pool = createPool({
+      connectionString: target.url,
+      max: 2,
+      statementTimeoutMs: 300_000,
+      connectionTimeoutMs: 30_000,
+    });
     await migrate(pool);
     const state = await ensureProfile(pool, embedder.profile, true);
     if (!state.ok) {
