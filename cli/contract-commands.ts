@@ -2,6 +2,7 @@
 
 import type { AgentRef } from '../contract/index.ts';
 import { decodeProjection, jcs, parseStrictJson, stateDigest, validateSnapshot } from '../contract/index.ts';
+import { parseFlags, usageError } from './args.ts';
 import { readStdin } from './io.ts';
 
 export async function projectionDecode(args: { now?: string; agent?: string }): Promise<number> {
@@ -42,4 +43,30 @@ export async function snapshotDigest(): Promise<number> {
   }
   process.stdout.write(`${stateDigest(snapshot.value)}\n`);
   return 0;
+}
+
+export async function projectionDecodeCommand(argv: string[]): Promise<number> {
+  let values: { now?: string; agent?: string };
+  try {
+    values = parseFlags(argv, { now: { type: 'string' }, agent: { type: 'string' } }).values as typeof values;
+  } catch (err) {
+    return usageError(
+      'projection decode',
+      'fgentic-retrieval projection decode [--now UNIX] [--agent NS/NAME]',
+      err,
+    );
+  }
+  return projectionDecode({
+    ...(values.now !== undefined ? { now: values.now } : {}),
+    ...(values.agent !== undefined ? { agent: values.agent } : {}),
+  });
+}
+
+export async function snapshotDigestCommand(argv: string[]): Promise<number> {
+  try {
+    parseFlags(argv, {});
+  } catch (err) {
+    return usageError('snapshot digest', 'fgentic-retrieval snapshot digest < snapshot.json', err);
+  }
+  return snapshotDigest();
 }

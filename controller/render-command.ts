@@ -1,9 +1,10 @@
-/** `fgentic-retrieval render -f PATH... [-o DIR]`: custom resources → every rendered manifest (offline, for GitOps). */
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+/** `fgentic-retrieval render -f PATH... [-o DIR [--replace]]`: custom resources → every rendered manifest (offline, for GitOps). */
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
+import { parseFlags, UsageError, usageError } from '../cli/args.ts';
 import { render } from './render/index.ts';
+import { MANAGED_LABELS } from './render/model.ts';
 import type { Conflict, K8sObject, OwnResource, Resources } from './types.ts';
 import { API_VERSION } from './types.ts';
 
@@ -27,12 +28,26 @@ export function loadDocuments(paths: string[]): LoadedDocument[] {
   const out: LoadedDocument[] = [];
   for (const file of files) {
     const text = readFileSync(file, 'utf8');
-    const docs = file.endsWith('.json')
-      ? [JSON.parse(text) as unknown]
-      : parseAllDocuments(text).map((d) => {
-          if (d.errors.length) throw new Error(`${file}: ${d.errors[0]?.message}`);
-          return d.toJS() as unknown;
-        });
+    let docs: unknown[];
+    if (file.endsWith('.json')) {
+      try {
+        docs = [JSON.parse(text) as unknown];
+      } catch {
+        // JSON.parse quotes the input around the error; say where only.
+        throw new Error(`${file}: not valid JSON`);
+      }
+    } else
+      docs = parseAllDocuments(text).map((d) => {
+        const e = d.errors[0];
+        if (e) {
+          // The first line of yaml's message names the problem and its line and column; the rest
+          // quotes the input, which may be a Secret.
+          const where = e.linePos?.[0] ? ` at line ${e.linePos[0].line}, column ${e.linePos[0].col}` : '';
+          const what = (e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+          throw new Error(`${file}: ${what}${where}`);
+        }
+        return d.toJS() as unknown;
+      });
     for (const d of docs) {
       if (d === null || d === undefined) continue;
       const items = (d as { kind?: string; items?: unknown[] }).kind?.endsWith('List')
@@ -77,48 +92,116 @@ export function formatConflict(c: Conflict): string {
   return `conflict: ${c.kind} ${c.namespace ? `${c.namespace}/` : ''}${c.name}: ${c.reason}: ${c.message}`;
 }
 
+export const RENDER_USAGE = 'fgentic-retrieval render -f PATH... [-o DIR [--replace]]';
+
+/** The file an object is written to under -o. */
+export function outputFileName(o: K8sObject): string {
+  return `${o.kind.toLowerCase()}-${o.metadata.namespace ? `${o.metadata.namespace}-` : ''}${o.metadata.name}.yaml`;
+}
+
+/** Whether a file in the output directory holds one object this command rendered (by its labels). */
+function isRenderedFile(path: string): boolean {
+  try {
+    const docs = parseAllDocuments(readFileSync(path, 'utf8'));
+    if (docs.length !== 1 || docs[0]?.errors.length) return false;
+    const labels = (docs[0]?.toJS() as K8sObject | null)?.metadata?.labels ?? {};
+    return Object.entries(MANAGED_LABELS).every(([k, v]) => labels[k] === v);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Writes one file per object into dir. A non-empty dir is refused unless `replace`; then files this
+ * command rendered before (recognised by the managed labels) that are no longer rendered are removed,
+ * so a GitOps commit never keeps an orphaned route or Agent. Other files (a kustomization.yaml, a
+ * README) are left alone. Each file is written to a temporary name and renamed into place.
+ */
+function writeOutputDir(dir: string, objects: K8sObject[], replace: boolean): string | undefined {
+  let existing: string[] = [];
+  try {
+    existing = readdirSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      return `${dir}: cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+  }
+  if (existing.length > 0 && !replace)
+    return `${dir} is not empty; pass --replace to overwrite it and remove files no longer rendered`;
+  mkdirSync(dir, { recursive: true });
+  const names = new Set<string>();
+  for (const o of objects) {
+    const name = outputFileName(o);
+    names.add(name);
+    const tmp = join(dir, `.${name}.tmp`);
+    writeFileSync(tmp, stringify(o, YAML_OPTIONS));
+    renameSync(tmp, join(dir, name));
+  }
+  for (const name of existing) {
+    const path = join(dir, name);
+    if (names.has(name) || !/\.ya?ml$/.test(name) || !statSync(path).isFile()) continue;
+    if (isRenderedFile(path)) rmSync(path);
+  }
+  return undefined;
+}
+
 export async function renderCommand(argv: string[]): Promise<number> {
-  let values: { file?: string[]; output?: string };
+  let values: { file?: string[]; output?: string; replace?: boolean };
   try {
     // `-f a b c` (the documented form) and `-f a -f b` both work: positionals are more paths.
-    const parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
+    const parsed = parseFlags(
+      argv,
+      {
         file: { type: 'string', short: 'f', multiple: true },
         output: { type: 'string', short: 'o' },
+        replace: { type: 'boolean' },
       },
-    });
-    values = parsed.values;
+      true,
+    );
+    values = parsed.values as typeof values;
     if (parsed.positionals.length) {
-      if (!values.file?.length) throw new Error('paths must follow -f');
+      if (!values.file?.length) throw new UsageError('paths must follow -f');
       values.file = [...values.file, ...parsed.positionals];
     }
+    if (!values.file?.length) throw new UsageError('-f PATH is required');
+    if (values.replace && values.output === undefined) throw new UsageError('--replace needs -o DIR');
   } catch (e) {
-    process.stderr.write(
-      `render: ${(e as Error).message}\nusage: fgentic-retrieval render -f PATH... [-o DIR]\n`,
-    );
-    return 2;
-  }
-  if (!values.file?.length) {
-    process.stderr.write('usage: fgentic-retrieval render -f PATH... [-o DIR]\n');
-    return 2;
+    return usageError('render', RENDER_USAGE, e);
   }
   let resources: Resources;
   try {
     resources = loadResources(values.file);
   } catch (e) {
-    process.stderr.write(`render: ${(e as Error).message}\n`);
+    const err = e as NodeJS.ErrnoException & { path?: string };
+    process.stderr.write(
+      `render: ${err.code === 'ENOENT' ? `${err.path ?? 'a path'}: does not exist` : err.code === 'EACCES' ? `${err.path ?? 'a path'}: permission denied` : err.message}\n`,
+    );
     return 2;
   }
+  if (
+    resources.platforms.length +
+      resources.agents.length +
+      resources.rooms.length +
+      resources.partners.length ===
+    0
+  ) {
+    process.stderr.write(
+      `render: no resources found (kinds of ${API_VERSION}) in ${values.file.join(', ')}\n`,
+    );
+    return 1;
+  }
   const { objects, conflicts } = render(resources);
-  if (values.output) {
-    mkdirSync(values.output, { recursive: true });
-    for (const o of objects) {
-      const file = `${o.kind.toLowerCase()}-${o.metadata.namespace ? `${o.metadata.namespace}-` : ''}${o.metadata.name}.yaml`;
-      writeFileSync(join(values.output, file), stringify(o, YAML_OPTIONS));
+  // Any conflict (including RegistryTooLarge) means the rendered set is incomplete: write nothing.
+  if (conflicts.length > 0) {
+    for (const c of conflicts) process.stderr.write(`${formatConflict(c)}\n`);
+    process.stderr.write(`render: ${conflicts.length} conflict(s); nothing written\n`);
+    return 1;
+  }
+  if (values.output !== undefined) {
+    const problem = writeOutputDir(values.output, objects, values.replace === true);
+    if (problem) {
+      process.stderr.write(`render: ${problem}\n`);
+      return 1;
     }
   } else process.stdout.write(toYaml(objects));
-  for (const c of conflicts) process.stderr.write(`${formatConflict(c)}\n`);
-  return conflicts.length ? 1 : 0;
+  return 0;
 }

@@ -5,9 +5,10 @@
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseFlags, usageError } from '../cli/args.ts';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { loadDocuments } from '../controller/render-command.ts';
+import { DatabaseInUseError, readLock } from '../retrieval/db/embedded.ts';
 import { handleReview } from '../webhook/main.ts';
 import { DEFAULT_RULES_CONFIG } from '../webhook/rules/types.ts';
 import { startWebhookServer } from '../webhook/server.ts';
@@ -21,6 +22,8 @@ export interface StackFile {
   readonly retrievalUrl: string;
   readonly projectorUrl: string;
   readonly webhookUrl?: string;
+  /** The embedded database's loopback postgres:// URL: ingest through it while the stack runs. */
+  readonly databaseUrl?: string;
   readonly bridgeApiKey: string;
   readonly agentMcpKey: string;
   readonly issuerPrivateJwk: Record<string, unknown>;
@@ -48,21 +51,34 @@ async function waitReady(url: string, timeoutMs = 30000): Promise<boolean> {
 }
 
 export async function startCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
+  let values: { 'data-dir': string; 'port-base': string; 'no-webhook': boolean };
+  try {
+    values = parseFlags(argv, {
       'data-dir': { type: 'string', default: 'data' },
       'port-base': { type: 'string', default: '18080' },
       'no-webhook': { type: 'boolean', default: false },
-    },
-  });
-  const dataDir = resolve(values['data-dir']!);
+    }).values as typeof values;
+  } catch (err) {
+    return usageError(
+      'start',
+      'fgentic-retrieval start [--data-dir DIR] [--port-base N] [--no-webhook]',
+      err,
+    );
+  }
+  const dataDir = resolve(values['data-dir']);
   const base = Number(values['port-base']);
   if (!Number.isInteger(base) || base < 1024 || base > 65000) {
     out('start: --port-base must be an integer between 1024 and 65000');
     return 2;
   }
   mkdirSync(dataDir, { recursive: true });
+  const pgliteDir = join(dataDir, 'pglite');
+  // Refuse at once, before rendering or binding ports, when another process holds the corpus.
+  const holder = readLock(pgliteDir);
+  if (holder) {
+    out(`start: ${new DatabaseInUseError(pgliteDir, holder).message}`);
+    return 1;
+  }
   const started = Date.now();
   let n = 0;
   const progress = (step: string) =>
@@ -71,7 +87,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   let stack: LocalStack;
   try {
     stack = await startLocalStack({
-      dataDir: join(dataDir, 'pglite'),
+      dataDir: pgliteDir,
       progress,
       ports: {
         retrieval: base + 20,
@@ -106,6 +122,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   }
 
   const retrievalUrl = stack.retrieval.url;
+  const databaseUrl = readLock(pgliteDir)?.url;
   const ready =
     (await waitReady(`${retrievalUrl}/readyz`)) && (await waitReady(`${stack.projectorUrl}/readyz`));
   const stackFile = join(dataDir, 'stack.json');
@@ -116,6 +133,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     retrievalUrl,
     projectorUrl: stack.projectorUrl,
     ...(webhookUrl ? { webhookUrl } : {}),
+    ...(databaseUrl ? { databaseUrl } : {}),
     bridgeApiKey: stack.bridgeApiKey,
     agentMcpKey: stack.agentMcpKey,
     issuerPrivateJwk: stack.issuerPrivateJwk,
@@ -135,6 +153,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   out(`  retrieval server (MCP 2025-11-25)         ${retrievalUrl}/mcp   ${retrievalUrl}/metrics`);
   out(`  projector (ext-auth)                      ${stack.projectorUrl}/readyz`);
   if (webhookUrl) out(`  admission webhook (AdmissionReview v1)   ${webhookUrl}/healthz`);
+  if (databaseUrl) out(`  embedded Postgres (corpus)                ${databaseUrl}`);
   out('');
   out('Try:');
   out(
@@ -143,6 +162,9 @@ export async function startCommand(argv: string[]): Promise<number> {
   out('  npx fgentic-retrieval render -f examples       # what the reconciler renders');
   out('  npx fgentic-retrieval admission check -f examples');
   out(`  curl -s ${retrievalUrl}/metrics | grep fgentic`);
+  out(
+    `  npx fgentic-retrieval ingest --jsonl retrieval/examples/knowledge.jsonl --data-dir ${pgliteDir}   # writes through this stack`,
+  );
   out('Ctrl-C stops everything; the corpus stays in ' + join(dataDir, 'pglite'));
 
   await new Promise<void>((resolveStop) => {

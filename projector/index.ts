@@ -47,8 +47,9 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
           ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
           onChange: (s) =>
             s.ready
-              ? log.info('configuration loaded', { generation: s.generation })
+              ? log.info('configuration loaded', { path: options.configPath, generation: s.generation })
               : log.error('configuration rejected: denying every check', {
+                  path: options.configPath,
                   generation: s.generation,
                   error: s.error,
                 }),

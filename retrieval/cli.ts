@@ -1,16 +1,25 @@
 /**
  * CLI entry points (wired by cli/main.ts):
  *   serve retrieval [--config FILE] [--port N] [--host H] [--data-dir DIR] [--no-migrate]
- *   ingest --jsonl FILE | --bundle DIR [--database-url URL] [--config FILE] [--data-dir DIR]
+ *   ingest --jsonl FILE | --bundle DIR [--database-url URL | --data-dir DIR] [--config FILE]
  * The database is DATABASE_URL (or --database-url for ingest; TLS via DATABASE_CA_FILE and
  * DATABASE_TLS=require) when set, else the embedded PGlite
- * persisted under ./data/pglite. An embedded data directory can be opened by one process at a time:
- * ingest before serving, or ingest through a running server's DATABASE_URL.
+ * persisted under ./data/pglite. An embedded data directory belongs to one process (db/embedded.ts);
+ * an ingest aimed at a directory another process holds writes through that process's database.
  */
-import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
+import type pg from 'pg';
+import { parseFlags, UsageError, usageError } from '../cli/args.ts';
 import { createLogger } from '../common/log.ts';
-import { ConfigError, loadConfig, type RetrievalConfig } from './config.ts';
-import { DEFAULT_DATA_DIR, startEmbeddedDatabase } from './db/embedded.ts';
+import { parseStrictJson } from '../contract/index.ts';
+import { ConfigError, parseConfig, type RetrievalConfig } from './config.ts';
+import {
+  DatabaseInUseError,
+  DEFAULT_DATA_DIR,
+  type EmbeddedDatabase,
+  readLock,
+  startEmbeddedDatabase,
+} from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
 import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
@@ -18,9 +27,11 @@ import { createOpenAIEmbedder } from './embeddings/openai.ts';
 import { ensureProfile } from './embeddings/profile.ts';
 import type { Embedder } from './embeddings/types.ts';
 import { startRetrievalServer } from './index.ts';
-import { ingestBundle } from './ingest/bundle.ts';
-import { IngestError, ingestJsonlFile } from './ingest/jsonl.ts';
+import { bundleRecords } from './ingest/bundle.ts';
+import { databaseProblem, IngestError } from './ingest/errors.ts';
+import { type IngestStats, ingestRecords, readJsonlFile } from './ingest/jsonl.ts';
 import { createProgress } from './ingest/progress.ts';
+import { StoreConflictError } from './ingest/store.ts';
 
 const log = createLogger('retrieval');
 const DEFAULT_CONFIG = '/etc/fgentic/retrieval.json';
@@ -51,34 +62,80 @@ function tlsFromEnv(): { caFile?: string; requireTls?: boolean } {
 function port(v: string | undefined, fallback: number): number {
   if (v === undefined) return fallback;
   const n = Number(v);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError('--port');
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError('--port must be an integer 0–65535');
   return n;
 }
 
+/** A configuration file problem, naming the path tried (and whether it was the default). */
+export class ConfigFileError extends Error {
+  constructor(path: string, isDefault: boolean, problem: string) {
+    super(`config ${path}${isDefault ? ' (the default; pass --config FILE)' : ''}: ${problem}`);
+    this.name = 'ConfigFileError';
+  }
+}
+
+/** Reads and validates retrieval.json; problems name the file and the field, never a value. */
+export function readConfig(path: string, isDefault: boolean): RetrievalConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ConfigFileError(
+      path,
+      isDefault,
+      code === 'ENOENT'
+        ? 'does not exist'
+        : code === 'EACCES'
+          ? 'permission denied'
+          : code === 'EISDIR'
+            ? 'is a directory'
+            : `cannot be read (${code ?? 'unknown error'})`,
+    );
+  }
+  const parsed = parseStrictJson(text, { maxDepth: 8, maxLength: 1 << 20 });
+  if (!parsed.ok)
+    throw new ConfigFileError(
+      path,
+      isDefault,
+      parsed.error === 'duplicate_name'
+        ? 'a member name appears twice'
+        : `not valid JSON at offset ${parsed.offset}`,
+    );
+  try {
+    return parseConfig(parsed.value);
+  } catch (err) {
+    if (err instanceof ConfigError)
+      throw new ConfigFileError(path, isDefault, `invalid value at ${err.path}`);
+    throw err;
+  }
+}
+
+export const SERVE_RETRIEVAL_USAGE =
+  'fgentic-retrieval serve retrieval [--config FILE] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]';
+
 export async function serveRetrieval(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
+  let listenPort: number;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        port: { type: 'string' },
-        host: { type: 'string' },
-        'data-dir': { type: 'string' },
-        'no-migrate': { type: 'boolean' },
-      },
-    }));
-  } catch {
-    process.stderr.write('serve retrieval: invalid arguments\n');
-    return 2;
+    values = parseFlags(argv, {
+      config: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'data-dir': { type: 'string' },
+      'no-migrate': { type: 'boolean' },
+    }).values as Record<string, string | boolean | undefined>;
+    listenPort = port(values['port'] as string | undefined, 8080);
+  } catch (err) {
+    return usageError('serve retrieval', SERVE_RETRIEVAL_USAGE, err);
   }
   let config: RetrievalConfig;
   try {
-    config = loadConfig(String(values['config'] ?? DEFAULT_CONFIG));
+    config = readConfig(String(values['config'] ?? DEFAULT_CONFIG), values['config'] === undefined);
   } catch (err) {
     // Invalid configuration: refuse to start (the path names the field, never a value).
     process.stderr.write(
-      `serve retrieval: ${err instanceof ConfigError ? err.message : 'cannot read config'}\n`,
+      `serve retrieval: ${err instanceof ConfigFileError ? err.message : 'cannot read config'}\n`,
     );
     return 2;
   }
@@ -92,7 +149,7 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
         ? { databaseUrl, pool: tlsFromEnv() }
         : { dataDir: String(values['data-dir'] ?? DEFAULT_DATA_DIR) }),
       host: String(values['host'] ?? (databaseUrl ? '0.0.0.0' : '127.0.0.1')),
-      port: port(values['port'] as string | undefined, 8080),
+      port: listenPort,
       migrate: values['no-migrate'] !== true,
     });
     if (!server.profileOk) log.error('serving /readyz=false until the embedding profile matches');
@@ -105,73 +162,121 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     await server.close();
     return 0;
   } catch (err) {
+    const db = databaseProblem(err, databaseUrl);
+    const msg =
+      err instanceof DatabaseInUseError
+        ? err.message
+        : db
+          ? db.message
+          : (err as NodeJS.ErrnoException).code === 'EADDRINUSE'
+            ? `port ${listenPort} is already in use`
+            : `failed to start (${err instanceof Error ? err.name : 'unknown'})`;
     log.error('retrieval server failed to start', { error: err instanceof Error ? err.name : 'unknown' });
-    process.stderr.write(
-      `serve retrieval: ${err instanceof ConfigError ? err.message : 'failed to start'}\n`,
-    );
+    process.stderr.write(`serve retrieval: ${msg}\n`);
     return 1;
   }
+}
+
+export const INGEST_USAGE =
+  'fgentic-retrieval ingest (--jsonl FILE | --bundle DIR) [--database-url URL | --data-dir DIR] [--config FILE]';
+
+/**
+ * Where an ingest writes: --database-url / DATABASE_URL; else the embedded data directory, through
+ * the process that holds it when one does (its lock file names its URL), else opened here.
+ */
+async function ingestTarget(
+  values: Record<string, string | undefined>,
+): Promise<{ url: string; embedded?: EmbeddedDatabase }> {
+  const url = values['database-url'] ?? process.env['DATABASE_URL'];
+  if (url) return { url };
+  const dataDir = values['data-dir'] ?? DEFAULT_DATA_DIR;
+  const holder = readLock(dataDir);
+  if (holder?.url) {
+    process.stderr.write(
+      `ingest: ${dataDir} is open by PID ${holder.pid}; writing through its database at ${new URL(holder.url).host}\n`,
+    );
+    return { url: holder.url };
+  }
+  if (holder) throw new DatabaseInUseError(dataDir, holder);
+  const embedded = await startEmbeddedDatabase({ dataDir });
+  return { url: embedded.url, embedded };
 }
 
 export async function ingestCommand(argv: string[]): Promise<number> {
   let values: Record<string, string | undefined>;
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        jsonl: { type: 'string' },
-        bundle: { type: 'string' },
-        'database-url': { type: 'string' },
-        config: { type: 'string' },
-        'data-dir': { type: 'string' },
-      },
-    }) as { values: Record<string, string | undefined> });
-  } catch {
-    process.stderr.write('ingest: invalid arguments\n');
-    return 2;
-  }
-  if ((values['jsonl'] === undefined) === (values['bundle'] === undefined)) {
-    process.stderr.write('ingest: exactly one of --jsonl FILE or --bundle DIR\n');
-    return 2;
+    values = parseFlags(argv, {
+      jsonl: { type: 'string' },
+      bundle: { type: 'string' },
+      'database-url': { type: 'string' },
+      config: { type: 'string' },
+      'data-dir': { type: 'string' },
+    }).values as Record<string, string | undefined>;
+    if ((values['jsonl'] === undefined) === (values['bundle'] === undefined))
+      throw new UsageError('exactly one of --jsonl FILE or --bundle DIR');
+    if (values['database-url'] !== undefined && values['data-dir'] !== undefined)
+      throw new UsageError('--database-url and --data-dir exclude each other');
+  } catch (err) {
+    return usageError('ingest', INGEST_USAGE, err);
   }
   let embedder: Embedder;
   try {
     embedder = values['config']
-      ? embedderFor(loadConfig(values['config']).embeddings)
+      ? embedderFor(readConfig(values['config'], false).embeddings)
       : createLocalEmbedder();
   } catch (err) {
-    process.stderr.write(`ingest: ${err instanceof ConfigError ? err.message : 'invalid config'}\n`);
+    process.stderr.write(`ingest: ${err instanceof ConfigFileError ? err.message : 'invalid config'}\n`);
     return 2;
   }
-  const url = values['database-url'] ?? process.env['DATABASE_URL'];
-  const embedded = url
-    ? undefined
-    : await startEmbeddedDatabase({ dataDir: values['data-dir'] ?? DEFAULT_DATA_DIR });
-  const pool = createPool({
-    connectionString: url ?? embedded?.url ?? '',
-    max: 2,
-    statementTimeoutMs: 300_000,
-  });
+  // Input first: a bad file fails in milliseconds, before any database is opened.
+  let load: () => Promise<IngestStats>;
+  let pool: pg.Pool | undefined;
+  let target: { url: string; embedded?: EmbeddedDatabase } | undefined;
+  const progress = createProgress();
   try {
+    if (values['jsonl'] !== undefined) {
+      const records = readJsonlFile(values['jsonl']);
+      load = () => ingestRecords(pool!, embedder, records, progress);
+    } else {
+      const { records, prefix, sources } = bundleRecords(values['bundle'] ?? '');
+      load = () =>
+        ingestRecords(pool!, embedder, records, progress, { replacePrefix: prefix, replaceSources: sources });
+    }
+    target = await ingestTarget(values);
+    // An embedded database runs its queries on this process's thread, and a running stack's queues
+    // connections behind an open transaction: a new connection may wait for a long statement.
+    pool = createPool({
+      connectionString: target.url,
+      max: 2,
+      statementTimeoutMs: 300_000,
+      connectionTimeoutMs: 30_000,
+    });
     await migrate(pool);
     const state = await ensureProfile(pool, embedder.profile, true);
     if (!state.ok) {
-      process.stderr.write(`ingest: embedding profile mismatch (${state.reason}); refusing to write\n`);
+      process.stderr.write(
+        `ingest: the database holds embeddings of another profile (${state.reason}); refusing to write\n`,
+      );
       return 1;
     }
-    const progress = createProgress();
-    const stats = values['jsonl']
-      ? await ingestJsonlFile(pool, embedder, values['jsonl'], progress)
-      : await ingestBundle(pool, embedder, values['bundle'] ?? '', progress);
+    const stats = await load();
     process.stdout.write(`${JSON.stringify(stats)}\n`);
     return 0;
   } catch (err) {
-    process.stderr.write(`ingest: ${err instanceof IngestError ? err.message : 'failed'}\n`);
-    if (!(err instanceof IngestError))
-      log.error('ingest failed', { error: err instanceof Error ? err.name : 'unknown' });
+    const db = databaseProblem(err, target?.url ?? values['database-url'] ?? process.env['DATABASE_URL']);
+    if (err instanceof IngestError || err instanceof DatabaseInUseError || err instanceof StoreConflictError)
+      process.stderr.write(`ingest: ${err.message}\n`);
+    else if (db) process.stderr.write(`ingest: ${db.message}\n`);
+    else {
+      // Not an input or connection problem: a fault. Its name only; messages may quote data.
+      const name = err instanceof Error ? err.name : 'unknown';
+      const code = (err as { code?: unknown } | undefined)?.code;
+      process.stderr.write(`ingest: failed (${name}${typeof code === 'string' ? ` ${code}` : ''})\n`);
+      log.error('ingest failed', { error: name, ...(typeof code === 'string' ? { code } : {}) });
+    }
     return 1;
   } finally {
-    await pool.end().catch(() => {});
-    await embedded?.close();
+    await pool?.end().catch(() => {});
+    await target?.embedded?.close();
   }
 }

@@ -68,7 +68,11 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
   const pool = createPool({
     ...options.pool,
     connectionString: url,
-    ...(embedded ? { max: embedded.poolSize } : {}),
+    // PGlite runs its queries on this process's thread, so a connection handshake can wait behind a
+    // long statement (a migration, a bulk ingest through the socket) on a busy machine.
+    ...(embedded
+      ? { max: embedded.poolSize, connectionTimeoutMs: options.pool?.connectionTimeoutMs ?? 60_000 }
+      : {}),
   });
   try {
     if (options.migrate ?? true) await migrate(pool);

@@ -74,7 +74,10 @@ export async function runWebhookServer(args: {
       ? parseWebhookConfig(readFileSync(args.configFile, 'utf8'))
       : { ...DEFAULT_WEBHOOK_CONFIG };
   } catch (err) {
-    process.stderr.write(`serve webhook: ${(err as Error).message}\n`);
+    const code = (err as NodeJS.ErrnoException).code;
+    const problem =
+      code === 'ENOENT' ? 'does not exist' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    process.stderr.write(`serve webhook: config ${args.configFile}: ${problem}\n`);
     return 2;
   }
   if (args.certDir !== undefined) cfg.certDir = args.certDir;

@@ -4,8 +4,17 @@
  * path (research/deps-probe.md §1–2). PGlite runs one query at a time; pglite-socket queues queries
  * across connections and holds other connections while one is inside a transaction, so a small pool
  * is safe. maxConnections defaults to 1 upstream, hence the explicit value.
+ *
+ * A persisted data directory belongs to one process. PGlite keeps its working state in memory and
+ * writes it back to the directory, so a second process opening the same directory works on its own
+ * copy and one of the two silently loses its writes. The opener therefore takes `<dir>.lock` (created
+ * exclusively, holding its PID, host and, once listening, its postgres:// URL); another process gets
+ * DatabaseInUseError naming the holder and the URL to write through instead. A lock whose PID is dead
+ * on this host is stale and is taken over.
  */
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
@@ -27,9 +36,168 @@ export interface EmbeddedOptions {
 
 export const DEFAULT_DATA_DIR = './data/pglite';
 
+/** What the lock file records about the process that holds a data directory. */
+export interface LockHolder {
+  readonly pid: number;
+  readonly host: string;
+  /** The holder's loopback postgres:// URL, present once its socket server listens. */
+  readonly url?: string;
+}
+
+export class DatabaseInUseError extends Error {
+  constructor(
+    readonly dataDir: string,
+    readonly holder: LockHolder,
+  ) {
+    const via = holder.url
+      ? `; ingest through the running stack with \`fgentic-retrieval ingest --database-url ${holder.url} …\``
+      : '; stop it first or connect to it through its database URL';
+    super(
+      holder.pid === 0
+        ? `database ${dataDir} is locked by ${lockPath(dataDir)}, which cannot be read; remove it if no process uses the directory`
+        : `database ${dataDir} in use by PID ${holder.pid}${holder.host === hostname() ? '' : ` on ${holder.host}`}${via}`,
+    );
+    this.name = 'DatabaseInUseError';
+  }
+}
+
+/** The lock file path of a data directory: a sibling, so PGlite's own directory stays untouched. */
+export function lockPath(dataDir: string): string {
+  const abs = resolve(dataDir);
+  return join(dirname(abs), `${basename(abs)}.lock`);
+}
+
+function parseHolder(text: string): LockHolder | undefined {
+  try {
+    const v = JSON.parse(text) as Record<string, unknown>;
+    if (!Number.isSafeInteger(v['pid']) || typeof v['host'] !== 'string') return undefined;
+    return {
+      pid: v['pid'] as number,
+      host: v['host'],
+      ...(typeof v['url'] === 'string' ? { url: v['url'] } : {}),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Lock files this process holds, so a PID reused after a container restart is not mistaken for us. */
+const held = new Set<string>();
+
+function alive(pid: number): boolean {
+  if (pid === process.pid) return false; // we hold nothing under this path (checked by the caller)
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: the process exists but belongs to another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * The live holder of a data directory's lock, or undefined when it is free or stale. A lock from
+ * another host cannot be checked and counts as live; an unreadable one (being written) counts as
+ * live too, so a racing opener never takes over a lock in its first microseconds.
+ */
+export function readLock(dataDir: string): LockHolder | undefined {
+  const path = lockPath(dataDir);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+  if (held.has(path)) return parseHolder(text) ?? { pid: process.pid, host: hostname() };
+  const holder = parseHolder(text);
+  if (holder === undefined) return { pid: 0, host: 'unknown' };
+  if (holder.host === hostname() && !alive(holder.pid)) return undefined;
+  return holder;
+}
+
+function writeLockFile(path: string, holder: LockHolder, exclusive: boolean): void {
+  const body = `${JSON.stringify(holder)}\n`;
+  if (exclusive) {
+    const fd = openSync(path, 'wx', 0o600);
+    try {
+      writeSync(fd, body);
+    } finally {
+      closeSync(fd);
+    }
+    return;
+  }
+  const tmp = `${path}.${process.pid}.tmp`;
+  const fd = openSync(tmp, 'w', 0o600);
+  try {
+    writeSync(fd, body);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+interface Lock {
+  setUrl(url: string): void;
+  release(): void;
+}
+
+export function acquireLock(dataDir: string): Lock {
+  const path = lockPath(dataDir);
+  const me: LockHolder = { pid: process.pid, host: hostname() };
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeLockFile(path, me, true);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = readLock(dataDir);
+      if (holder !== undefined || attempt > 0) throw new DatabaseInUseError(dataDir, holder ?? me);
+      // Stale: its process is gone. Remove it and try the exclusive create once more, so of two
+      // racing openers only one wins.
+      rmSync(path, { force: true });
+    }
+  }
+  held.add(path);
+  const onExit = () => release();
+  let current = me;
+  function release() {
+    if (!held.delete(path)) return;
+    process.removeListener('exit', onExit);
+    const now = (() => {
+      try {
+        return parseHolder(readFileSync(path, 'utf8'));
+      } catch {
+        return undefined;
+      }
+    })();
+    // Never remove a lock another process has taken over.
+    if (now?.pid === process.pid && now.host === me.host) rmSync(path, { force: true });
+  }
+  // A crash that still runs exit handlers leaves no lock behind; SIGKILL does, and is detected as stale.
+  process.on('exit', onExit);
+  return {
+    setUrl(url) {
+      current = { ...current, url };
+      writeLockFile(path, current, false);
+    },
+    release,
+  };
+}
+
 export async function startEmbeddedDatabase(options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
-  if (options.dataDir !== undefined) mkdirSync(options.dataDir, { recursive: true });
-  const db = await PGlite.create(options.dataDir, { extensions: { vector } });
+  let lock: Lock | undefined;
+  if (options.dataDir !== undefined) {
+    mkdirSync(dirname(resolve(options.dataDir)), { recursive: true });
+    lock = acquireLock(options.dataDir);
+    mkdirSync(options.dataDir, { recursive: true });
+  }
+  let db: PGlite;
+  try {
+    db = await PGlite.create(options.dataDir, { extensions: { vector } });
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
   const maxConnections = options.maxConnections ?? 8;
   const server = new PGLiteSocketServer({
     db,
@@ -41,18 +209,22 @@ export async function startEmbeddedDatabase(options: EmbeddedOptions = {}): Prom
     await server.start();
   } catch (err) {
     await db.close().catch(() => {});
+    lock?.release();
     throw err;
   }
   const conn = server.getServerConn();
+  const url = `postgres://postgres@${conn}/postgres?sslmode=disable`;
+  lock?.setUrl(url);
   let closed = false;
   return {
-    url: `postgres://postgres@${conn}/postgres?sslmode=disable`,
+    url,
     poolSize: Math.max(1, maxConnections - 2),
     async close() {
       if (closed) return;
       closed = true;
       await server.stop().catch(() => {});
       await db.close().catch(() => {});
+      lock?.release();
     },
   };
 }

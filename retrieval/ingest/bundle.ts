@@ -11,7 +11,8 @@ import type pg from 'pg';
 import { isDns1123Label, parseStrictJson, validateChunkMetadata } from '../../contract/index.ts';
 import type { Embedder } from '../embeddings/types.ts';
 import { normalizeContent, sha256hex } from './chunk-id.ts';
-import { IngestError, type IngestRecord, type IngestStats, ingestRecords } from './jsonl.ts';
+import { describeMetadataDenial, fileProblem, IngestError } from './errors.ts';
+import { type IngestRecord, type IngestStats, ingestRecords } from './jsonl.ts';
 import type { Progress } from './progress.ts';
 
 export interface BundleManifest {
@@ -21,22 +22,43 @@ export interface BundleManifest {
   readonly allowed_groups: unknown;
 }
 
+const MANIFEST = '.fgentic/knowledge-acl.json';
+const MANIFEST_FIELDS = [
+  'schema_version',
+  'corpus',
+  'classification',
+  'allowed_principals',
+  'allowed_groups',
+];
+
 export function readManifest(dir: string): BundleManifest {
+  try {
+    if (!statSync(dir).isDirectory()) throw Object.assign(new Error(), { code: 'ENOTDIR' });
+  } catch (err) {
+    throw fileProblem('directory', dir, err);
+  }
+  const path = join(dir, '.fgentic', 'knowledge-acl.json');
   let text: string;
   try {
-    text = readFileSync(join(dir, '.fgentic', 'knowledge-acl.json'), 'utf8');
-  } catch {
-    throw new IngestError(0, 'missing .fgentic/knowledge-acl.json');
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'ENOENT')
+      throw new IngestError(0, `${MANIFEST} missing in ${dir} (a bundle needs its ACL manifest)`);
+    throw fileProblem('file', path, err);
   }
   const parsed = parseStrictJson(text, { maxDepth: 8 });
   if (!parsed.ok || typeof parsed.value !== 'object' || parsed.value === null || Array.isArray(parsed.value))
-    throw new IngestError(0, 'manifest is not a strict JSON object');
+    throw new IngestError(0, `${MANIFEST}: not a strict JSON object`);
   const m = parsed.value as Record<string, unknown>;
-  const keys = ['schema_version', 'corpus', 'classification', 'allowed_principals', 'allowed_groups'];
-  if (Object.keys(m).length !== keys.length || !keys.every((k) => Object.hasOwn(m, k)))
-    throw new IngestError(0, 'manifest fields');
-  if (m['schema_version'] !== 1) throw new IngestError(0, 'manifest schema_version');
-  if (!isDns1123Label(m['corpus'])) throw new IngestError(0, 'manifest corpus');
+  for (const k of Object.keys(m))
+    if (!MANIFEST_FIELDS.includes(k))
+      throw new IngestError(0, `${MANIFEST}: unknown field (allowed: ${MANIFEST_FIELDS.join(', ')})`);
+  for (const k of MANIFEST_FIELDS)
+    if (!Object.hasOwn(m, k)) throw new IngestError(0, `${MANIFEST}: ${k}: required`);
+  if (m['schema_version'] !== 1) throw new IngestError(0, `${MANIFEST}: schema_version: must be 1`);
+  if (!isDns1123Label(m['corpus']))
+    throw new IngestError(0, `${MANIFEST}: corpus: must be a DNS-1123 label (lower-case, digits, '-', ≤ 63)`);
   return {
     corpus: m['corpus'],
     classification: m['classification'],
@@ -47,10 +69,21 @@ export function readManifest(dir: string): BundleManifest {
 
 function markdownFiles(dir: string, root = dir): string[] {
   const out: string[] = [];
-  for (const name of readdirSync(dir).sort()) {
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch (err) {
+    throw fileProblem('directory', dir, err);
+  }
+  for (const name of names) {
     if (name.startsWith('.')) continue;
     const p = join(dir, name);
-    const st = statSync(p);
+    let st: ReturnType<typeof statSync>;
+    try {
+      st = statSync(p);
+    } catch (err) {
+      throw fileProblem('file', p, err);
+    }
     if (st.isDirectory()) out.push(...markdownFiles(p, root));
     else if (st.isFile() && name.endsWith('.md')) out.push(relative(root, p).split(sep).join('/'));
   }
@@ -95,7 +128,12 @@ export function bundleRecords(dir: string): { records: IngestRecord[]; prefix: s
   const records: IngestRecord[] = [];
   const sources: string[] = [];
   for (const rel of markdownFiles(dir)) {
-    const text = readFileSync(join(dir, rel), 'utf8');
+    let text: string;
+    try {
+      text = readFileSync(join(dir, rel), 'utf8');
+    } catch (err) {
+      throw fileProblem('file', join(dir, rel), err);
+    }
     const sourceId = `${prefix}${rel}`;
     const firstHeading = /^#\s+(.+?)\s*#*\s*$/m.exec(text)?.[1];
     const source = {
@@ -112,7 +150,11 @@ export function bundleRecords(dir: string): { records: IngestRecord[]; prefix: s
     };
     // Validate once per file so a bad manifest fails before any embedding work.
     const check = validateChunkMetadata(metadata);
-    if (!check.ok) throw new IngestError(0, `manifest ACL ${check.reason}`);
+    if (!check.ok)
+      throw new IngestError(
+        0,
+        `${MANIFEST}: ${describeMetadataDenial(check.reason, check.path, '').replace(/^\./, '')}`,
+      );
     sources.push(sourceId);
     for (const chunk of chunkMarkdown(text)) {
       if (normalizeContent(chunk.content) === undefined) continue;
