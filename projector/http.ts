@@ -89,8 +89,14 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
   const isReady = (): boolean => {
     const state = options.store.current();
     if (!state.ready) return false;
-    return options.homeserver !== undefined || configured.usable(state.config, state.generation);
+    if (options.homeserver !== undefined) return options.homeserver.isWarm?.() ?? true;
+    return configured.usable(state.config, state.generation);
   };
+
+  // Start loading the live check's client now (when the configuration enables it), so the replica
+  // turns ready as soon as it is warm instead of on its first probe.
+  isReady();
+  options.homeserver?.warm?.().catch(() => {});
 
   const finish = (
     res: ServerResponse,
