@@ -31,6 +31,8 @@ export interface ProjectorHandlerOptions {
   readonly randomBytes?: (n: number) => Uint8Array;
   /** Live room-state reader override (tests, embedded stacks); default: matrix-js-sdk from config. */
   readonly homeserver?: RoomStateReader;
+  /** True once shutdown began: /readyz answers 503 while in-flight checks finish. */
+  readonly draining?: () => boolean;
 }
 
 export interface ProjectorHandler {
@@ -87,6 +89,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
   const readerFor = (config: ProjectorConfig, generation: number): RoomStateReader | undefined =>
     options.homeserver ?? configured.get(config, generation);
   const isReady = (): boolean => {
+    if (options.draining?.()) return false;
     const state = options.store.current();
     if (!state.ready) return false;
     if (options.homeserver !== undefined) return options.homeserver.isWarm?.() ?? true;

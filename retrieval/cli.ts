@@ -9,6 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { createLogger } from '../common/log.ts';
+import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { ConfigError, loadConfig, type RetrievalConfig } from './config.ts';
 import { DEFAULT_DATA_DIR, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
@@ -97,12 +98,8 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     });
     if (!server.profileOk) log.error('serving /readyz=false until the embedding profile matches');
     process.stdout.write(`retrieval listening on ${server.mcpUrl}\n`);
-    await new Promise<void>((resolve) => {
-      const stop = () => resolve();
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-    });
-    await server.close();
+    await waitForStopSignal();
+    await server.shutdown(shutdownTimingFromEnv());
     return 0;
   } catch (err) {
     log.error('retrieval server failed to start', { error: err instanceof Error ? err.name : 'unknown' });
