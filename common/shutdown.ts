@@ -23,9 +23,10 @@ export const DEFAULT_SHUTDOWN: ShutdownTiming = { delayMs: 2_000, timeoutMs: 20_
 export const MAX_SHUTDOWN_MS = 25_000;
 
 function envMs(value: string | undefined, fallback: number): number {
-  if (value === undefined || value === '') return fallback;
+  // Digits only: Number() would read '' or ' ' as 0 and '1e3' as 1000.
+  if (value === undefined || !/^\d{1,5}$/.test(value)) return fallback;
   const n = Number(value);
-  return Number.isInteger(n) && n >= 0 && n <= MAX_SHUTDOWN_MS ? n : fallback;
+  return n <= MAX_SHUTDOWN_MS ? n : fallback;
 }
 
 /**

@@ -15,6 +15,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
+import { DEFAULT_SHUTDOWN, MAX_SHUTDOWN_MS, shutdownTimingFromEnv } from '../common/shutdown.ts';
 import { configJson, localRequest } from '../projector/test-doubles/fixtures.ts';
 import { LOCAL_PROFILE } from '../retrieval/embeddings/local.ts';
 import { AGENT } from '../retrieval/testing.ts';
@@ -249,5 +250,24 @@ describe('graceful shutdown on SIGTERM (child processes)', () => {
     const text = await drainsInFlight(child, t, jsonSlow('/validate', review));
     assert.match(text, /^HTTP\/1\.1 200 /);
     assert.match(text, /"uid":"drain-1"/);
+  });
+});
+
+describe('shutdown timing from the environment', () => {
+  test('defaults, valid values, malformed values fall back, and the sum stays under the grace period', () => {
+    assert.deepEqual(shutdownTimingFromEnv({}), DEFAULT_SHUTDOWN);
+    assert.deepEqual(
+      shutdownTimingFromEnv({ FGENTIC_SHUTDOWN_DELAY_MS: '0', FGENTIC_SHUTDOWN_TIMEOUT_MS: '1500' }),
+      { delayMs: 0, timeoutMs: 1500 },
+    );
+    for (const bad of ['-1', '1.5', 'soon', '25001', ' '])
+      assert.deepEqual(shutdownTimingFromEnv({ FGENTIC_SHUTDOWN_DELAY_MS: bad }), DEFAULT_SHUTDOWN, bad);
+    const capped = shutdownTimingFromEnv({
+      FGENTIC_SHUTDOWN_DELAY_MS: '10000',
+      FGENTIC_SHUTDOWN_TIMEOUT_MS: '25000',
+    });
+    assert.deepEqual(capped, { delayMs: 10_000, timeoutMs: MAX_SHUTDOWN_MS - 10_000 });
+    // deploy/base grants 30 s before SIGKILL.
+    assert.ok(MAX_SHUTDOWN_MS < 30_000);
   });
 });
