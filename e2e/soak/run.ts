@@ -94,6 +94,8 @@ export interface SoakReport {
   readonly leakedRows: number;
   readonly staleDecisions: number;
   readonly ambiguous: number;
+  /** Operations the soak itself could not prepare (never a server response); not in the counts. */
+  readonly harnessErrors: number;
   readonly overall: PhaseStats;
   readonly faults: FaultReport[];
   readonly memory: { readonly start: MemorySample; readonly end: MemorySample };
@@ -152,6 +154,15 @@ function resultRows(value: unknown): { sourceId: string; classification: string 
   };
   walk(value);
   return out;
+}
+
+/** A body that is not JSON is still searched (as a string it holds no rows, so nothing is missed). */
+function parseOrText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 function percentile(sorted: number[], p: number): number | null {
@@ -353,7 +364,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const membershipMoved = variant !== 'unregistered' && membership.changedDuring(roomId, start, end);
       const mustDeny = variant === 'unregistered' || (variant === 'stale' && !membershipMoved);
       const allowed = status === 200 && /grounded answer|retrieval denied|retrieval unavailable/.test(text);
-      const rows = allowed ? resultRows(JSON.parse(text)) : [];
+      const rows = allowed ? resultRows(parseOrText(text)) : [];
       let leaked = 0;
       let stale = false;
       for (const row of rows) {
@@ -392,7 +403,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const mayAllow = policies.some((p) => p !== undefined);
       const mustAllow = policies.every((p) => p !== undefined);
       const allowed = status === 200 && /grounded answer|retrieval denied|retrieval unavailable/.test(text);
-      const rows = allowed ? resultRows(JSON.parse(text)) : [];
+      const rows = allowed ? resultRows(parseOrText(text)) : [];
       let leaked = 0;
       for (const row of rows) {
         if (!policies.some((p) => p && partnerMayRead(row.sourceId, p.groups, p.classes))) leaked++;
@@ -485,6 +496,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // ---- traffic ------------------------------------------------------------------------------
     const stopAt = t0 + options.durationMs;
     let scheduleDone = false;
+    let harnessErrors = 0;
     let next = Date.now();
     const interval = 1000 / rate;
     const worker = async () => {
@@ -496,6 +508,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         try {
           ops.push(await (r < 0.4 ? matrixOp() : r < 0.65 ? partnerOp() : mcpOp()));
         } catch (e) {
+          harnessErrors++;
           say(`operation failed in the soak itself: ${(e as Error).message}`);
         }
       }
@@ -721,6 +734,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       leakedRows: ops.reduce((n, o) => n + o.leaked, 0),
       staleDecisions: ops.filter((o) => o.stale).length,
       ambiguous: ops.filter((o) => o.ok === undefined).length,
+      harnessErrors,
       overall: phase(ops),
       faults: faultReports,
       memory: { start: memStart, end: memEnd },
@@ -739,7 +753,7 @@ const mb = (x: number | undefined) => (x === undefined ? '–' : `${(x / 1048576
 export function formatReport(r: SoakReport): string {
   const lines: string[] = [];
   lines.push(
-    `soak: ${r.durationS} s, ${r.operations} operations (matrix ${r.byKind.matrix}, partner ${r.byKind.partner}, mcp ${r.byKind.mcp}), ${r.ambiguous} not judged (membership or registry changed in flight)`,
+    `soak: ${r.durationS} s, ${r.operations} operations (matrix ${r.byKind.matrix}, partner ${r.byKind.partner}, mcp ${r.byKind.mcp}), ${r.ambiguous} not judged (membership or registry changed in flight), ${r.harnessErrors} harness errors`,
   );
   lines.push(
     `oracle: wrong allows ${r.wrongAllows}, leaked rows ${r.leakedRows}, decisions older than the revocation bound ${r.staleDecisions}`,

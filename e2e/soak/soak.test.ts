@@ -18,4 +18,5 @@ test('soak smoke (60 s, every fault): 0 wrong allows, 0 leaked rows', { timeout:
   assert.equal(report.wrongAllows, 0, table);
   assert.equal(report.leakedRows, 0, table);
   assert.equal(report.staleDecisions, 0, table);
+  assert.equal(report.harnessErrors, 0, table);
 });
