@@ -4,8 +4,9 @@
  * grace period) or crash (SIGKILL at once) and come back on the same address.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const CLI = fileURLToPath(new URL('../../cli/main.ts', import.meta.url));
@@ -56,10 +57,14 @@ export class ChildServer {
 
   /** Start and wait until /readyz answers 200; false if the process exits or the wait times out. */
   async start(readyTimeoutMs = 60_000): Promise<boolean> {
+    // Warnings and errors (content-free JSON lines) go to <name>.log when a log directory is set.
+    const logDir = process.env['SOAK_LOG_DIR'];
+    const log = logDir ? openSync(join(logDir, `${this.name}.log`), 'a') : 'ignore';
     const proc = spawn(process.execPath, ['--import', 'tsx', CLI, ...this.args(this.port)], {
-      stdio: ['ignore', 'ignore', 'ignore'],
-      env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent', ...this.env },
+      stdio: ['ignore', 'ignore', log],
+      env: { ...process.env, FGENTIC_LOG_LEVEL: logDir ? 'warn' : 'silent', ...this.env },
     });
+    if (typeof log === 'number') closeSync(log);
     this.proc = proc;
     this.exited = new Promise((resolve) =>
       proc.once('exit', (code, signal) => {
