@@ -1,9 +1,11 @@
 /**
  * `fgentic-retrieval serve projector [--config FILE] [--port N] [--host ADDR]`: runs until SIGTERM or
- * SIGINT, then closes and resolves 0. An invalid or missing configuration file does not stop the
+ * SIGINT, then shuts down gracefully (common/shutdown.ts: not ready, drain in-flight checks) and
+ * resolves 0. An invalid or missing configuration file does not stop the
  * server: it denies every check and reports not ready until a valid file appears.
  */
 import { parseArgs } from 'node:util';
+import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { startProjector } from './index.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/fgentic/projector.json';
@@ -38,15 +40,7 @@ export async function serveProjector(argv: string[]): Promise<number> {
     return 1;
   }
   process.stderr.write(`projector listening on ${running.url}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = () => {
-      process.off('SIGTERM', stop);
-      process.off('SIGINT', stop);
-      resolve();
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-  });
-  await running.close();
+  await waitForStopSignal();
+  await running.shutdown(shutdownTimingFromEnv());
   return 0;
 }

@@ -212,6 +212,9 @@ describe('live room-state check against a Matrix client-server API double', () =
         reason: 'homeserver_unavailable',
       });
       writeFileSync(tokenFile, 'wrong');
+      // A new token builds a new client: not usable until it is loaded.
+      assert.equal(cr.usable(parsed.config, 1), false);
+      await cr.get(parsed.config, 1)!.warm?.();
       assert.equal(cr.usable(parsed.config, 1), true);
       assert.deepEqual(await liveRoomCheck(cr.get(parsed.config, 1)!, cfg, room, roomContext(), 500), {
         ok: false,

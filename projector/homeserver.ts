@@ -32,6 +32,13 @@ export interface RawRoomState {
 
 export interface RoomStateReader {
   readRoomState(roomId: string): Promise<RawRoomState>;
+  /**
+   * Resolves once everything a read needs is loaded (client library, HTTP stack). Awaited before the
+   * deadline starts, so a cold process never spends a check's budget on loading code.
+   */
+  warm?(): Promise<void>;
+  /** Whether `warm()` has completed; a reader without `warm` is always warm. */
+  isWarm?(): boolean;
 }
 
 export type LiveResult =
@@ -173,6 +180,8 @@ export async function liveRoomCheck(
 ): Promise<LiveResult> {
   let timer: NodeJS.Timeout | undefined;
   try {
+    // Loading is local work with its own bound (the module load), not homeserver latency.
+    if (reader.warm && !reader.isWarm?.()) await reader.warm();
     const deadline = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
     });
@@ -197,31 +206,75 @@ const silentLogger = {
   },
 };
 
+type MatrixSdk = typeof import('matrix-js-sdk');
+type SdkLoader = () => Promise<Pick<MatrixSdk, 'createClient'>>;
+
+let sdkModule: Promise<MatrixSdk> | undefined;
+
+/**
+ * matrix-js-sdk and Node's fetch, loaded once per process. Importing the SDK takes hundreds of
+ * milliseconds (more on a busy node) and Node initialises its HTTP client on the first fetch; both
+ * happen here, never inside a check's deadline. A `data:` URL exercises fetch without any network.
+ */
+export function loadMatrixSdk(): Promise<MatrixSdk> {
+  if (sdkModule) return sdkModule;
+  const loading = (async () => {
+    const sdk = await import('matrix-js-sdk');
+    await (await fetch('data:,')).arrayBuffer();
+    return sdk;
+  })();
+  sdkModule = loading;
+  // A failed load is retried by the next caller rather than cached forever.
+  loading.catch(() => {
+    if (sdkModule === loading) sdkModule = undefined;
+  });
+  return loading;
+}
+
 /**
  * A reader over matrix-js-sdk's MatrixClient without sync: `roomState` and `getJoinedRoomMembers`.
- * The SDK is loaded on first use so that processes without the live check never import it.
+ * Loading starts as soon as the reader exists (only processes with the live check enabled create
+ * one); `warm()` resolves when the client is built.
  */
 export function matrixSdkReader(options: {
   baseUrl: string;
   accessToken: string;
   timeoutMs: number;
+  /** Module loader override (tests); default: `loadMatrixSdk`. */
+  load?: SdkLoader;
 }): RoomStateReader {
-  let client: Promise<{
+  type Client = {
     roomState(roomId: string): Promise<unknown[]>;
     getJoinedRoomMembers(roomId: string): Promise<{ joined: Record<string, unknown> }>;
-  }> | null = null;
-  const getClient = () => {
-    client ??= import('matrix-js-sdk').then((sdk) =>
-      sdk.createClient({
-        baseUrl: options.baseUrl,
-        accessToken: options.accessToken,
-        localTimeoutMs: options.timeoutMs,
-        logger: silentLogger,
-      }),
-    );
-    return client;
   };
+  let built: Client | undefined;
+  let pending: Promise<Client> | undefined;
+  const getClient = (): Promise<Client> => {
+    if (built) return Promise.resolve(built);
+    pending ??= (options.load ?? loadMatrixSdk)().then(
+      (sdk) => {
+        built = sdk.createClient({
+          baseUrl: options.baseUrl,
+          accessToken: options.accessToken,
+          localTimeoutMs: options.timeoutMs,
+          logger: silentLogger,
+        }) as Client;
+        return built;
+      },
+      (err: unknown) => {
+        pending = undefined;
+        throw err;
+      },
+    );
+    return pending;
+  };
+  // Start loading now; a failure here is reported by the next warm() or read, which retries.
+  getClient().catch(() => {});
   return {
+    async warm() {
+      await getClient();
+    },
+    isWarm: () => built !== undefined,
     async readRoomState(roomId) {
       const c = await getClient();
       const [events, members] = await Promise.all([c.roomState(roomId), c.getJoinedRoomMembers(roomId)]);
@@ -248,7 +301,11 @@ export class ConfiguredReader {
   private readAt = 0;
   private reader: RoomStateReader | undefined;
 
-  constructor(private readonly tokenRefreshMs = 10_000) {}
+  constructor(
+    private readonly tokenRefreshMs = 10_000,
+    /** Module loader override (tests); default: `loadMatrixSdk`. */
+    private readonly load?: SdkLoader,
+  ) {}
 
   get(config: ProjectorConfig, generation: number): RoomStateReader | undefined {
     const live = config.liveRoomCheck;
@@ -267,7 +324,12 @@ export class ConfiguredReader {
       this.reader =
         token === undefined
           ? failingReader
-          : matrixSdkReader({ baseUrl: live.homeserverUrl, accessToken: token, timeoutMs: live.timeoutMs });
+          : matrixSdkReader({
+              baseUrl: live.homeserverUrl,
+              accessToken: token,
+              timeoutMs: live.timeoutMs,
+              ...(this.load ? { load: this.load } : {}),
+            });
     }
     this.generation = generation;
     this.token = token;
@@ -275,9 +337,14 @@ export class ConfiguredReader {
     return this.reader;
   }
 
-  /** Whether the live check can run at all (token present); false makes /readyz fail. */
+  /**
+   * Whether the live check can run at all (token present) and its client is loaded; false makes
+   * /readyz fail, so a rollout sends no traffic to a replica that would deny while cold.
+   */
   usable(config: ProjectorConfig, generation: number): boolean {
     const r = this.get(config, generation);
-    return r === undefined || r !== failingReader;
+    if (r === undefined) return true;
+    if (r === failingReader) return false;
+    return r.isWarm?.() ?? true;
   }
 }

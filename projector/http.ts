@@ -31,6 +31,8 @@ export interface ProjectorHandlerOptions {
   readonly randomBytes?: (n: number) => Uint8Array;
   /** Live room-state reader override (tests, embedded stacks); default: matrix-js-sdk from config. */
   readonly homeserver?: RoomStateReader;
+  /** True once shutdown began: /readyz answers 503 while in-flight checks finish. */
+  readonly draining?: () => boolean;
 }
 
 export interface ProjectorHandler {
@@ -87,10 +89,17 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
   const readerFor = (config: ProjectorConfig, generation: number): RoomStateReader | undefined =>
     options.homeserver ?? configured.get(config, generation);
   const isReady = (): boolean => {
+    if (options.draining?.()) return false;
     const state = options.store.current();
     if (!state.ready) return false;
-    return options.homeserver !== undefined || configured.usable(state.config, state.generation);
+    if (options.homeserver !== undefined) return options.homeserver.isWarm?.() ?? true;
+    return configured.usable(state.config, state.generation);
   };
+
+  // Start loading the live check's client now (when the configuration enables it), so the replica
+  // turns ready as soon as it is warm instead of on its first probe.
+  isReady();
+  options.homeserver?.warm?.().catch(() => {});
 
   const finish = (
     res: ServerResponse,

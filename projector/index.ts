@@ -4,6 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLogger } from '../common/log.ts';
+import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
 import { type ConfigStore, fileConfigStore, type ProjectorConfig, staticConfigStore } from './config.ts';
 import type { RoomStateReader } from './homeserver.ts';
 import { createProjectorHandler } from './http.ts';
@@ -35,7 +36,10 @@ export interface RunningProjector {
   readonly url: string;
   readonly server: Server;
   readonly store: ConfigStore;
+  /** Stop at once: every connection is cut. */
   close(): Promise<void>;
+  /** SIGTERM path: not ready, keep serving for delayMs, then drain in-flight checks (common/shutdown.ts). */
+  shutdown(timing: ShutdownTiming): Promise<{ forced: boolean }>;
 }
 
 export async function startProjector(options: StartProjectorOptions): Promise<RunningProjector> {
@@ -55,8 +59,10 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
                 }),
         })
       : staticConfigStore({ ok: true, config: options.config! });
+  let draining = false;
   const handler = createProjectorHandler({
     store,
+    draining: () => draining,
     ...(options.now ? { now: options.now } : {}),
     ...(options.randomBytes ? { randomBytes: options.randomBytes } : {}),
     ...(options.homeserver ? { homeserver: options.homeserver } : {}),
@@ -90,5 +96,17 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
         server.close(() => resolve());
         server.closeAllConnections();
       }),
+    async shutdown(timing) {
+      draining = true;
+      log.info('shutting down: not ready, draining', {
+        delay_ms: timing.delayMs,
+        timeout_ms: timing.timeoutMs,
+      });
+      await sleep(timing.delayMs);
+      const result = await drainHttpServer(server, timing.timeoutMs);
+      store.close();
+      log.info('stopped', { forced: result.forced });
+      return result;
+    },
   };
 }

@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import { parseFlags, UsageError, usageError } from '../cli/args.ts';
 import { createLogger } from '../common/log.ts';
+import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { parseStrictJson } from '../contract/index.ts';
 import { ConfigError, parseConfig, type RetrievalConfig } from './config.ts';
 import {
@@ -154,12 +155,8 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     });
     if (!server.profileOk) log.error('serving /readyz=false until the embedding profile matches');
     process.stdout.write(`retrieval listening on ${server.mcpUrl}\n`);
-    await new Promise<void>((resolve) => {
-      const stop = () => resolve();
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-    });
-    await server.close();
+    await waitForStopSignal();
+    await server.shutdown(shutdownTimingFromEnv());
     return 0;
   } catch (err) {
     const db = databaseProblem(err, databaseUrl);

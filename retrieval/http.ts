@@ -11,6 +11,8 @@ const log = createLogger('retrieval');
 export interface HttpContext extends McpContext {
   /** Live readiness probe: DB reachable and profile matches. */
   readonly checkReady: () => Promise<boolean>;
+  /** True once shutdown began: /readyz answers 503 while in-flight calls finish. */
+  readonly draining?: () => boolean;
 }
 
 function send(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
@@ -40,6 +42,7 @@ export function createHttpServer(ctx: HttpContext): Server {
       if (req.method !== 'GET') return send(res, 405, 'method not allowed\n');
       if (path === '/healthz') return send(res, 200, 'ok\n');
       if (path === '/readyz') {
+        if (ctx.draining?.()) return send(res, 503, 'not ready\n');
         ctx
           .checkReady()
           .then((ok) => send(res, ok ? 200 : 503, ok ? 'ready\n' : 'not ready\n'))

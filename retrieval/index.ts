@@ -5,6 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import { createLogger } from '../common/log.ts';
+import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
 import type { AgentRef } from '../contract/index.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
@@ -52,6 +53,8 @@ export interface RetrievalServer {
   readonly profileOk: boolean;
   seed(records: readonly IngestRecord[]): Promise<IngestStats>;
   close(): Promise<void>;
+  /** SIGTERM path: not ready, keep serving for delayMs, drain in-flight calls, then close the pool. */
+  shutdown(timing: ShutdownTiming): Promise<{ forced: boolean }>;
 }
 
 export async function startRetrievalServer(options: RetrievalServerOptions): Promise<RetrievalServer> {
@@ -90,6 +93,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       }
     };
     metrics.setReadinessProbe(checkReady);
+    let draining = false;
     const http = createHttpServer({
       pool,
       embedder,
@@ -99,6 +103,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       planner: options.planner ?? DEFAULT_PLANNER,
       ready: () => profileOk,
       checkReady,
+      draining: () => draining,
       ...(options.now ? { now: options.now } : {}),
     });
     const host = options.host ?? '127.0.0.1';
@@ -126,6 +131,19 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
         });
         await pool.end().catch(() => {});
         await embedded?.close();
+      },
+      async shutdown(timing) {
+        draining = true;
+        log.info('shutting down: not ready, draining', {
+          delay_ms: timing.delayMs,
+          timeout_ms: timing.timeoutMs,
+        });
+        await sleep(timing.delayMs);
+        const result = await drainHttpServer(http, timing.timeoutMs);
+        await pool.end().catch(() => {});
+        await embedded?.close();
+        log.info('stopped', { forced: result.forced });
+        return result;
       },
     };
   } catch (err) {

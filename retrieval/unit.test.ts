@@ -192,24 +192,29 @@ describe('CLI refuses to start on bad configuration', () => {
 });
 
 describe('tool arguments', () => {
-  test('bounds follow the input schema', () => {
-    assert.deepEqual(parseArgs({ query: 'x' }), { query: 'x', maxResults: 5, mode: 'vector' });
-    assert.deepEqual(parseArgs({ query: 'x', max_results: 20, mode: 'hybrid' }), {
-      query: 'x',
-      maxResults: 20,
-      mode: 'hybrid',
+  test('bounds follow the input schema; every refusal names the argument and the rule', () => {
+    assert.deepEqual(parseArgs({ query: 'x' }), {
+      ok: true,
+      value: { query: 'x', maxResults: 5, mode: 'vector' },
     });
-    for (const a of [
-      {},
-      { query: '' },
-      { query: '   ' },
-      { query: 'x'.repeat(4097) },
-      { query: 'x', max_results: 0 },
-      { query: 'x', max_results: 1.5 },
-      { query: 'x', extra: true },
-      null,
-    ])
-      assert.equal(parseArgs(a), undefined);
+    assert.deepEqual(parseArgs({ query: 'x', max_results: 20, mode: 'hybrid' }), {
+      ok: true,
+      value: { query: 'x', maxResults: 20, mode: 'hybrid' },
+    });
+    const cases: [unknown, string, string][] = [
+      [{}, 'query', 'is required'],
+      [{ query: 7 }, 'query', 'must be a string'],
+      [{ query: '' }, 'query', 'must contain a non-whitespace character'],
+      [{ query: '   ' }, 'query', 'must contain a non-whitespace character'],
+      [{ query: 'x'.repeat(4097) }, 'query', 'must be at most 4096 characters'],
+      [{ query: 'a\u0000b' }, 'query', 'must not contain U+0000 (NUL)'],
+      [{ query: 'x', max_results: 0 }, 'max_results', 'must be an integer from 1 to 20'],
+      [{ query: 'x', max_results: 1.5 }, 'max_results', 'must be an integer from 1 to 20'],
+      [{ query: 'x', mode: 'sql' }, 'mode', 'must be "vector" or "hybrid"'],
+      [{ query: 'x', extra: true }, 'arguments', 'only query, max_results and mode are accepted'],
+      [null, 'arguments', 'must be an object'],
+    ];
+    for (const [a, argument, rule] of cases) assert.deepEqual(parseArgs(a), { ok: false, argument, rule });
   });
 });
 

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createLogger } from '../common/log.ts';
+import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { loadManifests } from './manifests.ts';
 import { type ReviewOutcome, reviewBytes, reviewUnavailable } from './review.ts';
 import { type ClusterView, DEFAULT_RULES_CONFIG, isObject, type RulesConfig } from './rules/types.ts';
@@ -129,11 +130,8 @@ export async function runWebhookServer(args: {
     await stopView();
     return 1;
   }
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
-  await server.close();
+  await waitForStopSignal();
+  await server.shutdown(shutdownTimingFromEnv());
   await stopView();
   return 0;
 }

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createLogger, type Logger } from '../common/log.ts';
+import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
 import type { ReviewOutcome } from './review.ts';
 
 export type ReviewHandler = (body: Buffer) => ReviewOutcome | Promise<ReviewOutcome>;
@@ -34,7 +35,10 @@ export interface WebhookServer {
   registry: Registry;
   /** Re-reads the certificate files now; true when a new pair was installed. */
   reloadCertificate(): boolean;
+  /** Stop at once: every connection is cut. */
   close(): Promise<void>;
+  /** SIGTERM path: not ready, keep serving for delayMs, then drain in-flight reviews (common/shutdown.ts). */
+  shutdown(timing: ShutdownTiming): Promise<{ forced: boolean }>;
 }
 
 interface KeyPair {
@@ -97,6 +101,7 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
   metrics.reloads.inc({ result: 'loaded' });
   metrics.notAfter.set(pair.notAfter);
 
+  let draining = false;
   const server = createServer({ cert: pair.cert, key: pair.key, minVersion: 'TLSv1.2' }, (req, res) => {
     const url = req.url ?? '/';
     const path = url.split('?')[0] ?? '/';
@@ -105,7 +110,7 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
       return;
     }
     if (req.method === 'GET' && path === '/readyz') {
-      const ok = opts.ready ? opts.ready() : true;
+      const ok = !draining && (opts.ready ? opts.ready() : true);
       res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok' : 'not ready');
       return;
     }
@@ -242,5 +247,19 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+    async shutdown(timing) {
+      draining = true;
+      log.info('shutting down: not ready, draining', {
+        delay_ms: timing.delayMs,
+        timeout_ms: timing.timeoutMs,
+      });
+      await sleep(timing.delayMs);
+      clearInterval(poll);
+      clearTimeout(debounce);
+      watcher?.close();
+      const result = await drainHttpServer(server, timing.timeoutMs);
+      log.info('stopped', { forced: result.forced });
+      return result;
+    },
   };
 }

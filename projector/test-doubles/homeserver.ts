@@ -6,9 +6,10 @@
  *   noise: type, state_key, content, event_id, sender, origin_server_ts, room_id).
  * - `GET /rooms/{roomId}/joined_members` → `{"joined": {"@user:hs": {"display_name", "avatar_url"}}}`.
  * Requires `Authorization: Bearer <token>` (401 M_MISSING_TOKEN / M_UNKNOWN_TOKEN), answers unknown
- * rooms with 403 M_FORBIDDEN, and can be switched to fail (500 M_UNKNOWN) or hang (outage).
+ * rooms with 403 M_FORBIDDEN, and can be switched to fail (500 M_UNKNOWN) or hang (outage), or answer
+ * every request after `delayMs` (an overloaded homeserver; the mode is read when the delay ends).
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface DoubleEvent {
@@ -24,6 +25,7 @@ export type DoubleMode = 'ok' | 'error' | 'hang';
 export class HomeserverDouble {
   readonly rooms = new Map<string, Map<string, DoubleEvent>>();
   mode: DoubleMode = 'ok';
+  delayMs = 0;
   requests = 0;
   private server?: Server;
   private counter = 0;
@@ -101,45 +103,50 @@ export class HomeserverDouble {
   async start(): Promise<string> {
     this.server = createServer((req, res) => {
       this.requests += 1;
-      const send = (status: number, body: unknown) => {
-        const text = JSON.stringify(body);
-        res
-          .writeHead(status, {
-            'content-type': 'application/json',
-            'content-length': Buffer.byteLength(text),
-          })
-          .end(text);
-      };
-      if (this.mode === 'hang') return; // never answers
-      if (this.mode === 'error') return send(500, { errcode: 'M_UNKNOWN', error: 'Internal server error' });
-      const auth = req.headers.authorization;
-      if (!auth) return send(401, { errcode: 'M_MISSING_TOKEN', error: 'Missing access token' });
-      if (auth !== `Bearer ${this.token}`)
-        return send(401, { errcode: 'M_UNKNOWN_TOKEN', error: 'Unknown token' });
-      const m = /^\/_matrix\/client\/v3\/rooms\/([^/]+)\/(state|joined_members)$/.exec(
-        (req.url ?? '').split('?')[0]!,
-      );
-      if (req.method !== 'GET' || !m)
-        return send(404, { errcode: 'M_UNRECOGNIZED', error: 'Unrecognized request' });
-      const roomId = decodeURIComponent(m[1]!);
-      const room = this.rooms.get(roomId);
-      if (!room) return send(403, { errcode: 'M_FORBIDDEN', error: 'User not in room' });
-      const events = [...room.values()].map((e, k) => ({
-        ...e,
-        room_id: roomId,
-        origin_server_ts: 1784116000000 + k,
-      }));
-      if (m[2] === 'state') return send(200, events);
-      const joined: Record<string, { display_name: string; avatar_url: string | null }> = {};
-      for (const e of events) {
-        if (e.type === 'm.room.member' && e.content['membership'] === 'join')
-          joined[e.state_key] = { display_name: String(e.content['displayname'] ?? ''), avatar_url: null };
-      }
-      return send(200, { joined });
+      if (this.delayMs > 0) setTimeout(() => this.answer(req, res), this.delayMs);
+      else this.answer(req, res);
     });
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     return this.url;
+  }
+
+  private answer(req: IncomingMessage, res: ServerResponse) {
+    const send = (status: number, body: unknown) => {
+      const text = JSON.stringify(body);
+      res
+        .writeHead(status, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(text),
+        })
+        .end(text);
+    };
+    if (this.mode === 'hang') return; // never answers
+    if (this.mode === 'error') return send(500, { errcode: 'M_UNKNOWN', error: 'Internal server error' });
+    const auth = req.headers.authorization;
+    if (!auth) return send(401, { errcode: 'M_MISSING_TOKEN', error: 'Missing access token' });
+    if (auth !== `Bearer ${this.token}`)
+      return send(401, { errcode: 'M_UNKNOWN_TOKEN', error: 'Unknown token' });
+    const m = /^\/_matrix\/client\/v3\/rooms\/([^/]+)\/(state|joined_members)$/.exec(
+      (req.url ?? '').split('?')[0]!,
+    );
+    if (req.method !== 'GET' || !m)
+      return send(404, { errcode: 'M_UNRECOGNIZED', error: 'Unrecognized request' });
+    const roomId = decodeURIComponent(m[1]!);
+    const room = this.rooms.get(roomId);
+    if (!room) return send(403, { errcode: 'M_FORBIDDEN', error: 'User not in room' });
+    const events = [...room.values()].map((e, k) => ({
+      ...e,
+      room_id: roomId,
+      origin_server_ts: 1784116000000 + k,
+    }));
+    if (m[2] === 'state') return send(200, events);
+    const joined: Record<string, { display_name: string; avatar_url: string | null }> = {};
+    for (const e of events) {
+      if (e.type === 'm.room.member' && e.content['membership'] === 'join')
+        joined[e.state_key] = { display_name: String(e.content['displayname'] ?? ''), avatar_url: null };
+    }
+    return send(200, { joined });
   }
 
   async stop() {

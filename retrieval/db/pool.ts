@@ -38,6 +38,10 @@ export function createPool(options: PoolOptions): pg.Pool {
   });
   // A broken idle connection must not crash the process; the next query fails closed instead.
   pool.on('error', () => {});
+  // The same for a connection that breaks while checked out between two statements of a
+  // transaction: pg emits 'error' on the client, which ends the process without a listener. The
+  // statement in flight fails on its own and the caller discards the client.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return pool;
 }
 

@@ -8,6 +8,7 @@ import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import fc from 'fast-check';
 import { jcsBytes, MAX_DECODED_BYTES, type MatrixPrincipal } from '../../contract/index.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import type { Embedder } from '../embeddings/types.ts';
@@ -321,19 +322,89 @@ describe('tools/call identity', () => {
       reason: 'oversized',
     });
   });
-  test('invalid arguments → content-free error', async () => {
+  test('invalid arguments → a tool error naming the argument and the rule, never the value', async () => {
     const h = validMatrix();
-    for (const args of [
-      { query: '' },
-      { query: 'a', max_results: 21 },
-      { query: 'a', mode: 'sql' },
-      { q: 'a' },
-    ]) {
-      assert.deepEqual(toolError(await raw(call(args), { ...V, 'x-fgentic-identity': h })), {
+    for (const [args, argument, rule] of [
+      [{ query: '' }, 'query', 'must contain a non-whitespace character'],
+      [{ query: 'a', max_results: 21 }, 'max_results', 'must be an integer from 1 to 20'],
+      [{ query: 'a', mode: 'sql' }, 'mode', 'must be "vector" or "hybrid"'],
+      [{ q: 'a' }, 'arguments', 'only query, max_results and mode are accepted'],
+    ] as const) {
+      const r = await raw(call(args), { ...V, 'x-fgentic-identity': h });
+      assert.deepEqual(toolError(r), {
         error: 'invalid_arguments',
         reason: 'invalid_arguments',
+        argument,
+        rule,
       });
     }
+  });
+  test('U+0000 in the query is refused as an invalid argument in both modes, never a database outage', async () => {
+    const h = validMatrix();
+    for (const mode of ['vector', 'hybrid']) {
+      const r = await raw(call({ query: 'alpha\u0000notes', mode }), { ...V, 'x-fgentic-identity': h });
+      assert.deepEqual(toolError(r), {
+        error: 'invalid_arguments',
+        reason: 'invalid_arguments',
+        argument: 'query',
+        rule: 'must not contain U+0000 (NUL)',
+      });
+      assert.doesNotMatch(r.body, /alpha|notes/);
+    }
+  });
+  test('property: any string query in either mode is served or refused as invalid, never database_unavailable', async () => {
+    const h = validMatrix();
+    // Arbitrary code points plus a dense mix of what websearch_to_tsquery parses specially.
+    const special = fc.constantFrom(
+      '\u0000',
+      '!',
+      '&',
+      '|',
+      ':',
+      '*',
+      '(',
+      ')',
+      '"',
+      "'",
+      '-',
+      '\\',
+      ' ',
+      'or',
+      'a',
+      '\ud800',
+      '\u00e9',
+    );
+    const query = fc.oneof(
+      fc.string({ unit: 'binary', minLength: 1, maxLength: 64 }),
+      fc.string({ unit: special, minLength: 1, maxLength: 40 }),
+    );
+    await fc.assert(
+      fc.asyncProperty(query, fc.constantFrom('vector', 'hybrid'), async (q, mode) => {
+        const r = await raw(call({ query: q, mode }), { ...V, 'x-fgentic-identity': h });
+        assert.equal(r.status, 200);
+        const msg = JSON.parse(r.body);
+        if (msg.result.isError !== true) return;
+        const e = JSON.parse(msg.result.content[0].text);
+        assert.equal(e.error, 'invalid_arguments', `${mode}: ${e.reason}`);
+      }),
+      { numRuns: 150 },
+    );
+  });
+  test('an unknown tool is a JSON-RPC -32602 error that does not echo the name', async () => {
+    const r = await raw(
+      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'drop_tables', arguments: {} } },
+      { ...V, 'x-fgentic-identity': validMatrix() },
+    );
+    assert.equal(r.status, 200);
+    const msg = JSON.parse(r.body);
+    assert.equal(msg.id, 3);
+    assert.equal(msg.result, undefined);
+    assert.equal(msg.error.code, -32602);
+    assert.doesNotMatch(r.body, /drop_tables/);
+    // The SDK client surfaces it as a protocol error, not a tool result.
+    const { client } = await connect({ 'x-fgentic-identity': validMatrix() });
+    await assert.rejects(client.callTool({ name: 'drop_tables', arguments: {} }), /-32602/);
+    await client.close();
   });
 });
 

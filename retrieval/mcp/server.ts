@@ -6,7 +6,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from '@modelcontextprotocol/sdk/types.js';
 import type pg from 'pg';
 import { createLogger } from '../../common/log.ts';
 import { type AgentRef, decodeProjection, type Projection, type Verdict } from '../../contract/index.ts';
@@ -14,7 +19,8 @@ import { type Embedder, EmbeddingError } from '../embeddings/types.ts';
 import type { RetrievalMetrics } from '../metrics.ts';
 import type { PlannerOptions } from '../planner.ts';
 import { searchKnowledge } from '../search.ts';
-import { errorResult, parseArgs, renderResult, TOOL, TOOL_NAME } from './tool.ts';
+import { classifySearchError } from './db-errors.ts';
+import { type ArgumentProblem, errorResult, parseArgs, renderResult, TOOL, TOOL_NAME } from './tool.ts';
 import { gateRequest, MCP_REVISION, originAllowed } from './version-gate.ts';
 
 const log = createLogger('retrieval');
@@ -66,17 +72,29 @@ function buildServer(ctx: McpContext, identity: Verdict<Projection> | undefined)
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [TOOL] }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const { toolCalls, denials } = ctx.metrics;
-    const refuse = (error: 'denied' | 'invalid_arguments' | 'unavailable', reason: string) => {
+    const refuse = (
+      error: 'denied' | 'invalid_arguments' | 'unavailable',
+      reason: string,
+      detail?: ArgumentProblem,
+    ) => {
       toolCalls.inc({ outcome: error });
       denials.inc({ reason });
-      log.info('tool call refused', { reason });
-      return errorResult(error, reason);
+      log.info('tool call refused', { reason, ...(detail ? { argument: detail.argument } : {}) });
+      return errorResult(error, reason, detail);
     };
+    // An unknown tool is a protocol error (MCP 2025-11-25, tools "Error Handling": -32602); the name
+    // the client sent is not echoed.
+    if (request.params.name !== TOOL_NAME) {
+      toolCalls.inc({ outcome: 'invalid_arguments' });
+      denials.inc({ reason: 'unknown_tool' });
+      log.info('tool call refused', { reason: 'unknown_tool' });
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool; this server has one tool, ${TOOL_NAME}`);
+    }
     if (!identity) return refuse('denied', 'missing');
     if (!identity.ok) return refuse('denied', identity.reason);
-    if (request.params.name !== TOOL_NAME) return refuse('invalid_arguments', 'unknown_tool');
-    const args = parseArgs(request.params.arguments ?? {});
-    if (!args) return refuse('invalid_arguments', 'invalid_arguments');
+    const parsed = parseArgs(request.params.arguments ?? {});
+    if (!parsed.ok) return refuse('invalid_arguments', 'invalid_arguments', parsed);
+    const args = parsed.value;
     if (!ctx.ready()) return refuse('unavailable', 'profile_mismatch');
     let embedding: number[];
     const endEmbed = ctx.metrics.embedSeconds.startTimer();
@@ -107,8 +125,19 @@ function buildServer(ctx: McpContext, identity: Verdict<Projection> | undefined)
       toolCalls.inc({ outcome: 'ok' });
       log.info('search served', { plan: result.plan, mode: args.mode, results: result.hits.length, seconds });
       return renderResult(result.hits);
-    } catch {
-      // Any SQL, connection or predicate failure: no content, no fallback query.
+    } catch (err) {
+      // No content and no fallback query. Only the SQLSTATE and the error's class name are logged.
+      const failure = classifySearchError(err, args.mode);
+      log.warn('search failed', {
+        mode: args.mode,
+        sqlstate: failure.sqlstate ?? 'none',
+        error: err instanceof Error ? err.constructor.name : 'unknown',
+      });
+      if (failure.kind === 'input')
+        return refuse('invalid_arguments', 'query_rejected', {
+          argument: 'query',
+          rule: 'the keyword search (mode "hybrid") cannot process this text; rephrase it or use mode "vector"',
+        });
       return refuse('unavailable', 'database_unavailable');
     }
   });

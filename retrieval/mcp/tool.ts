@@ -13,7 +13,12 @@ export const INPUT_SCHEMA = {
   $schema: DIALECT,
   type: 'object',
   properties: {
-    query: { type: 'string', minLength: 1, maxLength: MAX_QUERY_CHARS, description: 'What to search for.' },
+    query: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_QUERY_CHARS,
+      description: 'What to search for: at least one non-whitespace character, no U+0000 (NUL).',
+    },
     max_results: { type: 'integer', minimum: 1, maximum: 20, default: 5 },
     mode: {
       type: 'string',
@@ -78,18 +83,43 @@ export interface ToolArgs {
   readonly mode: SearchMode;
 }
 
-export function parseArgs(args: unknown): ToolArgs | undefined {
-  if (typeof args !== 'object' || args === null || Array.isArray(args)) return undefined;
+/** Why arguments were refused: which argument and which rule, never the value itself. */
+export interface ArgumentProblem {
+  readonly argument: string;
+  readonly rule: string;
+}
+
+export type ParsedArgs =
+  | { readonly ok: true; readonly value: ToolArgs }
+  | ({ readonly ok: false } & ArgumentProblem);
+
+const ARG_NAMES = new Set(['query', 'max_results', 'mode']);
+const problem = (argument: string, rule: string): ParsedArgs => ({ ok: false, argument, rule });
+
+/**
+ * Validate `search_knowledge` arguments. Beyond the schema: the query needs a non-whitespace
+ * character (nothing to rank otherwise) and may not contain U+0000, which Postgres text cannot hold
+ * (the hybrid keyword query would fail in the database instead of here).
+ */
+export function parseArgs(args: unknown): ParsedArgs {
+  if (typeof args !== 'object' || args === null || Array.isArray(args))
+    return problem('arguments', 'must be an object');
   const a = args as Record<string, unknown>;
-  for (const k of Object.keys(a)) if (k !== 'query' && k !== 'max_results' && k !== 'mode') return undefined;
+  for (const k of Object.keys(a))
+    if (!ARG_NAMES.has(k)) return problem('arguments', 'only query, max_results and mode are accepted');
   const q = a['query'];
-  if (typeof q !== 'string' || q.length < 1 || [...q].length > MAX_QUERY_CHARS || q.trim() === '')
-    return undefined;
+  if (q === undefined) return problem('query', 'is required');
+  if (typeof q !== 'string') return problem('query', 'must be a string');
+  if ([...q].length > MAX_QUERY_CHARS)
+    return problem('query', `must be at most ${MAX_QUERY_CHARS} characters`);
+  if (q.includes('\u0000')) return problem('query', 'must not contain U+0000 (NUL)');
+  if (q.trim() === '') return problem('query', 'must contain a non-whitespace character');
   const k = a['max_results'] ?? 5;
-  if (typeof k !== 'number' || !Number.isInteger(k) || k < 1 || k > 20) return undefined;
+  if (typeof k !== 'number' || !Number.isInteger(k) || k < 1 || k > 20)
+    return problem('max_results', 'must be an integer from 1 to 20');
   const mode = a['mode'] ?? 'vector';
-  if (mode !== 'vector' && mode !== 'hybrid') return undefined;
-  return { query: q, maxResults: k, mode };
+  if (mode !== 'vector' && mode !== 'hybrid') return problem('mode', 'must be "vector" or "hybrid"');
+  return { ok: true, value: { query: q, maxResults: k, mode } };
 }
 
 const SOURCE_KEYS = ['id', 'title', 'locator', 'revision', 'location'] as const;
@@ -121,10 +151,19 @@ export function renderResult(hits: readonly SearchHit[]) {
   return { structuredContent: { results }, content: [{ type: 'text' as const, text }] };
 }
 
-/** A content-free tool error with a stable reason code. */
-export function errorResult(error: 'denied' | 'invalid_arguments' | 'unavailable', reason: string) {
+/**
+ * A content-free tool error with a stable reason code; argument errors also name the argument and
+ * the rule, so a model can correct its call (MCP 2025-11-25: input validation failures are tool
+ * execution errors, not protocol errors).
+ */
+export function errorResult(
+  error: 'denied' | 'invalid_arguments' | 'unavailable',
+  reason: string,
+  detail?: ArgumentProblem,
+) {
+  const body = detail ? { error, reason, argument: detail.argument, rule: detail.rule } : { error, reason };
   return {
     isError: true,
-    content: [{ type: 'text' as const, text: JSON.stringify({ error, reason }) }],
+    content: [{ type: 'text' as const, text: JSON.stringify(body) }],
   };
 }

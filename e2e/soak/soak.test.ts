@@ -1,0 +1,22 @@
+/**
+ * The 60-second soak smoke: the whole fault schedule, compressed, against a fresh stack. The oracle
+ * must see traffic that was served and traffic that was refused, and no wrong allow or leaked row.
+ * (Latency and error rates are reported by `npm run soak`, never asserted here.)
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { formatReport, runSoak } from './run.ts';
+
+test('soak smoke (60 s, every fault): 0 wrong allows, 0 leaked rows', { timeout: 15 * 60_000 }, async () => {
+  const report = await runSoak({ durationMs: 60_000 });
+  const table = formatReport(report);
+  assert.equal(report.faults.length, 13, table);
+  assert.ok(report.operations >= 60, table);
+  assert.ok(report.byKind.matrix > 0 && report.byKind.partner > 0 && report.byKind.mcp > 0, table);
+  // The oracle judged served and refused traffic, so the zeros below are not vacuous.
+  assert.ok(report.overall.errorRate !== null && report.overall.errorRate < 1, table);
+  assert.equal(report.wrongAllows, 0, table);
+  assert.equal(report.leakedRows, 0, table);
+  assert.equal(report.staleDecisions, 0, table);
+  assert.equal(report.harnessErrors, 0, table);
+});

@@ -1,0 +1,165 @@
+/**
+ * Cold start with the live room-state check on. Runs the real CLI in a fresh process, so the Matrix
+ * client library is genuinely not yet loaded when the first probe and the first check arrive.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { validateConfig } from './config.ts';
+import { ConfiguredReader, liveRoomCheck, loadMatrixSdk } from './homeserver.ts';
+import { sendCheck } from './test-doubles/client.ts';
+import {
+  AGENT_BOT,
+  ALICE,
+  BOB,
+  configJson,
+  localRequest,
+  type MutableJson,
+  ROOM,
+  roomContext,
+} from './test-doubles/fixtures.ts';
+import { HomeserverDouble } from './test-doubles/homeserver.ts';
+
+const TOKEN = 'syt_cold_start_token';
+const CLI = fileURLToPath(new URL('../cli/main.ts', import.meta.url));
+const hs = new HomeserverDouble(TOKEN);
+let dir: string;
+
+function liveConfig(tokenFile: string, timeoutMs: number): MutableJson {
+  const c = configJson() as MutableJson;
+  c.liveRoomCheck = { enabled: true, homeserverUrl: hs.url, accessTokenFile: tokenFile, timeoutMs };
+  return c;
+}
+
+/** Start `serve projector` in a child process; resolves with its URL as soon as it listens. */
+function serveChild(configFile: string): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      CLI,
+      'serve',
+      'projector',
+      '--config',
+      configFile,
+      '--port',
+      '0',
+      '--host',
+      '127.0.0.1',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent' } },
+  );
+  return new Promise((resolve, reject) => {
+    let err = '';
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (d: string) => {
+      err += d;
+      const m = /projector listening on (http:\/\/\S+)/.exec(err);
+      if (m) resolve({ url: m[1]!, child });
+    });
+    child.once('exit', (code) => reject(new Error(`projector exited early (${code})`)));
+  });
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+describe('cold start with the live room-state check', () => {
+  before(async () => {
+    await hs.start();
+    hs.seedAdrRoom(
+      ROOM,
+      [
+        { principal: AGENT_BOT, event_id: '$member-agent' },
+        { principal: BOB, event_id: '$member-slack-bob' },
+        { principal: ALICE, event_id: '$member-alice' },
+      ],
+      ALICE,
+    );
+    dir = mkdtempSync(join(tmpdir(), 'projector-cold-'));
+    writeFileSync(join(dir, 'token'), `${TOKEN}\n`);
+  });
+  after(async () => {
+    await hs.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('a fresh process is not ready while cold, and its first check after ready is allowed at 150 ms', async () => {
+    const file = join(dir, 'projector.json');
+    // The default timeout: the client library alone takes longer than this to load.
+    writeFileSync(file, JSON.stringify(liveConfig(join(dir, 'token'), 150)));
+    const { url, child } = await serveChild(file);
+    try {
+      const first = await fetch(`${url}/readyz`);
+      assert.equal(first.status, 503, 'ready before the Matrix client is loaded');
+      const deadline = Date.now() + 30_000;
+      let ready = false;
+      while (!ready && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 25));
+        ready = (await fetch(`${url}/readyz`)).status === 200;
+      }
+      assert.ok(ready, 'never became ready');
+      const r = await sendCheck(url, localRequest());
+      assert.equal(r.status, 200, r.body);
+      assert.ok(r.headers['x-fgentic-identity']);
+    } finally {
+      await stop(child);
+    }
+  });
+
+  test('a check that arrives while the client loads waits for the load outside its deadline', async () => {
+    const file = join(dir, 'projector-early.json');
+    writeFileSync(file, JSON.stringify(liveConfig(join(dir, 'token'), 150)));
+    const { url, child } = await serveChild(file);
+    try {
+      // No readiness wait: what an embedded caller or a misconfigured probe would do.
+      const r = await sendCheck(url, localRequest());
+      assert.equal(r.status, 200, r.body);
+    } finally {
+      await stop(child);
+    }
+  });
+
+  test('readiness follows the loader: false until it resolves, and a failed load is retried', async () => {
+    const parsed = validateConfig(liveConfig(join(dir, 'token'), 150));
+    assert.ok(parsed.ok);
+    if (!parsed.ok) return;
+    let release!: () => void;
+    let attempts = 0;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const reader = new ConfiguredReader(10_000, async () => {
+      attempts += 1;
+      if (attempts === 1) throw new Error('load failed');
+      await gate;
+      return loadMatrixSdk();
+    });
+    assert.equal(reader.usable(parsed.config, 1), false);
+    await new Promise((r) => setTimeout(r, 10));
+    // The first load failed; the next read retries and waits for the (gated) load.
+    const pending = liveRoomCheck(
+      reader.get(parsed.config, 1)!,
+      parsed.config,
+      parsed.config.rooms.get(ROOM)!,
+      roomContext(),
+      150,
+    );
+    assert.equal(reader.usable(parsed.config, 1), false);
+    await new Promise((r) => setTimeout(r, 400)); // longer than the deadline: loading is not timed
+    release();
+    assert.deepEqual(await pending, { ok: true });
+    assert.equal(reader.usable(parsed.config, 1), true);
+    assert.equal(attempts, 2);
+  });
+});
