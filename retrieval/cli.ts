@@ -2,6 +2,7 @@
  * CLI entry points (wired by cli/main.ts):
  *   serve retrieval [--config FILE] [--port N] [--host H] [--data-dir DIR] [--no-migrate]
  *   ingest --jsonl FILE | --bundle DIR [--database-url URL] [--config FILE] [--data-dir DIR]
+ *   migrate [--database-url URL] [--bootstrap] [--data-dir DIR]
  * The database is DATABASE_URL (or --database-url for ingest; TLS via DATABASE_CA_FILE and
  * DATABASE_TLS=require) when set, else the embedded PGlite
  * persisted under ./data/pglite. An embedded data directory can be opened by one process at a time:
@@ -13,6 +14,7 @@ import { ConfigError, loadConfig, type RetrievalConfig } from './config.ts';
 import { DEFAULT_DATA_DIR, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, OWNER_ROLE } from './db/roles.ts';
 import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
 import { createOpenAIEmbedder } from './embeddings/openai.ts';
 import { ensureProfile } from './embeddings/profile.ts';
@@ -20,6 +22,7 @@ import type { Embedder } from './embeddings/types.ts';
 import { startRetrievalServer } from './index.ts';
 import { ingestBundle } from './ingest/bundle.ts';
 import { IngestError, ingestJsonlFile } from './ingest/jsonl.ts';
+import { LeaseBusyError, withIngestionLease } from './ingest/lease.ts';
 import { createProgress } from './ingest/progress.ts';
 
 const log = createLogger('retrieval');
@@ -153,25 +156,82 @@ export async function ingestCommand(argv: string[]): Promise<number> {
     statementTimeoutMs: 300_000,
   });
   try {
-    await migrate(pool);
-    const state = await ensureProfile(pool, embedder.profile, true);
+    // The embedded database is this process's own: prepare it as its owner. An external database is
+    // migrated by the `migrate` Job; ingest writes there as the ingestion role only.
+    if (embedded) {
+      await bootstrapDatabase(pool);
+      await migrate(pool);
+    }
+    const state = await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
     if (!state.ok) {
       process.stderr.write(`ingest: embedding profile mismatch (${state.reason}); refusing to write\n`);
       return 1;
     }
     const progress = createProgress();
-    const stats = values['jsonl']
-      ? await ingestJsonlFile(pool, embedder, values['jsonl'], progress)
-      : await ingestBundle(pool, embedder, values['bundle'] ?? '', progress);
+    const stats = await withIngestionLease(pool, (writer) =>
+      values['jsonl']
+        ? ingestJsonlFile(writer, embedder, values['jsonl'], progress)
+        : ingestBundle(writer, embedder, values['bundle'] ?? '', progress),
+    );
     process.stdout.write(`${JSON.stringify(stats)}\n`);
     return 0;
   } catch (err) {
-    process.stderr.write(`ingest: ${err instanceof IngestError ? err.message : 'failed'}\n`);
-    if (!(err instanceof IngestError))
-      log.error('ingest failed', { error: err instanceof Error ? err.name : 'unknown' });
+    const known = err instanceof IngestError || err instanceof LeaseBusyError;
+    process.stderr.write(`ingest: ${known ? err.message : 'failed'}\n`);
+    if (!known) log.error('ingest failed', { error: err instanceof Error ? err.name : 'unknown' });
     return 1;
   } finally {
     await pool.end().catch(() => {});
+    await embedded?.close();
+  }
+}
+
+/**
+ * `migrate [--database-url URL] [--bootstrap] [--data-dir DIR]`: apply this project's migrations as
+ * knowledge_owner (the Job's login role, or a member of it). `--bootstrap` first creates the roles and
+ * the vector extension and hands the database to knowledge_owner, which needs a superuser and is for
+ * databases the origin's cluster did not prepare. Without a URL it migrates the embedded database.
+ */
+export async function migrateCommand(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        'database-url': { type: 'string' },
+        'data-dir': { type: 'string' },
+        bootstrap: { type: 'boolean' },
+      },
+    }));
+  } catch {
+    process.stderr.write('migrate: invalid arguments\n');
+    return 2;
+  }
+  const url = (values['database-url'] as string | undefined) ?? process.env['DATABASE_URL'];
+  let embedded: Awaited<ReturnType<typeof startEmbeddedDatabase>> | undefined;
+  let pool: ReturnType<typeof createPool> | undefined;
+  try {
+    embedded = url
+      ? undefined
+      : await startEmbeddedDatabase({ dataDir: String(values['data-dir'] ?? DEFAULT_DATA_DIR) });
+    pool = createPool({
+      connectionString: url ?? embedded?.url ?? '',
+      max: 1,
+      statementTimeoutMs: 600_000,
+      ...(url ? tlsFromEnv() : {}),
+    });
+    if (values['bootstrap'] === true || embedded) await bootstrapDatabase(pool);
+    const result = await migrate(pool, { role: OWNER_ROLE });
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return 0;
+  } catch (err) {
+    log.error('migrate failed', { error: err instanceof Error ? err.name : 'unknown' });
+    process.stderr.write(
+      `migrate: ${err instanceof Error && err.name === 'MigrationDriftError' ? err.message : 'failed'}\n`,
+    );
+    return 1;
+  } finally {
+    await pool?.end().catch(() => {});
     await embedded?.close();
   }
 }
