@@ -9,7 +9,13 @@ import type { AgentRef } from '../contract/index.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool, type PoolOptions } from './db/pool.ts';
-import { asRole, bootstrapDatabase, INGESTION_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
+import {
+  asRole,
+  assertServingPrivileges,
+  bootstrapDatabase,
+  INGESTION_ROLE,
+  RETRIEVAL_ROLE,
+} from './db/roles.ts';
 import { createLocalEmbedder } from './embeddings/local.ts';
 import { ensureProfile } from './embeddings/profile.ts';
 import type { Embedder } from './embeddings/types.ts';
@@ -88,6 +94,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       if (options.migrate ?? true) await migrate(pool);
       await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
     }
+    await assertServingPrivileges(servingPool);
     const state = await ensureProfile(servingPool, embedder.profile, false);
     let profileOk = state.ok;
     if (!state.ok) log.error('embedding profile mismatch: refusing to serve', { reason: state.reason });

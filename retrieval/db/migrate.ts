@@ -23,6 +23,8 @@ const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations
 const LOCK_KEY = 170_017_333;
 const WHEN_ABSENT = /^-- fgentic:when-absent ([a-z_]+\.[a-z_]+)\n/;
 export const MIGRATIONS_TABLE = 'knowledge.fgentic_retrieval_migrations';
+/** Not versioned: re-asserted by every run (see the file). */
+const ALWAYS = 'always_retrieval_privileges.sql';
 
 export interface Migration {
   readonly version: number;
@@ -115,6 +117,9 @@ export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Prom
       await client.query('COMMIT');
       (skip ? result.skipped : result.applied).push(m.version);
     }
+    await begin();
+    await client.query(readFileSync(join(MIGRATIONS_DIR, ALWAYS), 'utf8'));
+    await client.query('COMMIT');
     return result;
   } catch (err) {
     failed = true;

@@ -95,6 +95,29 @@ export function asRole(pool: pg.Pool, role: DbRole, guard?: TransactionGuard): p
   });
 }
 
+/** The serving role holds a privilege on knowledge.chunks: the function path would not be enforced. */
+export class ServingPrivilegeError extends Error {
+  constructor() {
+    super('the serving role has privileges on knowledge.chunks; run migrate');
+    this.name = 'ServingPrivilegeError';
+  }
+}
+
+/**
+ * Refuse to serve unless the serving role can reach chunks only through the search functions: no
+ * privilege on the table or any of its columns (its own or inherited), and EXECUTE on both functions.
+ */
+export async function assertServingPrivileges(servingPool: pg.Pool): Promise<void> {
+  const r = await servingPool.query(
+    `SELECT has_table_privilege('knowledge.chunks', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+         OR has_any_column_privilege('knowledge.chunks', 'SELECT, INSERT, UPDATE, REFERENCES') AS table_access,
+       has_function_privilege('knowledge.fgentic_search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)', 'EXECUTE')
+         AND has_function_privilege('knowledge.fgentic_search_groups_v1(public.vector, text[], text, text[], integer, text, text, integer, integer, integer)', 'EXECUTE') AS functions`,
+  );
+  const row = r.rows[0] as { table_access?: boolean; functions?: boolean } | undefined;
+  if (row?.table_access !== false || row?.functions !== true) throw new ServingPrivilegeError();
+}
+
 /**
  * Prepare an empty database the way the origin's cluster does before its schema Job runs (roles,
  * the vector extension, the database owned by knowledge_owner). Needs a superuser; used for the
