@@ -136,6 +136,31 @@ export async function bootstrapDatabase(pool: pg.Pool): Promise<void> {
     await client.query('CREATE EXTENSION IF NOT EXISTS vector');
     const db = await client.query('SELECT current_database() AS name');
     await client.query(`ALTER DATABASE ${quoteIdent(String(db.rows[0]?.name))} OWNER TO ${OWNER_ROLE}`);
+    // A schema a superuser created before the roles existed (an embedded data directory from an
+    // earlier version) is handed to the owner, so the owner can migrate it; a no-op otherwise.
+    await client.query(`DO $bootstrap$
+      DECLARE
+        r record;
+      BEGIN
+        IF to_regnamespace('knowledge') IS NULL THEN
+          RETURN;
+        END IF;
+        ALTER SCHEMA knowledge OWNER TO ${OWNER_ROLE};
+        FOR r IN
+          SELECT c.oid::regclass AS obj FROM pg_catalog.pg_class c
+          WHERE c.relnamespace = 'knowledge'::regnamespace AND c.relkind IN ('r', 'p')
+            AND c.relowner <> '${OWNER_ROLE}'::regrole
+        LOOP
+          EXECUTE format('ALTER TABLE %s OWNER TO ${OWNER_ROLE}', r.obj);
+        END LOOP;
+        FOR r IN
+          SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+          WHERE p.pronamespace = 'knowledge'::regnamespace AND p.proowner <> '${OWNER_ROLE}'::regrole
+        LOOP
+          EXECUTE format('ALTER FUNCTION %s OWNER TO ${OWNER_ROLE}', r.fn);
+        END LOOP;
+      END
+    $bootstrap$`);
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});

@@ -314,6 +314,8 @@ REVOKE ALL ON FUNCTION knowledge.fgentic_search_matrix_v1(
   public.vector, text[], jsonb, integer, text, text, integer, integer, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION knowledge.fgentic_search_groups_v1(
   public.vector, text[], text, text[], integer, text, text, integer, integer, integer) FROM PUBLIC;
+-- The origin's v1 and migration 0001 already grant the schema; repeated for schemas created otherwise.
+GRANT USAGE ON SCHEMA knowledge TO knowledge_retrieval;
 GRANT EXECUTE ON FUNCTION knowledge.fgentic_search_matrix_v1(
   public.vector, text[], jsonb, integer, text, text, integer, integer, integer) TO knowledge_retrieval;
 GRANT EXECUTE ON FUNCTION knowledge.fgentic_search_groups_v1(
