@@ -14,6 +14,7 @@ import {
   type MatrixPrincipal,
   type Projection,
 } from '../contract/index.ts';
+import { toVectorParam } from './db/pool.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type Plan } from './planner.ts';
 import { searchKnowledge } from './search.ts';
@@ -329,5 +330,38 @@ describe('plans', () => {
     assert.equal(await scans(), afterHnsw, 'the exact plan does not use the HNSW index');
     const show = await t.pool.query('SHOW hnsw.iterative_scan');
     assert.equal(show.rows[0]?.['hnsw.iterative_scan'], 'off');
+  });
+});
+
+describe('the search functions re-check their arguments (a caller of the database cannot widen them)', () => {
+  const q = toVectorParam(randomVector(prng(5)));
+  const invalid = (err: unknown) => (err as { code?: string }).code === '22023';
+  const groupsCall = (policy: string, groups: string[], k = 5) =>
+    t.retrieval.query(
+      'SELECT * FROM knowledge.fgentic_search_groups_v1($1::vector, $2::text[], $3, $4::text[], $5, NULL, $6, 1000, 100, 50000)',
+      [q, ['public'], policy, groups, k, 'auto'],
+    );
+  const matrixCall = (audience: unknown, k = 5, classes = ['public']) =>
+    t.retrieval.query(
+      'SELECT * FROM knowledge.fgentic_search_matrix_v1($1::vector, $2::text[], $3::jsonb, $4, NULL, $5, 1000, 100, 50000)',
+      [q, classes, JSON.stringify(audience), k, 'auto'],
+    );
+  test('groups outside partner/<policy_id>/ are refused (ADR 0017 OAuth rule 2)', async () => {
+    await groupsCall('org-b', ['partner/org-b/docs']);
+    await assert.rejects(groupsCall('org-b', ['partner/org-c/docs']), invalid);
+    await assert.rejects(groupsCall('org-b', ['partner/org-b/docs', 'partner/org-c/docs']), invalid);
+    await assert.rejects(groupsCall('org-b', []), invalid);
+  });
+  test('max_results above 20 is refused', async () => {
+    await matrixCall([P.alice], 20);
+    await assert.rejects(matrixCall([P.alice], 21), invalid);
+    await assert.rejects(groupsCall('org-b', ['partner/org-b/docs'], 100), invalid);
+  });
+  test('an empty or malformed audience and classifications above the ceiling are refused', async () => {
+    await assert.rejects(matrixCall([]), invalid);
+    await assert.rejects(matrixCall([{ kind: 'matrix', principal: 'alice' }]), invalid);
+    await assert.rejects(matrixCall([{ ...P.alice, extra: 1 }]), invalid);
+    await assert.rejects(matrixCall([P.alice], 5, ['public', 'restricted']), invalid);
+    await assert.rejects(matrixCall([P.alice], 5, ['restricted']), invalid);
   });
 });
