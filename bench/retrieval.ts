@@ -3,7 +3,11 @@
  * `pg`, the production code path). Arms per audience selectivity:
  *   exact    — the planner's exact path: authorized set materialized, cosine-sorted (ground truth)
  *   hnsw     — HNSW + hnsw.iterative_scan = strict_order under the same WHERE
- *   planner  — what the server does by default (bounded authorized count → exact or hnsw)
+ *   planner  — what the server does by default: one call of the SECURITY DEFINER search function as
+ *              knowledge_retrieval (bounded authorized count → exact or hnsw, inside the database)
+ *   direct   — the same plan choice and statements sent from the client as separate queries by a
+ *              role that can read the table (how the server searched before the function path),
+ *              to measure what the function path costs
  *   post     — the anti-pattern: unfiltered HNSW top-10, then filter (recall only)
  * and an unfiltered HNSW query as the latency reference. Vectors are clustered with a low intrinsic
  * dimension (a 32-d Gaussian mixture of 64 clusters mapped into 1024-d by a fixed random projection,
@@ -19,8 +23,10 @@ import { decodeProjection, encodeProjection, type Projection } from '../contract
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool, toVectorParam } from '../retrieval/db/pool.ts';
+import { asRole, bootstrapDatabase, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
-import { DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
+import { choosePlan, DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
+import { buildPredicate } from '../retrieval/predicate.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
 import { prng } from '../retrieval/testing.ts';
 
@@ -136,11 +142,59 @@ async function unfiltered(
   }
 }
 
+/** The client-side statements of the previous search path, vector mode (for the `direct` arm). */
+async function direct(pool: pg.Pool, p: Projection, q: number[], planner: PlannerOptions): Promise<string[]> {
+  const pred = buildPredicate(p);
+  const n = pred.params.length;
+  const v = toVectorParam(q);
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN READ ONLY');
+    const counted = await client.query(
+      `SELECT count(*)::int AS n FROM (SELECT 1 FROM knowledge.chunks c WHERE ${pred.sql} LIMIT $${n + 1}) s`,
+      [...pred.params, planner.exactThreshold + 1],
+    );
+    const authorized = Number(counted.rows[0]?.n ?? 0);
+    const exact = () =>
+      client.query(
+        `WITH authorized AS MATERIALIZED (SELECT c.chunk_id, c.embedding FROM knowledge.chunks c WHERE ${pred.sql}) ` +
+          `SELECT chunk_id FROM authorized ORDER BY embedding <=> $${n + 1}::vector, chunk_id LIMIT $${n + 2}`,
+        [...pred.params, v, K],
+      );
+    let rows: { chunk_id: string }[];
+    if (choosePlan(authorized, planner) === 'hnsw') {
+      await client.query(
+        "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), set_config('hnsw.ef_search', $1, true), " +
+          "set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_seqscan', 'off', true), " +
+          "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), " +
+          "set_config('enable_incremental_sort', 'off', true)",
+        [String(planner.efSearch), String(planner.maxScanTuples)],
+      );
+      rows = (
+        await client.query(
+          `SELECT c.chunk_id FROM knowledge.chunks c WHERE ${pred.sql} ORDER BY c.embedding <=> $${n + 1}::vector LIMIT $${n + 2}`,
+          [...pred.params, v, K],
+        )
+      ).rows;
+      if (rows.length < Math.min(K, authorized)) rows = (await exact()).rows;
+    } else {
+      rows = (await exact()).rows;
+    }
+    await client.query('COMMIT');
+    return rows.map((r) => r.chunk_id);
+  } finally {
+    client.release();
+  }
+}
+
 async function main(): Promise<void> {
   const t0 = Date.now();
   const db = await startEmbeddedDatabase();
   const pool = createPool({ connectionString: db.url, max: 2, statementTimeoutMs: 3_600_000 });
+  await bootstrapDatabase(pool);
   await migrate(pool);
+  // The server's view of the database: every search as knowledge_retrieval.
+  const serving = asRole(pool, RETRIEVAL_ROLE);
   await pool.query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
   const member = SELECTIVITIES.map((s) => {
     const set = new Set<number>();
@@ -194,7 +248,7 @@ async function main(): Promise<void> {
   // Warm-up: touch the graph and the heap so no arm pays for cold WASM file-system pages.
   for (const ef of EFS) for (const q of queries) await unfiltered(pool, q, ef, K);
   await searchKnowledge(
-    pool,
+    serving,
     { projection: projectionFor(1), embedding: queries[0] ?? sample(), maxResults: K },
     { ...DEFAULT_PLANNER, force: 'exact' },
   );
@@ -227,7 +281,7 @@ async function main(): Promise<void> {
     for (const q of queries) {
       const [r, ms] = await timed(() =>
         searchKnowledge(
-          pool,
+          serving,
           { projection: p, embedding: q, maxResults: K },
           { ...DEFAULT_PLANNER, force: 'exact' },
         ),
@@ -264,7 +318,7 @@ async function main(): Promise<void> {
       const plans: Record<string, number> = {};
       for (const q of queries) {
         const [r, ms] = await timed(() =>
-          searchKnowledge(pool, { projection: p, embedding: q, maxResults: K }, planner),
+          searchKnowledge(serving, { projection: p, embedding: q, maxResults: K }, planner),
         );
         got.push(r.hits.map((h) => h.chunk_id));
         times.push(ms);
@@ -281,6 +335,26 @@ async function main(): Promise<void> {
         p99_ms: pct(times, 0.99),
         ratio_to_unfiltered_p50: pct(times, 0.5) / (baseline[ef]?.p50 ?? baseline[refEf]?.p50 ?? 1),
         plans,
+      });
+    }
+    {
+      const got: string[][] = [];
+      const times: number[] = [];
+      for (const q of queries) {
+        const [ids, ms] = await timed(() => direct(pool, p, q, DEFAULT_PLANNER));
+        got.push(ids);
+        times.push(ms);
+      }
+      rows.push({
+        selectivity: s,
+        authorized,
+        arm: 'direct',
+        ef_search: DEFAULT_PLANNER.efSearch,
+        recall: recallOf(got),
+        p50_ms: pct(times, 0.5),
+        p99_ms: pct(times, 0.99),
+        ratio_to_unfiltered_p50:
+          pct(times, 0.5) / (baseline[DEFAULT_PLANNER.efSearch]?.p50 ?? baseline[refEf]?.p50 ?? 1),
       });
     }
     // Post-filter anti-pattern: top-10 of the whole corpus, then drop what the audience may not read.

@@ -124,6 +124,15 @@ Canonical JSON on stdout and exit 0, or \`denied: <reason-code>\` on stderr and 
     details: '  (no flags)',
     run: async (argv) => (await import('./contract-commands.ts')).snapshotDigestCommand(argv),
   },
+  migrate: {
+    synopsis: 'migrate [--database-url URL | --data-dir DIR] [--bootstrap]',
+    summary: "apply the project's schema migrations as the owner role (a separate step from serving)",
+    details: `  --database-url URL  Postgres (default DATABASE_URL; else the embedded database)
+  --data-dir DIR      embedded database directory (default ./data/pglite)
+  --bootstrap         also create the roles and schema an empty database lacks
+Prints the applied and already-present migrations as JSON on stdout. Exit 1 on failure.`,
+    run: async (argv) => (await import('../retrieval/cli.ts')).migrateCommand(argv),
+  },
 };
 
 function usage(): string {

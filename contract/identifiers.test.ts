@@ -18,6 +18,8 @@ describe('identifier grammars', () => {
       '@slack-bob:org-a.example:8448',
       '@x=y/z+1:[::1]',
       '@bot:127.0.0.1:8008',
+      '@a:[::ffff:192.0.2.1]:8448',
+      '@a:[2001:DB8::1]',
       `@${'a'.repeat(240)}:org.example`,
     ])
       assert.ok(isFullMxid(ok), ok);
@@ -36,6 +38,10 @@ describe('identifier grammars', () => {
       '@alice:999.1.1.1',
       `@${'a'.repeat(243)}:org.example`,
       '@ålice:org-a.example',
+      // Bracketed forms that are not IPv6 addresses (the origin's CHECK refuses them too).
+      '@a:[1.2.3.4]',
+      '@a:[:::::]',
+      '@a:[1::2:3:4:5:6:7:8]',
     ])
       assert.equal(isFullMxid(bad), false, bad);
   });

@@ -1,7 +1,11 @@
 /**
  * Identifier grammars shared by the contract, the CRDs, the webhook and the database CHECKs.
- * Matrix grammars follow the client-server spec's user-ID and room-ID appendix, narrowed exactly as
- * the origin knowledge store's `is_full_mxid` is (localpart `[a-z0-9._=/+-]`, 4–255 bytes).
+ * Matrix grammars follow the client-server spec's user-ID and room-ID appendix. `isFullMxid` is a
+ * subset of the origin knowledge store's `knowledge.is_full_mxid` (never accepting a string that
+ * function refuses; proven by retrieval/db/mxid.test.ts against the origin's SQL): same localpart
+ * `[a-z0-9._=/+-]` and 4–255 bytes, but stricter server names — ports 1–65535, DNS labels of 1–63
+ * characters without a leading or trailing '-', no all-digit name that is not an IPv4 address, and
+ * IPv6 literals in the RFC 3986 `IPv6address` form (which PostgreSQL's inet also accepts).
  */
 
 const utf8 = new TextEncoder();
@@ -31,11 +35,36 @@ export const PARTNER_GROUP =
 const LOCALPART = /^[a-z0-9._=/+-]+$/;
 const DNS_NAME = /^[A-Za-z0-9.-]{1,255}$/;
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-const IPV6_BRACKETED = /^\[[0-9A-Fa-f:.]{2,45}\]$/;
+const IPV6_BRACKETED = ipv6Bracketed();
 const PORT = /^[0-9]{1,5}$/;
 const V12_ROOM_ID = /^![A-Za-z0-9_-]{43}$/;
 const OPAQUE = /^[\x21-\x39\x3b-\x7e]+$/; // printable ASCII without ':'
 const EVENT_ID = /^\$[\x21-\x7e]+$/;
+
+/**
+ * `[` RFC 3986 IPv6address `]`, as one regular expression: eight 16-bit groups, or fewer around one
+ * `::` that stands for at least one group, the last 32 bits optionally a dotted IPv4 address. The
+ * same expression is spelled out in migration 0001 so the database and the contract agree.
+ */
+function ipv6Bracketed(): RegExp {
+  const h16 = '[0-9A-Fa-f]{1,4}';
+  const octet = '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
+  const ls32 = `(?:${h16}:${h16}|${octet}(?:\\.${octet}){3})`;
+  const groups = (n: number) => (n === 0 ? '' : `(?:${h16}:){${n}}`);
+  const head = (n: number) => (n === 0 ? `(?:${h16})?` : `(?:(?:${h16}:){0,${n}}${h16})?`);
+  const forms = [
+    `${groups(6)}${ls32}`,
+    `::${groups(5)}${ls32}`,
+    `${head(0)}::${groups(4)}${ls32}`,
+    `${head(1)}::${groups(3)}${ls32}`,
+    `${head(2)}::${groups(2)}${ls32}`,
+    `${head(3)}::${h16}:${ls32}`,
+    `${head(4)}::${ls32}`,
+    `${head(5)}::${h16}`,
+    `${head(6)}::`,
+  ];
+  return new RegExp(`^\\[(?:${forms.join('|')})\\]$`);
+}
 
 export function isDns1123Label(s: unknown): s is string {
   return typeof s === 'string' && DNS1123_LABEL.test(s);

@@ -21,6 +21,7 @@ import {
 } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
+import { Job } from 'kubernetes-models/batch/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import {
@@ -89,6 +90,7 @@ const MODELS: Record<string, new (o: Y) => { validate(): void }> = {
   'v1/ServiceAccount': ServiceAccount,
   'v1/Service': Service,
   'apps/v1/Deployment': Deployment,
+  'batch/v1/Job': Job,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
   'rbac.authorization.k8s.io/v1/Role': Role,
@@ -116,6 +118,7 @@ const MCP_KEY_ROLES = new Set([
   'Role/fgentic-retrieval-controller-mcp-key-mirrors',
   'RoleBinding/fgentic-retrieval-controller-mcp-key-mirrors',
 ]);
+const MIGRATE_JOB = 'fgentic-retrieval-migrate';
 const IMAGE_PLACEHOLDER = 'fgentic-retrieval';
 
 function validateCore(obj: Y, label: string): void {
@@ -238,8 +241,33 @@ describe('every YAML document under deploy/', () => {
       // The MCP key Roles must sit where the keys are: the Agent's and the gateway's namespaces.
       else if (MCP_KEY_ROLES.has(`${d.obj.kind}/${d.obj.metadata.name}`))
         assert.ok(['kagent', 'agentgateway-system'].includes(ns), `${where(d)}: namespace ${ns}`);
+      // The migration Job (and its egress policy) runs where the owner credential lives.
+      else if (d.obj.metadata.name === MIGRATE_JOB) assert.equal(ns, 'postgres', `${where(d)}: namespace`);
       else assert.ok(OUR_NAMESPACES.has(ns), `${where(d)}: namespace ${ns}`);
     }
+  });
+
+  test('the migration Job runs `migrate` as knowledge_owner, restricted, without an API token', () => {
+    const job = baseDocs.find((d) => d.obj.kind === 'Job')?.obj;
+    assert.ok(job, 'migration Job');
+    assert.equal(job.metadata.name, MIGRATE_JOB);
+    const spec = job.spec.template.spec;
+    assert.equal(spec.restartPolicy, 'Never');
+    assert.equal(spec.automountServiceAccountToken, false);
+    assertRestricted(`Job ${MIGRATE_JOB}`, spec);
+    const c = spec.containers[0];
+    assert.deepEqual(c.args, ['migrate']);
+    assert.equal(c.image, 'fgentic-retrieval');
+    for (const v of ['PGUSER', 'PGPASSWORD'])
+      assert.equal(
+        c.env.find((e: Y) => e.name === v)?.valueFrom?.secretKeyRef?.name,
+        'pg-knowledge-owner',
+        v,
+      );
+    const url = new URL(c.env.find((e: Y) => e.name === 'DATABASE_URL').value);
+    assert.equal(url.username, '');
+    assert.equal(url.pathname, '/knowledge');
+    assert.equal(url.searchParams.get('sslmode'), 'verify-full');
   });
 
   test('no (kind, namespace, name) is declared twice', () => {
@@ -259,7 +287,9 @@ describe('every YAML document under deploy/', () => {
         o.metadata.name,
       );
       assert.notEqual(o.kind, 'ConfigMap', `ConfigMap ${o.metadata.name} belongs to the controller`);
-      if (o.kind === 'NetworkPolicy') assert.equal(o.metadata.namespace, 'fgentic-system', o.metadata.name);
+      // The migration Job's own egress policy is in `postgres`, which the reconciler never renders into.
+      if (o.kind === 'NetworkPolicy' && o.metadata.name !== MIGRATE_JOB)
+        assert.equal(o.metadata.namespace, 'fgentic-system', o.metadata.name);
       // `knowledge` is owned by the platform's namespaces layer.
       if (o.kind === 'Namespace') assert.equal(o.metadata.name, 'fgentic-system');
     }

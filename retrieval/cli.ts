@@ -2,12 +2,14 @@
  * CLI entry points (wired by cli/main.ts):
  *   serve retrieval [--config FILE] [--port N] [--host H] [--data-dir DIR] [--no-migrate]
  *   ingest --jsonl FILE | --bundle DIR [--database-url URL | --data-dir DIR] [--config FILE]
+ *   migrate [--database-url URL] [--bootstrap] [--data-dir DIR]
  * The database is DATABASE_URL (or --database-url for ingest; TLS via DATABASE_CA_FILE and
  * DATABASE_TLS=require) when set, else the embedded PGlite
  * persisted under ./data/pglite. An embedded data directory belongs to one process (db/embedded.ts);
  * an ingest aimed at a directory another process holds writes through that process's database.
  */
 import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { parseFlags, UsageError, usageError } from '../cli/args.ts';
 import { createLogger } from '../common/log.ts';
@@ -23,6 +25,7 @@ import {
 } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, OWNER_ROLE } from './db/roles.ts';
 import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
 import { createOpenAIEmbedder } from './embeddings/openai.ts';
 import { ensureProfile } from './embeddings/profile.ts';
@@ -31,6 +34,7 @@ import { startRetrievalServer } from './index.ts';
 import { bundleRecords } from './ingest/bundle.ts';
 import { databaseProblem, IngestError } from './ingest/errors.ts';
 import { type IngestStats, ingestRecords, readJsonlFile } from './ingest/jsonl.ts';
+import { LeaseBusyError, withIngestionLease } from './ingest/lease.ts';
 import { createProgress } from './ingest/progress.ts';
 import { StoreConflictError } from './ingest/store.ts';
 
@@ -226,18 +230,21 @@ export async function ingestCommand(argv: string[]): Promise<number> {
     return 2;
   }
   // Input first: a bad file fails in milliseconds, before any database is opened.
-  let load: () => Promise<IngestStats>;
+  let load: (writer: pg.Pool) => Promise<IngestStats>;
   let pool: pg.Pool | undefined;
   let target: { url: string; embedded?: EmbeddedDatabase } | undefined;
   const progress = createProgress();
   try {
     if (values['jsonl'] !== undefined) {
       const records = readJsonlFile(values['jsonl']);
-      load = () => ingestRecords(pool!, embedder, records, progress);
+      load = (writer) => ingestRecords(writer, embedder, records, progress);
     } else {
       const { records, prefix, sources } = bundleRecords(values['bundle'] ?? '');
-      load = () =>
-        ingestRecords(pool!, embedder, records, progress, { replacePrefix: prefix, replaceSources: sources });
+      load = (writer) =>
+        ingestRecords(writer, embedder, records, progress, {
+          replacePrefix: prefix,
+          replaceSources: sources,
+        });
     }
     target = await ingestTarget(values);
     // An embedded database runs its queries on this process's thread, and a running stack's queues
@@ -248,20 +255,31 @@ export async function ingestCommand(argv: string[]): Promise<number> {
       statementTimeoutMs: 300_000,
       connectionTimeoutMs: 30_000,
     });
-    await migrate(pool);
-    const state = await ensureProfile(pool, embedder.profile, true);
+    // An embedded database this process opened is its own: prepare it as its owner. A running
+    // stack's is already prepared; an external database is migrated by the `migrate` Job. Ingest
+    // itself writes as the ingestion role only, under the single-writer lease.
+    if (target.embedded) {
+      await bootstrapDatabase(pool);
+      await migrate(pool);
+    }
+    const state = await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
     if (!state.ok) {
       process.stderr.write(
         `ingest: the database holds embeddings of another profile (${state.reason}); refusing to write\n`,
       );
       return 1;
     }
-    const stats = await load();
+    const stats = await withIngestionLease(pool, (writer) => load(writer));
     process.stdout.write(`${JSON.stringify(stats)}\n`);
     return 0;
   } catch (err) {
     const db = databaseProblem(err, target?.url ?? values['database-url'] ?? process.env['DATABASE_URL']);
-    if (err instanceof IngestError || err instanceof DatabaseInUseError || err instanceof StoreConflictError)
+    if (
+      err instanceof IngestError ||
+      err instanceof DatabaseInUseError ||
+      err instanceof StoreConflictError ||
+      err instanceof LeaseBusyError
+    )
       process.stderr.write(`ingest: ${err.message}\n`);
     else if (db) process.stderr.write(`ingest: ${db.message}\n`);
     else {
@@ -275,5 +293,55 @@ export async function ingestCommand(argv: string[]): Promise<number> {
   } finally {
     await pool?.end().catch(() => {});
     await target?.embedded?.close();
+  }
+}
+
+/**
+ * `migrate [--database-url URL] [--bootstrap] [--data-dir DIR]`: apply this project's migrations as
+ * knowledge_owner (the Job's login role, or a member of it). `--bootstrap` first creates the roles and
+ * the vector extension and hands the database to knowledge_owner, which needs a superuser and is for
+ * databases the origin's cluster did not prepare. Without a URL it migrates the embedded database.
+ */
+export async function migrateCommand(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        'database-url': { type: 'string' },
+        'data-dir': { type: 'string' },
+        bootstrap: { type: 'boolean' },
+      },
+    }));
+  } catch {
+    process.stderr.write('migrate: invalid arguments\n');
+    return 2;
+  }
+  const url = (values['database-url'] as string | undefined) ?? process.env['DATABASE_URL'];
+  let embedded: Awaited<ReturnType<typeof startEmbeddedDatabase>> | undefined;
+  let pool: ReturnType<typeof createPool> | undefined;
+  try {
+    embedded = url
+      ? undefined
+      : await startEmbeddedDatabase({ dataDir: String(values['data-dir'] ?? DEFAULT_DATA_DIR) });
+    pool = createPool({
+      connectionString: url ?? embedded?.url ?? '',
+      max: 1,
+      statementTimeoutMs: 600_000,
+      ...(url ? tlsFromEnv() : {}),
+    });
+    if (values['bootstrap'] === true || embedded) await bootstrapDatabase(pool);
+    const result = await migrate(pool, { role: OWNER_ROLE });
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    return 0;
+  } catch (err) {
+    log.error('migrate failed', { error: err instanceof Error ? err.name : 'unknown' });
+    process.stderr.write(
+      `migrate: ${err instanceof Error && err.name === 'MigrationDriftError' ? err.message : 'failed'}\n`,
+    );
+    return 1;
+  } finally {
+    await pool?.end().catch(() => {});
+    await embedded?.close();
   }
 }

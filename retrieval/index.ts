@@ -10,11 +10,19 @@ import type { AgentRef } from '../contract/index.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool, type PoolOptions } from './db/pool.ts';
+import {
+  asRole,
+  assertServingPrivileges,
+  bootstrapDatabase,
+  INGESTION_ROLE,
+  RETRIEVAL_ROLE,
+} from './db/roles.ts';
 import { createLocalEmbedder } from './embeddings/local.ts';
 import { ensureProfile } from './embeddings/profile.ts';
 import type { Embedder } from './embeddings/types.ts';
 import { createHttpServer } from './http.ts';
 import { type IngestRecord, type IngestStats, ingestRecords } from './ingest/jsonl.ts';
+import { withIngestionLease } from './ingest/lease.ts';
 import { createMetrics, type RetrievalMetrics } from './metrics.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
 
@@ -34,7 +42,10 @@ export interface RetrievalServerOptions {
   readonly port?: number;
   readonly allowedOrigins?: readonly string[];
   readonly planner?: PlannerOptions;
-  /** Apply migrations at start (default true). */
+  /**
+   * Embedded database only: run the migration step as the owner before serving (default true). With
+   * an external database the server never migrates: the `migrate` command (a Job) does, as the owner.
+   */
   readonly migrate?: boolean;
   /** Clock override for tests, Unix seconds. */
   readonly now?: () => number;
@@ -46,7 +57,10 @@ export interface RetrievalServer {
   readonly url: string;
   /** The MCP endpoint, `${url}/mcp`. */
   readonly mcpUrl: string;
+  /** The underlying pool (on the embedded database: its superuser session, for tests and tools). */
   readonly pool: pg.Pool;
+  /** What the server searches with: every transaction runs as knowledge_retrieval. */
+  readonly servingPool: pg.Pool;
   readonly embedder: Embedder;
   readonly metrics: RetrievalMetrics;
   /** Whether the stored embedding profile matches the embedder. */
@@ -77,15 +91,24 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       ? { max: embedded.poolSize, connectionTimeoutMs: options.pool?.connectionTimeoutMs ?? 60_000 }
       : {}),
   });
+  // Serves as the retrieval role only: it can call the search functions and read the profile, nothing
+  // else. On the embedded database this process is also the database's administrator, so it prepares
+  // the schema first, as the owner, and records the profile as the ingestion role.
+  const servingPool = asRole(pool, RETRIEVAL_ROLE);
   try {
-    if (options.migrate ?? true) await migrate(pool);
-    const state = await ensureProfile(pool, embedder.profile, true);
+    if (embedded) {
+      await bootstrapDatabase(pool);
+      if (options.migrate ?? true) await migrate(pool);
+      await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
+    }
+    await assertServingPrivileges(servingPool);
+    const state = await ensureProfile(servingPool, embedder.profile, false);
     let profileOk = state.ok;
     if (!state.ok) log.error('embedding profile mismatch: refusing to serve', { reason: state.reason });
     const metrics = options.metrics ?? createMetrics();
     const checkReady = async () => {
       try {
-        const s = await ensureProfile(pool, embedder.profile, false);
+        const s = await ensureProfile(servingPool, embedder.profile, false);
         profileOk = s.ok;
         return s.ok;
       } catch {
@@ -95,7 +118,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     metrics.setReadinessProbe(checkReady);
     let draining = false;
     const http = createHttpServer({
-      pool,
+      pool: servingPool,
       embedder,
       agents: options.agents,
       allowedOrigins: options.allowedOrigins ?? [],
@@ -118,12 +141,19 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       url: base,
       mcpUrl: `${base}/mcp`,
       pool,
+      servingPool,
       embedder,
       metrics,
       get profileOk() {
         return profileOk;
       },
-      seed: (records) => ingestRecords(pool, embedder, records),
+      // Ingestion path: record the profile if the store has none, then write under the lease.
+      async seed(records) {
+        const claimed = await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
+        if (!claimed.ok) throw new Error(`embedding profile mismatch (${claimed.reason})`);
+        profileOk = (await ensureProfile(servingPool, embedder.profile, false)).ok;
+        return withIngestionLease(pool, (writer) => ingestRecords(writer, embedder, records));
+      },
       async close() {
         await new Promise<void>((r) => {
           http.close(() => r());
@@ -153,7 +183,10 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
   }
 }
 
-/** Seed a corpus into a database (URL) with the given embedder; records as in the JSONL format. */
+/**
+ * Seed a corpus into a migrated database (URL) with the given embedder, as the ingestion role under
+ * the ingestion lease; records as in the JSONL format.
+ */
 export async function seedCorpus(
   databaseUrl: string,
   records: readonly IngestRecord[],
@@ -161,10 +194,9 @@ export async function seedCorpus(
 ): Promise<IngestStats> {
   const pool = createPool({ connectionString: databaseUrl, max: 2 });
   try {
-    await migrate(pool);
-    const state = await ensureProfile(pool, embedder.profile, true);
+    const state = await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
     if (!state.ok) throw new Error(`embedding profile mismatch (${state.reason})`);
-    return await ingestRecords(pool, embedder, records);
+    return await withIngestionLease(pool, (writer) => ingestRecords(writer, embedder, records));
   } finally {
     await pool.end().catch(() => {});
   }

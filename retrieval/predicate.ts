@@ -6,8 +6,10 @@
  *   kind and network take part in the comparison; jsonb `@>` on arrays of exact-shape objects).
  * OAuth:  classification ∈ projection ceiling AND allowed_groups ∩ groups ≠ ∅ (`?|` is exact string
  *   equality on array elements; no prefix match, principals never count).
- * The expressions match the origin's search functions (research/origin-contract.md §1.4) and the
- * expression indexes of migration 0001, so the GIN indexes apply.
+ * The same expressions are the WHERE of the search functions in migration 0006, which is where the
+ * server runs them (the retrieval role can read rows only through those functions); `buildPredicate`
+ * states them as SQL over a row alias for tools that explain or inspect the filter as the owner, and
+ * `searchArguments` gives the typed arguments the functions take. Both re-check the projection.
  */
 import {
   isAllowedClassifications,
@@ -83,5 +85,40 @@ export function buildPredicate(p: Projection, firstParam = 1, alias = 'c'): Pred
   return {
     sql: `${classSql} AND (${alias}.metadata->'allowed_groups') ?| ${b}::text[]`,
     params: [classifications, [...groups]],
+  };
+}
+
+/** Typed arguments of knowledge.fgentic_search_matrix_v1 / fgentic_search_groups_v1. */
+export type SearchArguments =
+  | {
+      readonly kind: 'matrix';
+      readonly classifications: readonly string[];
+      /** JSON array of typed principals, rebuilt field by field. */
+      readonly audience: string;
+    }
+  | {
+      readonly kind: 'groups';
+      readonly classifications: readonly string[];
+      readonly policyId: string;
+      readonly groups: readonly string[];
+    };
+
+/** The search-function arguments for an already validated projection (same checks as buildPredicate). */
+export function searchArguments(p: Projection): SearchArguments {
+  // buildPredicate performs every check the arguments rely on; its SQL is not used here.
+  const pred = buildPredicate(p);
+  if (isMatrixProjection(p)) {
+    return {
+      kind: 'matrix',
+      classifications: pred.params[0] as string[],
+      audience: pred.params[1] as string,
+    };
+  }
+  if (p.kind !== 'oidc_client') throw new PredicateError();
+  return {
+    kind: 'groups',
+    classifications: pred.params[0] as string[],
+    policyId: p.client.policy_id,
+    groups: pred.params[1] as string[],
   };
 }

@@ -1,24 +1,21 @@
 /**
- * Runs one authorized search in one read-only transaction: bounded authorized count → plan →
- * ranked query under the predicate (→ keyword candidates under the same predicate for hybrid).
- * Never post-filters: every row that leaves the database already satisfied the predicate.
+ * Runs one authorized search as one call of the search function for the projection's kind
+ * (migration 0006) in one read-only transaction: the function counts authorized rows (bounded),
+ * picks the plan, ranks under the predicate and, for hybrid, adds keyword candidates under the same
+ * predicate; this module only fuses the two lists. Never post-filters: every row that leaves the
+ * database already satisfied the predicate, and the retrieval role can read rows no other way.
  */
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { toVectorParam } from './db/pool.ts';
 import {
-  boundedCountStatement,
-  choosePlan,
   DEFAULT_PLANNER,
-  exactStatement,
-  hnswSettings,
-  hnswStatement,
-  keywordStatement,
   type Plan,
   type PlannerOptions,
   type Statement,
+  searchStatement,
 } from './planner.ts';
-import { buildPredicate } from './predicate.ts';
+import { searchArguments } from './predicate.ts';
 
 export type SearchMode = 'vector' | 'hybrid';
 
@@ -96,37 +93,28 @@ export async function searchKnowledge(
   if (!Number.isSafeInteger(req.maxResults) || req.maxResults < 1 || req.maxResults > MAX_RESULTS)
     throw new RangeError('max_results out of range');
   if (req.embedding.length !== 1024) throw new RangeError('embedding dimension');
-  const pred = buildPredicate(req.projection);
+  const args = searchArguments(req.projection);
   const vector = toVectorParam(req.embedding);
   const hybrid = req.mode === 'hybrid' && req.queryText !== undefined && req.queryText.trim() !== '';
-  const depth = hybrid ? Math.max(req.maxResults * 3, 30) : req.maxResults;
+  const statement = searchStatement(
+    args,
+    vector,
+    req.maxResults,
+    hybrid ? (req.queryText ?? null) : null,
+    planner,
+  );
   const client = await pool.connect();
   let failed = false;
   try {
     await client.query('BEGIN READ ONLY');
-    const counted = await run(client, boundedCountStatement(pred, planner));
-    const authorized = Number(counted.rows[0]?.n ?? 0);
-    const plan = choosePlan(authorized, planner);
-    let rows: Record<string, unknown>[];
-    if (plan === 'hnsw') {
-      await run(client, hnswSettings(planner));
-      rows = (await run(client, hnswStatement(pred, vector, depth))).rows;
-      // The iterative scan can stop early (max_scan_tuples); never answer with fewer rows than exist.
-      if (rows.length < Math.min(depth, authorized))
-        rows = (await run(client, exactStatement(pred, vector, depth))).rows;
-    } else {
-      rows = (await run(client, exactStatement(pred, vector, depth))).rows;
-    }
-    let hits = rows.map(toHit);
-    if (hybrid) {
-      const kw = (await run(client, keywordStatement(pred, vector, req.queryText ?? '', depth))).rows.map(
-        toHit,
-      );
-      hits = fuse(hits, kw, req.maxResults);
-    } else {
-      hits = hits.slice(0, req.maxResults);
-    }
+    const rows = (await run(client, statement)).rows;
     await client.query('COMMIT');
+    // Rows arrive ordered by list ('vector' first) and position in it.
+    const vectorHits = rows.filter((r) => r['list'] === 'vector').map(toHit);
+    const keywordHits = rows.filter((r) => r['list'] === 'keyword').map(toHit);
+    // No authorized row: the function's bounded count was 0, which selects the exact plan.
+    const plan = (rows[0]?.['plan'] as Plan | undefined) ?? planner.force ?? 'exact';
+    const hits = hybrid ? fuse(vectorHits, keywordHits, req.maxResults) : vectorHits.slice(0, req.maxResults);
     return { hits, plan };
   } catch (err) {
     failed = true;

@@ -16,19 +16,27 @@ import {
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
 
 export const AGENT = { namespace: 'kagent', name: 'knowledge-agent' } as const;
 export const NOW = 1_784_116_900;
 
 export interface TestDatabase {
   readonly db: EmbeddedDatabase;
+  /** The embedded superuser session: fixtures only. */
   readonly pool: pg.Pool;
+  /** The same database as knowledge_retrieval, as the server uses it. */
+  readonly retrieval: pg.Pool;
+  /** The same database as knowledge_ingestion. */
+  readonly ingestion: pg.Pool;
   close(): Promise<void>;
 }
 
+/** A project-first database: bootstrap (roles, vector, owner) and this project's migrations. */
 export async function startTestDatabase(): Promise<TestDatabase> {
   const db = await startEmbeddedDatabase();
   const pool = createPool({ connectionString: db.url, max: db.poolSize });
+  await bootstrapDatabase(pool);
   await migrate(pool);
   // Small graph parameters keep inserts fast in tests (research/deps-probe.md §1).
   await pool.query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
@@ -38,6 +46,8 @@ export async function startTestDatabase(): Promise<TestDatabase> {
   return {
     db,
     pool,
+    retrieval: asRole(pool, RETRIEVAL_ROLE),
+    ingestion: asRole(pool, INGESTION_ROLE),
     async close() {
       await pool.end().catch(() => {});
       await db.close();

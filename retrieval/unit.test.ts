@@ -10,14 +10,8 @@ import { ingestCommand, serveRetrieval } from './cli.ts';
 import { ConfigError, parseConfig } from './config.ts';
 import { parseArgs } from './mcp/tool.ts';
 import { gateRequest, originAllowed } from './mcp/version-gate.ts';
-import {
-  boundedCountStatement,
-  choosePlan,
-  DEFAULT_PLANNER,
-  exactStatement,
-  hnswSettings,
-} from './planner.ts';
-import { buildPredicate, PredicateError } from './predicate.ts';
+import { choosePlan, DEFAULT_PLANNER, searchStatement } from './planner.ts';
+import { buildPredicate, PredicateError, searchArguments } from './predicate.ts';
 import { fuse, type SearchHit } from './search.ts';
 import { decodeFixture, matrixHeader, oauthHeader, P } from './testing.ts';
 
@@ -78,16 +72,20 @@ describe('predicate (pure)', () => {
       }),
     );
   });
-  test('statements keep the predicate and add only their own parameters', () => {
-    const p = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
-    const pred = buildPredicate(p);
-    const count = boundedCountStatement(pred, DEFAULT_PLANNER);
-    assert.match(count.text, /LIMIT \$4\) s$/);
-    assert.equal(count.values[3], DEFAULT_PLANNER.exactThreshold + 1);
-    const exact = exactStatement(pred, '[1]', 5);
-    assert.match(exact.text, /MATERIALIZED/);
-    assert.match(exact.text, /ORDER BY distance, chunk_id/);
-    assert.match(hnswSettings(DEFAULT_PLANNER).text, /'hnsw.iterative_scan', 'strict_order', true/);
+  test('the search call names one versioned function and passes identity only as typed parameters', () => {
+    const matrix = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    const m = searchStatement(searchArguments(matrix), '[1]', 5, null, DEFAULT_PLANNER);
+    assert.match(
+      m.text,
+      /^SELECT .* FROM knowledge\.fgentic_search_matrix_v1\(\$1::vector, \$2::text\[\], \$3::jsonb,/,
+    );
+    assert.ok(!m.text.includes(P.alice.principal));
+    assert.deepEqual(m.values.slice(3), [5, null, 'auto', 1_000, 100, 50_000]);
+    const oauth = decodeFixture(oauthHeader({ policy: 'org-b', groups: ['partner/org-b/docs'] }));
+    const g = searchStatement(searchArguments(oauth), '[1]', 5, 'q', { ...DEFAULT_PLANNER, force: 'hnsw' });
+    assert.match(g.text, /FROM knowledge\.fgentic_search_groups_v1\(/);
+    assert.ok(!g.text.includes('partner/'));
+    assert.deepEqual(g.values.slice(2, 7), ['org-b', ['partner/org-b/docs'], 5, 'q', 'hnsw']);
     assert.equal(choosePlan(DEFAULT_PLANNER.exactThreshold, DEFAULT_PLANNER), 'exact');
     assert.equal(choosePlan(DEFAULT_PLANNER.exactThreshold + 1, DEFAULT_PLANNER), 'hnsw');
   });

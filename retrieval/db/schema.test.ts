@@ -1,7 +1,8 @@
 /**
- * The schema itself: migrations are idempotent and apply over an origin v1 database; the SQL
- * metadata CHECK agrees with the contract's validateChunkMetadata; the embedding profile guard; an
- * embedded data directory keeps its corpus across restarts.
+ * The schema itself on an empty (project-first) database: migrations are recorded in their own table,
+ * immutable and owned by knowledge_owner; the SQL metadata CHECK agrees with the contract's
+ * validateChunkMetadata; the embedding profile guard; an embedded data directory keeps its corpus
+ * across restarts. The origin-first path is in origin.test.ts.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,7 +14,7 @@ import { validateChunkMetadata } from '../../contract/index.ts';
 import { ensureProfile } from '../embeddings/profile.ts';
 import { startRetrievalServer } from '../index.ts';
 import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from '../testing.ts';
-import { loadMigrations, migrate } from './migrate.ts';
+import { loadMigrations, MIGRATIONS_TABLE, MigrationDriftError, migrate } from './migrate.ts';
 
 let t: TestDatabase;
 before(async () => {
@@ -24,22 +25,33 @@ after(async () => {
 });
 
 describe('migrations', () => {
-  test('versions are recorded once and re-running applies nothing', async () => {
-    const versions = (
-      await t.pool.query('SELECT version FROM knowledge.schema_migrations ORDER BY 1')
-    ).rows.map((r) => r.version);
+  test('versions are recorded once, in our own table, and re-running applies nothing', async () => {
+    const rows = (await t.pool.query(`SELECT version, sha256, outcome FROM ${MIGRATIONS_TABLE} ORDER BY 1`))
+      .rows;
     assert.deepEqual(
-      versions,
-      loadMigrations().map((m) => m.version),
+      rows,
+      loadMigrations().map((m) => ({ version: m.version, sha256: m.sha256, outcome: 'applied' })),
     );
-    assert.deepEqual(await migrate(t.pool), []);
+    assert.deepEqual(await migrate(t.pool), { applied: [], skipped: [] });
+    // Project-first claims no origin version: the origin's table does not exist.
+    const origin = await t.pool.query("SELECT to_regclass('knowledge.schema_migrations') AS t");
+    assert.equal(origin.rows[0]?.t, null);
   });
-  test('over an origin database (v1 applied, no profile table) only our additions run', async () => {
-    await t.pool.query('DROP TABLE knowledge.embedding_profile');
-    await t.pool.query('DELETE FROM knowledge.schema_migrations WHERE version >= 100');
-    await t.pool.query('INSERT INTO knowledge.schema_migrations (version) VALUES (2), (3)');
-    assert.deepEqual(await migrate(t.pool), [101, 102, 103]);
-    await t.pool.query('DELETE FROM knowledge.schema_migrations WHERE version IN (2, 3)');
+  test('a migration changed after it was applied is refused', async () => {
+    const changed = loadMigrations().map((m) => (m.version === 3 ? { ...m, sha256: 'f'.repeat(64) } : m));
+    await assert.rejects(migrate(t.pool, { migrations: changed }), MigrationDriftError);
+  });
+  test('everything the migrations create belongs to knowledge_owner', async () => {
+    const r = await t.pool.query(
+      `SELECT count(*)::int AS n FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = 'knowledge' AND pg_catalog.pg_get_userbyid(c.relowner) <> 'knowledge_owner'`,
+    );
+    assert.equal(r.rows[0]?.n, 0);
+    const f = await t.pool.query(
+      `SELECT count(*)::int AS n FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+       WHERE n.nspname = 'knowledge' AND pg_catalog.pg_get_userbyid(p.proowner) <> 'knowledge_owner'`,
+    );
+    assert.equal(f.rows[0]?.n, 0);
   });
 });
 

@@ -1,13 +1,13 @@
--- Knowledge store v1, compatible with the origin schema (research/origin-contract.md §1.2–1.3):
--- knowledge.chunks with the metadata contract enforced by CHECK constraints through IMMUTABLE helper
--- functions. Every statement is idempotent so the file also applies cleanly over an origin database.
-CREATE EXTENSION IF NOT EXISTS vector;
-CREATE SCHEMA IF NOT EXISTS knowledge;
-
-CREATE TABLE IF NOT EXISTS knowledge.schema_migrations (
-  version integer PRIMARY KEY,
-  applied_at timestamptz NOT NULL DEFAULT now()
-);
+-- fgentic:when-absent knowledge.chunks
+-- The empty-database path: a knowledge store with the shape of the origin's v1
+-- (research/origin-contract.md §1.2–1.3): knowledge.chunks with the metadata contract enforced by
+-- CHECK constraints through IMMUTABLE helper functions of the same names and signatures. Skipped when
+-- knowledge.chunks exists (an origin database keeps its own helpers). Claims no origin version: the
+-- origin's knowledge.schema_migrations is not created here. Runs as knowledge_owner, which owns all of
+-- it, so the origin's own v1–v3 Jobs can still be applied on top later. Needs the vector extension
+-- and the roles (the cluster's job, or `migrate --bootstrap`).
+REVOKE ALL ON SCHEMA knowledge FROM PUBLIC;
+GRANT USAGE ON SCHEMA knowledge TO knowledge_retrieval, knowledge_ingestion;
 
 CREATE OR REPLACE FUNCTION knowledge.is_dns1123_label(value text) RETURNS boolean
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog AS $$
@@ -21,7 +21,9 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog AS $$
      AND value !~ '[\u0001-\u001f\u007f-\u009f]'
 $$;
 
--- Matrix server name: DNS name, IPv4 literal or bracketed IPv6 literal, optional port 1–65535.
+-- Matrix server name: DNS name, IPv4 literal or bracketed IPv6 literal, optional port 1–65535. The
+-- same grammar as contract/identifiers.ts isServerName (a subset of what the origin's is_full_mxid
+-- accepts); the IPv6 expression is RFC 3986 IPv6address, spelled out.
 CREATE OR REPLACE FUNCTION knowledge.is_matrix_server_name(value text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog AS $$
 DECLARE
@@ -39,7 +41,7 @@ BEGIN
     host := substr(value, 1, colon_pos - 1);
   END IF;
   IF left(host, 1) = '[' THEN
-    RETURN host ~ '^\[[0-9A-Fa-f:.]{2,45}\]$';
+    RETURN host ~ '^\[(?:(?:[0-9A-Fa-f]{1,4}:){6}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})|::(?:[0-9A-Fa-f]{1,4}:){5}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})|(?:[0-9A-Fa-f]{1,4})?::(?:[0-9A-Fa-f]{1,4}:){4}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})|(?:(?:[0-9A-Fa-f]{1,4}:){0,1}[0-9A-Fa-f]{1,4})?::(?:[0-9A-Fa-f]{1,4}:){3}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})|(?:(?:[0-9A-Fa-f]{1,4}:){0,2}[0-9A-Fa-f]{1,4})?::(?:[0-9A-Fa-f]{1,4}:){2}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})|(?:(?:[0-9A-Fa-f]{1,4}:){0,3}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}:(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})|(?:(?:[0-9A-Fa-f]{1,4}:){0,4}[0-9A-Fa-f]{1,4})?::(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})|(?:(?:[0-9A-Fa-f]{1,4}:){0,5}[0-9A-Fa-f]{1,4})?::[0-9A-Fa-f]{1,4}|(?:(?:[0-9A-Fa-f]{1,4}:){0,6}[0-9A-Fa-f]{1,4})?::)\]$';
   END IF;
   IF host ~ '^[0-9.]+$' THEN
     RETURN host ~ '^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$';
@@ -145,3 +147,21 @@ CREATE INDEX IF NOT EXISTS chunks_groups_gin_idx ON knowledge.chunks USING gin (
 CREATE INDEX IF NOT EXISTS chunks_source_id_idx ON knowledge.chunks ((metadata #>> '{source,id}'));
 CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_idx
   ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64);
+
+-- Nothing here is for PUBLIC (functions are executable by PUBLIC unless revoked).
+REVOKE ALL ON ALL TABLES IN SCHEMA knowledge FROM PUBLIC;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA knowledge FROM PUBLIC;
+
+-- Ingestion writes rows (the CHECK helpers run with the writer's rights); retrieval gets nothing on
+-- the table (migration 0006 gives it the search functions).
+GRANT SELECT, INSERT, UPDATE, DELETE ON knowledge.chunks TO knowledge_ingestion;
+GRANT EXECUTE ON FUNCTION
+  knowledge.is_dns1123_label(text),
+  knowledge.is_bounded_clean_text(text, integer),
+  knowledge.is_matrix_server_name(text),
+  knowledge.is_full_mxid(text),
+  knowledge.is_valid_principal_array(jsonb, integer),
+  knowledge.is_valid_group_array(jsonb, integer),
+  knowledge.is_valid_source(jsonb),
+  knowledge.is_valid_metadata(jsonb)
+TO knowledge_ingestion;

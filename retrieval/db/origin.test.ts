@@ -1,0 +1,350 @@
+/**
+ * On the origin's knowledge database: its own v1–v3 schema SQL applied first (verbatim, from the
+ * upstream fixture folder), then this project's migrations as knowledge_owner, then the server as
+ * knowledge_retrieval. Also the other order (project first, the origin's Jobs after), the refusal of
+ * a direct SELECT, and a differential against the origin's own search functions.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
+import type pg from 'pg';
+import {
+  type AllowedClassifications,
+  type ChunkMetadata,
+  CLASSIFICATIONS,
+  type Classification,
+  type MatrixPrincipal,
+} from '../../contract/index.ts';
+import { startRetrievalServer } from '../index.ts';
+import { withIngestionLease } from '../ingest/lease.ts';
+import { writeChunks } from '../ingest/store.ts';
+import { DEFAULT_PLANNER } from '../planner.ts';
+import { searchKnowledge } from '../search.ts';
+import {
+  AGENT,
+  decodeFixture,
+  matrixHeader,
+  meta,
+  NOW,
+  oauthHeader,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from '../testing.ts';
+import { type EmbeddedDatabase, startEmbeddedDatabase } from './embedded.ts';
+import { migrate } from './migrate.ts';
+import { applyOriginSchema } from './origin-fixture.ts';
+import { createPool, toVectorParam } from './pool.ts';
+import { asRole, RETRIEVAL_ROLE, ServingPrivilegeError } from './roles.ts';
+
+const ORIGIN_VERSIONS = [1, 2, 3];
+const PERMISSION_DENIED = (err: unknown) => (err as { code?: string }).code === '42501';
+
+interface OriginDb {
+  readonly db: EmbeddedDatabase;
+  readonly pool: pg.Pool;
+  close(): Promise<void>;
+}
+
+async function startOriginDatabase(): Promise<OriginDb> {
+  const db = await startEmbeddedDatabase();
+  const pool = createPool({ connectionString: db.url, max: db.poolSize });
+  try {
+    await applyOriginSchema(pool);
+  } catch (err) {
+    await pool.end();
+    await db.close();
+    throw err;
+  }
+  return {
+    db,
+    pool,
+    async close() {
+      await pool.end().catch(() => {});
+      await db.close();
+    },
+  };
+}
+
+async function originVersions(pool: pg.Pool): Promise<number[]> {
+  return (await pool.query('SELECT version FROM knowledge.schema_migrations ORDER BY 1')).rows.map(
+    (r) => r.version as number,
+  );
+}
+
+const unitVector = '(ARRAY[1::real] || array_fill(0::real, ARRAY[1023]))::vector(1024)';
+
+let o: OriginDb;
+before(async () => {
+  o = await startOriginDatabase();
+});
+after(async () => {
+  await o?.close();
+});
+
+describe('origin first: the origin v1–v3, then this project', () => {
+  test('our migrations apply on top, skip the base schema, and leave the origin its own versions', async () => {
+    assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
+    const result = await migrate(o.pool);
+    assert.deepEqual(result, { applied: [2, 3, 4, 5, 6], skipped: [1] });
+    // The origin's runtime check: exactly its own versions in its table.
+    assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
+    assert.deepEqual(await migrate(o.pool), { applied: [], skipped: [] });
+  });
+
+  test("the origin's own checks still hold: CHECKs refuse bad rows, its helpers and search answer", async () => {
+    await assert.rejects(
+      o.pool.query(`INSERT INTO knowledge.chunks VALUES ('x', 'x', ${unitVector}, $1)`, [
+        JSON.stringify({ ...meta({ principals: [P.alice] }), extra: 1 }),
+      ]),
+      /chunks_metadata_valid/,
+    );
+    const helpers = await o.pool.query(
+      "SELECT knowledge.is_full_mxid('@alice:org-a.example') AS ok, knowledge.is_full_mxid('@a:[1.2.3.4]') AS bad",
+    );
+    assert.deepEqual(helpers.rows[0], { ok: true, bad: false });
+    // The invocation shape of the origin's own store test, as the table's owner.
+    const client = await o.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query("SELECT set_config('role', 'knowledge_owner', true)");
+      await client.query(
+        `SELECT * FROM knowledge.search_authorized_matrix(${unitVector}, ARRAY['public']::text[],
+           '[{"kind":"matrix","principal":"@alice:org-a.example"}]'::jsonb, 1)`,
+      );
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+  });
+
+  test('the retrieval role cannot SELECT knowledge.chunks (the origin granted it; migrate revokes it)', async () => {
+    const retrieval = asRole(o.pool, RETRIEVAL_ROLE);
+    assert.equal((await retrieval.query('SELECT current_user AS u')).rows[0]?.u, RETRIEVAL_ROLE);
+    await assert.rejects(retrieval.query('SELECT chunk_id FROM knowledge.chunks LIMIT 1'), PERMISSION_DENIED);
+    await assert.rejects(retrieval.query('SELECT count(*) FROM knowledge.chunks'), PERMISSION_DENIED);
+    // The origin's invoker-rights functions read the table with the caller's rights: closed as well.
+    await assert.rejects(
+      retrieval.query(
+        `SELECT * FROM knowledge.search_authorized_matrix(${unitVector}, ARRAY['public']::text[],
+           '[{"kind":"matrix","principal":"@alice:org-a.example"}]'::jsonb, 1)`,
+      ),
+      PERMISSION_DENIED,
+    );
+    for (const table of [
+      'knowledge.embedding_profile',
+      'knowledge.ingestion_leases',
+      'knowledge.fgentic_retrieval_migrations',
+      'knowledge.schema_migrations',
+    ])
+      await assert.rejects(retrieval.query(`SELECT 1 FROM ${table}`), PERMISSION_DENIED, table);
+  });
+
+  test('a replayed origin v1 Job re-grants SELECT; the server then refuses to start until migrate runs', async () => {
+    await applyOriginSchema(o.pool, [1]);
+    const options = { agents: [AGENT], databaseUrl: o.db.url, pool: { max: 2 }, port: 0, now: () => NOW };
+    await assert.rejects(startRetrievalServer(options), ServingPrivilegeError);
+    await migrate(o.pool);
+    const server = await startRetrievalServer(options);
+    await server.close();
+  });
+
+  test('the server serves as knowledge_retrieval: ingestion under the lease, search through the functions', async () => {
+    const server = await startRetrievalServer({
+      agents: [AGENT],
+      databaseUrl: o.db.url,
+      pool: { max: 2 },
+      port: 0,
+      now: () => NOW,
+    });
+    try {
+      assert.equal((await server.servingPool.query('SELECT current_user AS u')).rows[0]?.u, RETRIEVAL_ROLE);
+      await server.seed([
+        { content: 'origin alpha notes', metadata: meta({ source: 'docs/alpha.md', principals: [P.alice] }) },
+        { content: 'origin beta notes', metadata: meta({ source: 'docs/beta.md', principals: [P.bob] }) },
+      ]);
+      const r = await fetch(server.mcpUrl, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-11-25',
+          'x-fgentic-identity': matrixHeader({ caller: P.alice, audience: [P.alice] }),
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: { name: 'search_knowledge', arguments: { query: 'notes' } },
+        }),
+      });
+      const msg = (await r.json()) as { result: { structuredContent: { results: { content: string }[] } } };
+      assert.deepEqual(
+        msg.result.structuredContent.results.map((x) => x.content),
+        ['origin alpha notes'],
+      );
+      // The lease was released and the origin's versions are untouched.
+      assert.equal(
+        (await o.pool.query('SELECT count(*)::int AS n FROM knowledge.ingestion_leases')).rows[0]?.n,
+        0,
+      );
+      assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe('project first: this project on an empty database, the origin Jobs after', () => {
+  let t: TestDatabase;
+  before(async () => {
+    t = await startTestDatabase();
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  test('the retrieval role cannot SELECT knowledge.chunks on a project-first database either', async () => {
+    await assert.rejects(t.retrieval.query('SELECT 1 FROM knowledge.chunks'), PERMISSION_DENIED);
+  });
+
+  test("the origin's v1–v3 still apply on top; migrate then restores the function path", async () => {
+    await applyOriginSchema(t.pool);
+    assert.deepEqual(await originVersions(t.pool), ORIGIN_VERSIONS);
+    await migrate(t.pool);
+    await assert.rejects(t.retrieval.query('SELECT 1 FROM knowledge.chunks'), PERMISSION_DENIED);
+    await withIngestionLease(t.pool, (writer) =>
+      writeChunks(writer, {
+        chunks: [
+          {
+            chunk_id: 'pf-1',
+            content: 'project first',
+            metadata: meta({ principals: [P.alice] }),
+            embedding: randomVector(prng(3)),
+          },
+        ],
+      }),
+    );
+    const hits = await searchKnowledge(t.retrieval, {
+      projection: decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] })),
+      embedding: randomVector(prng(4)),
+      maxResults: 5,
+    });
+    assert.deepEqual(
+      hits.hits.map((h) => h.chunk_id),
+      ['pf-1'],
+    );
+  });
+});
+
+describe("differential: this project's search = the origin's search_authorized_* on the same rows", () => {
+  const PRINCIPALS: MatrixPrincipal[] = Object.values(P);
+  const GROUPS = ['partner/org-b/docs', 'partner/org-b/eng', 'partner/org-b/doc', 'partner/org-c/docs'];
+
+  async function originSearch(
+    fn: 'matrix' | 'groups',
+    q: string,
+    classes: readonly string[],
+    who: string,
+    k: number,
+  ): Promise<string[]> {
+    const client = await o.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query("SELECT set_config('role', 'knowledge_owner', true)");
+      const r = await client.query(
+        fn === 'matrix'
+          ? 'SELECT chunk_id FROM knowledge.search_authorized_matrix($1::vector, $2::text[], $3::jsonb, $4)'
+          : 'SELECT chunk_id FROM knowledge.search_authorized_groups($1::vector, $2::text[], $3::text[], $4)',
+        [q, classes, fn === 'matrix' ? who : JSON.parse(who), k],
+      );
+      await client.query('COMMIT');
+      return r.rows.map((x) => x.chunk_id as string);
+    } finally {
+      client.release();
+    }
+  }
+
+  test('same authorized set always; same ordered ids on the exact path', async () => {
+    await migrate(o.pool);
+    const retrieval = asRole(o.pool, RETRIEVAL_ROLE);
+    let compared = 0;
+    let nonEmpty = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            classification: fc.constantFrom(...CLASSIFICATIONS),
+            principals: fc.subarray(PRINCIPALS),
+            groups: fc.subarray(GROUPS),
+          }),
+          { minLength: 1, maxLength: 30 },
+        ),
+        fc.integer(),
+        async (metas, seed) => {
+          const rand = prng(seed);
+          const rows = metas
+            .filter((m) => m.principals.length + m.groups.length > 0)
+            .map((m, i) => ({
+              chunk_id: `d${String(i).padStart(3, '0')}`,
+              content: `row ${i}`,
+              metadata: meta({
+                classification: m.classification as Classification,
+                principals: m.principals,
+                groups: m.groups,
+              }) as ChunkMetadata,
+              embedding: randomVector(rand),
+            }));
+          await o.pool.query('DELETE FROM knowledge.chunks');
+          await withIngestionLease(o.pool, (writer) => writeChunks(writer, { chunks: rows }));
+          const q = randomVector(rand);
+          const qv = toVectorParam(q);
+          for (const wide of [false, true]) {
+            const classes: AllowedClassifications = wide ? ['approved_non_public', 'public'] : ['public'];
+            const cases: { fn: 'matrix' | 'groups'; who: string; header: string }[] = [];
+            for (const caller of PRINCIPALS.slice(0, 3)) {
+              const audience = [caller, ...PRINCIPALS.filter((p) => p !== caller && rand() < 0.2)];
+              cases.push({
+                fn: 'matrix',
+                who: JSON.stringify(audience),
+                header: matrixHeader({ caller, audience, classifications: classes }),
+              });
+            }
+            const groups = GROUPS.filter((g) => g.startsWith('partner/org-b/') && rand() < 0.6);
+            if (groups.length > 0)
+              cases.push({
+                fn: 'groups',
+                who: JSON.stringify(groups.sort()),
+                header: oauthHeader({ policy: 'org-b', groups, classifications: classes }),
+              });
+            for (const c of cases) {
+              const everything = await originSearch(c.fn, qv, classes, c.who, 100);
+              const k = 1 + Math.floor(rand() * 20);
+              const theirs = await originSearch(c.fn, qv, classes, c.who, k);
+              const projection = decodeFixture(c.header);
+              for (const force of ['exact', 'hnsw'] as const) {
+                const ours = (
+                  await searchKnowledge(
+                    retrieval,
+                    { projection, embedding: q, maxResults: k },
+                    { ...DEFAULT_PLANNER, force },
+                  )
+                ).hits.map((h) => h.chunk_id);
+                assert.equal(ours.length, theirs.length, `${force}: count`);
+                for (const id of ours)
+                  assert.ok(everything.includes(id), `${force}: ${id} not authorized by the origin`);
+                if (force === 'exact') assert.deepEqual(ours, theirs, 'exact: ordered ids');
+              }
+              compared++;
+              if (theirs.length > 0) nonEmpty++;
+            }
+          }
+        },
+      ),
+      { numRuns: 15, seed: 1414 },
+    );
+    assert.ok(compared > 50 && nonEmpty > 20, `too few meaningful comparisons (${compared}, ${nonEmpty})`);
+  });
+});

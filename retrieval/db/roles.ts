@@ -1,0 +1,175 @@
+/**
+ * Database roles and how a pool acts as one of them.
+ *
+ * The origin's knowledge database has one login role per job (research/origin-contract.md §1.1):
+ * `knowledge_owner` runs migrations, `knowledge_ingestion` writes chunks, `knowledge_retrieval` serves
+ * searches. In production each process logs in as its own role. `asRole` additionally makes every
+ * transaction of a pool run under `SET LOCAL ROLE <role>`: a no-op when the login role is that role,
+ * a drop of privileges when it is a member with more rights, and the only way to separate roles on
+ * the embedded PGlite, which serves every socket connection from one shared session (a session-level
+ * `SET ROLE` there would leak to all connections; pglite-socket holds the other connections while one
+ * is inside a transaction, so a transaction-local role does not).
+ */
+import type pg from 'pg';
+
+export const OWNER_ROLE = 'knowledge_owner';
+export const RETRIEVAL_ROLE = 'knowledge_retrieval';
+export const INGESTION_ROLE = 'knowledge_ingestion';
+export type DbRole = typeof OWNER_ROLE | typeof RETRIEVAL_ROLE | typeof INGESTION_ROLE;
+export const ROLES: readonly DbRole[] = [OWNER_ROLE, RETRIEVAL_ROLE, INGESTION_ROLE];
+
+/** Runs after the role is set, inside every transaction (e.g. the ingestion lease check). */
+export type TransactionGuard = (client: pg.PoolClient) => Promise<void>;
+
+const BEGIN = /^\s*(BEGIN|START\s+TRANSACTION)\b/i;
+const END = /^\s*(COMMIT|ROLLBACK|END|ABORT)\b/i;
+const SET_ROLE = "SELECT set_config('role', $1, true)";
+
+async function enter(client: pg.PoolClient, role: DbRole, guard?: TransactionGuard): Promise<void> {
+  await client.query(SET_ROLE, [role]);
+  if (guard) await guard(client);
+}
+
+/**
+ * A client whose transactions all run as `role`. A statement issued outside an explicit transaction
+ * is wrapped in one, so no statement ever runs with the login (or embedded superuser) privileges.
+ */
+function roleClient(client: pg.PoolClient, role: DbRole, guard?: TransactionGuard): pg.PoolClient {
+  let inTx = false;
+  const query = async (text: unknown, values?: unknown) => {
+    if (typeof text !== 'string') throw new TypeError('role-bound clients take SQL text only');
+    const args = values as unknown[] | undefined;
+    if (BEGIN.test(text)) {
+      const r = await client.query(text);
+      inTx = true;
+      await enter(client, role, guard);
+      return r;
+    }
+    if (END.test(text)) {
+      inTx = false;
+      return client.query(text);
+    }
+    if (inTx) return client.query(text, args);
+    await client.query('BEGIN');
+    try {
+      await enter(client, role, guard);
+      const r = await client.query(text, args);
+      await client.query('COMMIT');
+      return r;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    }
+  };
+  return new Proxy(client, {
+    get(target, prop) {
+      if (prop === 'query') return query;
+      const v = Reflect.get(target, prop, target);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}
+
+/** A view of `pool` whose every statement runs inside a transaction as `role`. */
+export function asRole(pool: pg.Pool, role: DbRole, guard?: TransactionGuard): pg.Pool {
+  const connect = async () => roleClient(await pool.connect(), role, guard);
+  const query = async (text: unknown, values?: unknown) => {
+    const client = await connect();
+    let failed = false;
+    try {
+      return await client.query(text as string, values as unknown[]);
+    } catch (err) {
+      failed = true;
+      throw err;
+    } finally {
+      client.release(failed ? true : undefined);
+    }
+  };
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop === 'connect') return connect;
+      if (prop === 'query') return query;
+      const v = Reflect.get(target, prop, target);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}
+
+/** The serving role holds a privilege on knowledge.chunks: the function path would not be enforced. */
+export class ServingPrivilegeError extends Error {
+  constructor() {
+    super('the serving role has privileges on knowledge.chunks; run migrate');
+    this.name = 'ServingPrivilegeError';
+  }
+}
+
+/**
+ * Refuse to serve unless the serving role can reach chunks only through the search functions: no
+ * privilege on the table or any of its columns (its own or inherited), and EXECUTE on both functions.
+ */
+export async function assertServingPrivileges(servingPool: pg.Pool): Promise<void> {
+  const r = await servingPool.query(
+    `SELECT has_table_privilege('knowledge.chunks', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+         OR has_any_column_privilege('knowledge.chunks', 'SELECT, INSERT, UPDATE, REFERENCES') AS table_access,
+       has_function_privilege('knowledge.fgentic_search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)', 'EXECUTE')
+         AND has_function_privilege('knowledge.fgentic_search_groups_v1(public.vector, text[], text, text[], integer, text, text, integer, integer, integer)', 'EXECUTE') AS functions`,
+  );
+  const row = r.rows[0] as { table_access?: boolean; functions?: boolean } | undefined;
+  if (row?.table_access !== false || row?.functions !== true) throw new ServingPrivilegeError();
+}
+
+/**
+ * Prepare an empty database the way the origin's cluster does before its schema Job runs (roles,
+ * the vector extension, the database owned by knowledge_owner). Needs a superuser; used for the
+ * embedded database and by `migrate --bootstrap`. Roles are created NOLOGIN here: login roles and
+ * their passwords belong to the cluster (CNPG DatabaseRole), not to this project.
+ */
+export async function bootstrapDatabase(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    for (const role of ROLES) {
+      const exists = await client.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
+      // Role names are constants of this module, never input.
+      if (exists.rowCount === 0) await client.query(`CREATE ROLE ${role} NOLOGIN NOINHERIT`);
+    }
+    await client.query('CREATE EXTENSION IF NOT EXISTS vector');
+    const db = await client.query('SELECT current_database() AS name');
+    await client.query(`ALTER DATABASE ${quoteIdent(String(db.rows[0]?.name))} OWNER TO ${OWNER_ROLE}`);
+    // A schema a superuser created before the roles existed (an embedded data directory from an
+    // earlier version) is handed to the owner, so the owner can migrate it; a no-op otherwise.
+    await client.query(`DO $bootstrap$
+      DECLARE
+        r record;
+      BEGIN
+        IF to_regnamespace('knowledge') IS NULL THEN
+          RETURN;
+        END IF;
+        ALTER SCHEMA knowledge OWNER TO ${OWNER_ROLE};
+        FOR r IN
+          SELECT c.oid::regclass AS obj FROM pg_catalog.pg_class c
+          WHERE c.relnamespace = 'knowledge'::regnamespace AND c.relkind IN ('r', 'p')
+            AND c.relowner <> '${OWNER_ROLE}'::regrole
+        LOOP
+          EXECUTE format('ALTER TABLE %s OWNER TO ${OWNER_ROLE}', r.obj);
+        END LOOP;
+        FOR r IN
+          SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc p
+          WHERE p.pronamespace = 'knowledge'::regnamespace AND p.proowner <> '${OWNER_ROLE}'::regrole
+        LOOP
+          EXECUTE format('ALTER FUNCTION %s OWNER TO ${OWNER_ROLE}', r.fn);
+        END LOOP;
+      END
+    $bootstrap$`);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+function quoteIdent(s: string): string {
+  return `"${s.replaceAll('"', '""')}"`;
+}
