@@ -11,6 +11,7 @@ const USAGE = `fgentic-retrieval <command>
   render -f PATH... [-o DIR]                     custom resources -> rendered manifests
   admission check -f PATH...                     offline webhook verdicts (exit 1 if any denied)
   ingest --jsonl FILE | --bundle DIR [--database-url URL]
+  explain --room ROOM_ID [--snapshot FILE] | --partner POLICY_ID  --chunk ID | --source ID | --summary
   projection decode [--now UNIX] [--agent NS/NAME]   header value on stdin
   snapshot digest                                snapshot JSON on stdin -> state_sha256
 `;
@@ -53,6 +54,7 @@ const commands: Record<string, Command> = {
   render: async (argv) => (await import('../controller/render-command.ts')).renderCommand(argv),
   'admission check': async (argv) => (await import('../webhook/cli.ts')).admissionCheck(argv),
   ingest: async (argv) => (await import('../retrieval/cli.ts')).ingestCommand(argv),
+  explain: async (argv) => (await import('../retrieval/explain/command.ts')).explainCommand(argv),
 };
 
 export async function main(argv: string[]): Promise<number> {
