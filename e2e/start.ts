@@ -25,6 +25,9 @@ export interface StackFile {
   readonly agentMcpKey: string;
   readonly issuerPrivateJwk: Record<string, unknown>;
   readonly card: unknown;
+  /** For `explain` in the walkthrough: the embedded database's loopback URL and the projector config file. */
+  readonly databaseUrl?: string;
+  readonly projectorConfigFile?: string;
 }
 
 const out = (line: string) => process.stderr.write(`${line}\n`);
@@ -109,6 +112,8 @@ export async function startCommand(argv: string[]): Promise<number> {
   const ready =
     (await waitReady(`${retrievalUrl}/readyz`)) && (await waitReady(`${stack.projectorUrl}/readyz`));
   const stackFile = join(dataDir, 'stack.json');
+  const projectorConfigFile = join(dataDir, 'projector.json');
+  writeFileSync(projectorConfigFile, stack.projectorConfigJson, { mode: 0o600 });
   const info: StackFile = {
     localRouteUrl: stack.localRouteUrl,
     publicRouteUrl: stack.publicRouteUrl,
@@ -120,6 +125,8 @@ export async function startCommand(argv: string[]): Promise<number> {
     agentMcpKey: stack.agentMcpKey,
     issuerPrivateJwk: stack.issuerPrivateJwk,
     card: stack.card,
+    ...(stack.databaseUrl ? { databaseUrl: stack.databaseUrl } : {}),
+    projectorConfigFile,
   };
   writeFileSync(stackFile, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 });
 
@@ -154,6 +161,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   await closeWebhook().catch(() => {});
   await stack.close();
   rmSync(stackFile, { force: true });
+  rmSync(projectorConfigFile, { force: true });
   out('stopped');
   return 0;
 }

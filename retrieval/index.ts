@@ -46,6 +46,8 @@ export interface RetrievalServer {
   /** The MCP endpoint, `${url}/mcp`. */
   readonly mcpUrl: string;
   readonly pool: pg.Pool;
+  /** The loopback URL of the embedded database (absent with an external DATABASE_URL): local tooling. */
+  readonly embeddedDatabaseUrl?: string;
   readonly embedder: Embedder;
   readonly metrics: RetrievalMetrics;
   /** Whether the stored embedding profile matches the embedder. */
@@ -108,6 +110,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       url: base,
       mcpUrl: `${base}/mcp`,
       pool,
+      ...(embedded ? { embeddedDatabaseUrl: embedded.url } : {}),
       embedder,
       metrics,
       get profileOk() {
