@@ -233,7 +233,7 @@ async function explainStep(
     });
     if (code !== 0) throw new Error(`explain exited ${code}: ${err.trim()}`);
     print(`  $ fgentic-retrieval explain --room '${snapshot.room_id}' --snapshot room-state.json --summary`);
-    print(out.trimEnd().replace(/^/gm, '    '));
+    print(out.trimEnd().replace(/^(?=.)/gm, '    '));
     const lost = out.split('\n').filter((l) => l.startsWith('without '));
     record({
       title: 'explain --summary: whom the room lost access for',

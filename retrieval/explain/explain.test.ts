@@ -4,6 +4,7 @@
  * homeserver through the projector's client), and the guards that make it refuse rather than guess.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -384,5 +385,30 @@ describe('explain: usage and guards', () => {
     );
     assert.equal(code, 1);
     assert.match(err, /no embedded database/);
+  });
+});
+
+describe('explain is a command of the binary', () => {
+  test('fgentic-retrieval explain runs through cli/main.ts', async () => {
+    const bin = new URL('../../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
+    const argv = [
+      ...room([ALICE, BOB, GUEST]),
+      '--summary',
+      '--json',
+      '--config',
+      configFile,
+      '--database-url',
+      t.db.url,
+    ];
+    const { code, stdout } = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        [bin, 'explain', ...argv],
+        { env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent' } },
+        (_e, out) => resolve({ code: child.exitCode, stdout: out }),
+      );
+    });
+    assert.equal(code, 0);
+    assert.equal(JSON.parse(stdout).summary.visible, 1);
   });
 });
