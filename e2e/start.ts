@@ -1,7 +1,8 @@
 /**
  * `fgentic-retrieval start` (what `npm start` runs): the whole flow on loopback with embedded
  * defaults. The corpus persists in the data directory; the connection details for `npm run demo`
- * are written to `<data>/stack.json` (local development only: it holds throwaway keys).
+ * are written to `<data>/stack.json` (local development only: it holds throwaway keys), and the
+ * projector configuration the stack runs to `<data>/projector.json`, for the walkthrough's `explain`.
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';

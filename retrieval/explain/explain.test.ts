@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import type { ChunkMetadata, MatrixPrincipal } from '../../contract/index.ts';
 import type { ProjectorConfig } from '../../projector/config.ts';
 import { matrixSdkReader } from '../../projector/homeserver.ts';
@@ -410,5 +411,55 @@ describe('explain is a command of the binary', () => {
     });
     assert.equal(code, 0);
     assert.equal(JSON.parse(stdout).summary.visible, 1);
+  });
+});
+
+describe('explain: argument handling (property)', () => {
+  test('any argument list: exit 0, 1 or 2, output only on success, and no argument value echoed', async () => {
+    const flags = [
+      '--room',
+      '--partner',
+      '--azp',
+      '--snapshot',
+      '--chunk',
+      '--source',
+      '--limit',
+      '--data-dir',
+    ];
+    const bools = ['--summary', '--json', '--titles', '--bogus'];
+    // Values carry a marker so an echo in an error line would be seen.
+    const value = fc.oneof(
+      fc.constantFrom(ROOM, '!other:org-a.example', 'org-b', 'c-all', '5', '0', join(dir, 'absent')),
+      fc.string({ maxLength: 12 }).map((x) => `ECHO${x.replace(/\s/g, '')}`),
+    );
+    const arg = fc.oneof(
+      fc.tuple(fc.constantFrom(...flags), value).map(([f, v]) => [f, v]),
+      fc.constantFrom(...bools).map((b) => [b]),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(arg, { maxLength: 6 }), async (parts) => {
+        const argv = parts.flat();
+        let out = '';
+        let err = '';
+        // No database URL and a data directory that does not exist: nothing here reaches a database.
+        const code = await explainCommand(
+          [...argv, '--config', configFile, '--data-dir', join(dir, 'absent')],
+          {
+            stdout: (s) => {
+              out += s;
+            },
+            stderr: (s) => {
+              err += s;
+            },
+            env: {},
+          },
+        );
+        assert.ok(code === 1 || code === 2, `exit ${code}`);
+        assert.equal(out, '');
+        assert.doesNotMatch(err, /ECHO/);
+        assert.equal(err.split('\n').filter(Boolean).length, 1, 'one error line');
+      }),
+      { numRuns: 200 },
+    );
   });
 });
