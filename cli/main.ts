@@ -133,6 +133,23 @@ Canonical JSON on stdout and exit 0, or \`denied: <reason-code>\` on stderr and 
 Prints the applied and already-present migrations as JSON on stdout. Exit 1 on failure.`,
     run: async (argv) => (await import('../retrieval/cli.ts')).migrateCommand(argv),
   },
+  explain: {
+    synopsis:
+      'explain (--room ROOM_ID [--snapshot FILE] | --partner POLICY_ID [--azp AZP]) (--chunk ID | --source ID | --summary)',
+    summary: 'why a room or partner cannot see a chunk, and who narrows a room (operator side only)',
+    details: `  --room ROOM_ID         the room; its audience from --snapshot FILE (the bridge's snapshot JSON) or,
+                         without it, from the homeserver through the projector's live-check settings
+  --partner POLICY_ID    the partner (groups and ceiling from the projector registry); --azp picks
+                         one client when the policy has several
+  --chunk ID | --source ID   the chunks to explain; --summary counts what the audience can retrieve,
+                         what each single reader blocks, and by classification
+  --config FILE          projector.json with the registry (default /etc/fgentic/projector.json)
+  --json                 JSON instead of a table; --titles also prints source titles (never content)
+  --limit N              at most N chunks in a detail report (default 1000)
+  --database-url URL | --data-dir DIR   the database, as for ingest
+Exit 0 with a report, 1 when it cannot be made, 2 on usage.`,
+    run: async (argv) => (await import('../retrieval/explain/command.ts')).explainCommand(argv),
+  },
 };
 
 function usage(): string {

@@ -4,11 +4,13 @@
  * runtime, MCP to the retrieval server. Uses the stack `npm start` is running (data/stack.json), or
  * starts an in-memory one when none is running.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { AgentCard } from '@a2a-js/sdk';
 import { importJWK, SignJWT } from 'jose';
 import { encodeCarrier } from '../contract/index.ts';
+import { explainCommand } from '../retrieval/explain/command.ts';
 import { bridgeClient, bridgeRequestHeaders, bridgeSend, textMessage } from './doubles/bridge.ts';
 import {
   ALICE,
@@ -31,17 +33,24 @@ export interface DemoTarget {
   readonly agentMcpKey: string;
   readonly card: AgentCard;
   issueToken(claims: { azp: string; expiresInSeconds?: number }): Promise<string>;
+  /** For the `explain` step: the stack's embedded database and the projector configuration it runs. */
+  readonly databaseUrl?: string;
+  readonly projectorConfigJson?: string;
 }
 
 export interface DemoStep {
   readonly title: string;
-  readonly outcome: 'answer' | 'denied';
+  readonly outcome: 'answer' | 'denied' | 'report';
   readonly detail: string;
 }
 
 function targetFromFile(info: StackFile): DemoTarget {
+  const configFile = info.projectorConfigFile;
   return {
     ...info,
+    ...(configFile && existsSync(configFile)
+      ? { projectorConfigJson: readFileSync(configFile, 'utf8') }
+      : {}),
     card: info.card as AgentCard,
     issueToken: async ({ azp, expiresInSeconds }) => {
       const key = await importJWK(info.issuerPrivateJwk as never, 'ES256');
@@ -64,7 +73,7 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
   const steps: DemoStep[] = [];
   const record = (s: DemoStep) => {
     steps.push(s);
-    print(`${s.outcome === 'answer' ? '✔' : '✖'} ${s.title}\n    ${s.detail}`);
+    print(`${s.outcome === 'answer' ? '✔' : s.outcome === 'report' ? 'ℹ' : '✖'} ${s.title}\n    ${s.detail}`);
   };
   const room = async (title: string, snapshot: ReturnType<typeof roomSnapshot>, caller = ALICE) => {
     const { task } = await bridgeSend({
@@ -87,6 +96,11 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
     'Alice in the engineering room (approved_non_public by agreement; restricted never)',
     roomSnapshot(ENGINEERING_ROOM, [ALICE], ['approved_non_public', 'public']),
   );
+
+  print('\nA guest joins, and the operator asks why the room now knows less (explain, CLI only)');
+  const joined = roomSnapshot(GENERAL_ROOM, [ALICE, BOB, CAROL]);
+  await room('Carol, a guest from org B, joins Alice and Bob in the general room', joined);
+  await explainStep(t, joined, record, print);
 
   print('\nPartner organisations (public route: JWT → projector → partner groups only)');
   for (const azp of ['org-b-a2a', 'org-d-a2a']) {
@@ -183,6 +197,52 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
     mcpCall(forged({ ...base, exp: now + 300, iat: now })),
   );
   return steps;
+}
+
+/**
+ * `fgentic-retrieval explain --room … --snapshot … --summary` against the stack's database and the
+ * projector configuration it runs, exactly as an operator would type it (the same command function).
+ */
+async function explainStep(
+  t: DemoTarget,
+  snapshot: ReturnType<typeof roomSnapshot>,
+  record: (s: DemoStep) => void,
+  print: (line: string) => void,
+): Promise<void> {
+  if (t.databaseUrl === undefined || t.projectorConfigJson === undefined) {
+    print('  (explain skipped: this stack did not publish its database URL and projector configuration)');
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'fgentic-demo-explain-'));
+  try {
+    const snapshotFile = join(dir, 'room-state.json');
+    const configFile = join(dir, 'projector.json');
+    writeFileSync(snapshotFile, JSON.stringify(snapshot));
+    writeFileSync(configFile, t.projectorConfigJson);
+    let out = '';
+    let err = '';
+    const argv = ['--room', snapshot.room_id, '--snapshot', snapshotFile, '--summary'];
+    const code = await explainCommand([...argv, '--config', configFile, '--database-url', t.databaseUrl], {
+      stdout: (s) => {
+        out += s;
+      },
+      stderr: (s) => {
+        err += s;
+      },
+      env: {},
+    });
+    if (code !== 0) throw new Error(`explain exited ${code}: ${err.trim()}`);
+    print(`  $ fgentic-retrieval explain --room '${snapshot.room_id}' --snapshot room-state.json --summary`);
+    print(out.trimEnd().replace(/^(?=.)/gm, '    '));
+    const lost = out.split('\n').filter((l) => l.startsWith('without '));
+    record({
+      title: 'explain --summary: whom the room lost access for',
+      outcome: 'report',
+      detail: lost.length > 0 ? lost.join('; ') : 'no single reader narrows this room',
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 async function main() {

@@ -57,6 +57,9 @@ export interface LocalStack {
   readonly mcpRouteUrl: string;
   readonly bridgeApiKey: string;
   readonly agentMcpKey: string;
+  /** The embedded database (loopback) and the projector's configuration text, for `explain`. */
+  readonly databaseUrl?: string;
+  readonly projectorConfigJson: string;
   /** The agent card as kagent advertises it: its interface URL is the direct (un-gated) address. */
   readonly card: AgentCard;
   /** A JWT from the partner issuer, signed with the key the gateway trusts. */
@@ -116,7 +119,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
 
     step('start projector');
-    const parsed = parseConfig(configMapJson(objects, 'fgentic-projector-config', 'projector.json'));
+    const projectorConfigJson = configMapJson(objects, 'fgentic-projector-config', 'projector.json');
+    const parsed = parseConfig(projectorConfigJson);
     if (!parsed.ok) throw new Error(`rendered projector config rejected: ${parsed.error}`);
     const projectorConfig = options.mutateProjectorConfig
       ? options.mutateProjectorConfig(parsed.config)
@@ -217,6 +221,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       mcpRouteUrl,
       bridgeApiKey,
       agentMcpKey,
+      ...(retrieval.embeddedDatabaseUrl ? { databaseUrl: retrieval.embeddedDatabaseUrl } : {}),
+      projectorConfigJson,
       card,
       issueToken: async ({ azp, aud, expiresInSeconds, iss }) => {
         const now = options.now ? options.now() : Math.floor(Date.now() / 1000);

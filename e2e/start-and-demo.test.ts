@@ -50,9 +50,13 @@ describe('npm start', () => {
       const info = JSON.parse(readFileSync(join(dataDir, 'stack.json'), 'utf8')) as StackFile;
       const health = await fetch(`${info.retrievalUrl}/readyz`);
       assert.equal(health.status, 200);
+      // The walkthrough's explain step reads the running stack's database and projector configuration.
+      assert.match(info.databaseUrl ?? '', /^postgres:\/\/postgres@127\.0\.0\.1:/);
+      assert.ok(info.projectorConfigFile && existsSync(info.projectorConfigFile));
       first.child.kill('SIGINT');
       assert.equal(await first.stopped, 0);
       assert.equal(existsSync(join(dataDir, 'stack.json')), false);
+      assert.equal(existsSync(join(dataDir, 'projector.json')), false);
 
       const second = startProcess(dataDir, portBase);
       await second.ready;
@@ -77,6 +81,19 @@ describe('npm run demo', () => {
       assert.equal(alone.outcome, 'answer');
       assert.ok(withBob.detail.length < alone.detail.length, 'the room with Bob grounds in fewer chunks');
       for (const s of steps.slice(-5)) assert.equal(s.outcome, 'denied', s.title);
+      // A guest joins Alice and Bob: the room grounds in nothing, and explain names whom it lost access for.
+      const guest = byTitle['Carol, a guest from org B, joins Alice and Bob in the general room']!;
+      assert.equal(guest.outcome, 'answer');
+      assert.match(guest.detail, /grounded in: \(nothing\)/);
+      assert.match(withBob.detail, /handbook\/onboarding, handbook\/travel/);
+      const explained = byTitle['explain --summary: whom the room lost access for']!;
+      assert.equal(explained.outcome, 'report');
+      // handbook/onboarding and handbook/travel list Alice and Bob; federation/org-b-room lists Alice and Carol.
+      assert.equal(
+        explained.detail,
+        'without @slack-bob:org-a.example this room would see 1 more chunk(s); ' +
+          'without @carol:org-b.example this room would see 2 more chunk(s)',
+      );
       assert.match(byTitle['expired projection presented to the retrieval server']!.detail, /expired/);
     } finally {
       await stack.close();

@@ -1,7 +1,8 @@
 /**
  * `fgentic-retrieval start` (what `npm start` runs): the whole flow on loopback with embedded
  * defaults. The corpus persists in the data directory; the connection details for `npm run demo`
- * are written to `<data>/stack.json` (local development only: it holds throwaway keys).
+ * are written to `<data>/stack.json` (local development only: it holds throwaway keys), and the
+ * projector configuration the stack runs to `<data>/projector.json`, for the walkthrough's `explain`.
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -28,6 +29,8 @@ export interface StackFile {
   readonly agentMcpKey: string;
   readonly issuerPrivateJwk: Record<string, unknown>;
   readonly card: unknown;
+  /** For `explain` in the walkthrough: the projector configuration the stack runs with. */
+  readonly projectorConfigFile?: string;
 }
 
 const out = (line: string) => process.stderr.write(`${line}\n`);
@@ -122,10 +125,12 @@ export async function startCommand(argv: string[]): Promise<number> {
   }
 
   const retrievalUrl = stack.retrieval.url;
-  const databaseUrl = readLock(pgliteDir)?.url;
+  const databaseUrl = readLock(pgliteDir)?.url ?? stack.databaseUrl;
   const ready =
     (await waitReady(`${retrievalUrl}/readyz`)) && (await waitReady(`${stack.projectorUrl}/readyz`));
   const stackFile = join(dataDir, 'stack.json');
+  const projectorConfigFile = join(dataDir, 'projector.json');
+  writeFileSync(projectorConfigFile, stack.projectorConfigJson, { mode: 0o600 });
   const info: StackFile = {
     localRouteUrl: stack.localRouteUrl,
     publicRouteUrl: stack.publicRouteUrl,
@@ -138,6 +143,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     agentMcpKey: stack.agentMcpKey,
     issuerPrivateJwk: stack.issuerPrivateJwk,
     card: stack.card,
+    projectorConfigFile,
   };
   writeFileSync(stackFile, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 });
 
@@ -176,6 +182,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   await closeWebhook().catch(() => {});
   await stack.close();
   rmSync(stackFile, { force: true });
+  rmSync(projectorConfigFile, { force: true });
   out('stopped');
   return 0;
 }

@@ -61,6 +61,8 @@ export interface RetrievalServer {
   readonly pool: pg.Pool;
   /** What the server searches with: every transaction runs as knowledge_retrieval. */
   readonly servingPool: pg.Pool;
+  /** The loopback URL of the embedded database (absent with an external DATABASE_URL): local tooling. */
+  readonly embeddedDatabaseUrl?: string;
   readonly embedder: Embedder;
   readonly metrics: RetrievalMetrics;
   /** Whether the stored embedding profile matches the embedder. */
@@ -142,6 +144,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       mcpUrl: `${base}/mcp`,
       pool,
       servingPool,
+      ...(embedded ? { embeddedDatabaseUrl: embedded.url } : {}),
       embedder,
       metrics,
       get profileOk() {

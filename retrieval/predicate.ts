@@ -48,44 +48,74 @@ function audienceJson(audience: readonly MatrixPrincipal[]): string {
   );
 }
 
+function checkPlacement(firstParam: number, alias: string): void {
+  if (!ALIAS.test(alias) || !Number.isSafeInteger(firstParam) || firstParam < 1) throw new PredicateError();
+}
+
+/*
+ * The rules one at a time, so that an operator-side explanation (retrieval/explain/) asks the
+ * database the very same questions as the search; buildPredicate is their conjunction.
+ */
+
+/** Row classification within the ceiling; one parameter ($firstParam). */
+export function classificationRule(ceiling: unknown, firstParam = 1, alias = 'c'): Predicate {
+  checkPlacement(firstParam, alias);
+  if (!isAllowedClassifications(ceiling)) throw new PredicateError();
+  return {
+    sql: `(${alias}.metadata->>'classification') = ANY($${firstParam}::text[])`,
+    params: [[...ceiling]],
+  };
+}
+
+/** Every audience entry, as an identical typed object, in allowed_principals; two parameters. */
+export function audienceRule(audience: readonly MatrixPrincipal[], firstParam = 1, alias = 'c'): Predicate {
+  checkPlacement(firstParam, alias);
+  if (!Array.isArray(audience) || audience.length < 1 || audience.length > 16) throw new PredicateError();
+  for (const e of audience) {
+    if (!isFullMxid(e.principal)) throw new PredicateError();
+    if (e.kind !== 'matrix' && e.kind !== 'bridged_matrix') throw new PredicateError();
+  }
+  // The ?& clause is implied by @> (same principal strings); it only lets the planner use the
+  // selective strings index (migration 0103). The typed @> remains the authorization test.
+  return {
+    sql:
+      `(${alias}.metadata->'allowed_principals') @> $${firstParam}::jsonb` +
+      ` AND jsonb_path_query_array(${alias}.metadata->'allowed_principals', '$[*].principal') ?& $${firstParam + 1}::text[]`,
+    params: [audienceJson(audience), [...new Set(audience.map((e) => e.principal))]],
+  };
+}
+
+/** At least one of the partner's groups, exactly, in allowed_groups; one parameter. */
+export function groupsRule(
+  groups: readonly string[],
+  policyId: string,
+  firstParam = 1,
+  alias = 'c',
+): Predicate {
+  checkPlacement(firstParam, alias);
+  if (!Array.isArray(groups) || groups.length < 1 || groups.length > 16) throw new PredicateError();
+  for (const g of groups) {
+    if (!isPartnerGroup(g) || partnerGroupPolicy(g) !== policyId) throw new PredicateError();
+  }
+  return {
+    sql: `(${alias}.metadata->'allowed_groups') ?| $${firstParam}::text[]`,
+    params: [[...groups]],
+  };
+}
+
 /**
  * Build the predicate for an already validated projection. Re-checks the invariants the predicate
  * relies on (non-empty audience/groups, classification ceiling) so an unvalidated value cannot widen it.
  */
 export function buildPredicate(p: Projection, firstParam = 1, alias = 'c'): Predicate {
-  if (!ALIAS.test(alias) || !Number.isSafeInteger(firstParam) || firstParam < 1) throw new PredicateError();
-  if (!isAllowedClassifications(p.allowed_classifications)) throw new PredicateError();
-  const classifications = [...p.allowed_classifications];
-  const a = `$${firstParam}`;
-  const b = `$${firstParam + 1}`;
-  const classSql = `(${alias}.metadata->>'classification') = ANY(${a}::text[])`;
-  if (isMatrixProjection(p)) {
-    const audience = p.audience;
-    if (!Array.isArray(audience) || audience.length < 1 || audience.length > 16) throw new PredicateError();
-    for (const e of audience) {
-      if (!isFullMxid(e.principal)) throw new PredicateError();
-      if (e.kind !== 'matrix' && e.kind !== 'bridged_matrix') throw new PredicateError();
-    }
-    // The ?& clause is implied by @> (same principal strings); it only lets the planner use the
-    // selective strings index (migration 0103). The typed @> remains the authorization test.
-    const c = `$${firstParam + 2}`;
-    return {
-      sql:
-        `${classSql} AND (${alias}.metadata->'allowed_principals') @> ${b}::jsonb` +
-        ` AND jsonb_path_query_array(${alias}.metadata->'allowed_principals', '$[*].principal') ?& ${c}::text[]`,
-      params: [classifications, audienceJson(audience), [...new Set(audience.map((e) => e.principal))]],
-    };
-  }
-  if (p.kind !== 'oidc_client') throw new PredicateError();
-  const groups = p.groups;
-  if (!Array.isArray(groups) || groups.length < 1 || groups.length > 16) throw new PredicateError();
-  for (const g of groups) {
-    if (!isPartnerGroup(g) || partnerGroupPolicy(g) !== p.client.policy_id) throw new PredicateError();
-  }
-  return {
-    sql: `${classSql} AND (${alias}.metadata->'allowed_groups') ?| ${b}::text[]`,
-    params: [classifications, [...groups]],
-  };
+  const cls = classificationRule(p.allowed_classifications, firstParam, alias);
+  const rest = isMatrixProjection(p)
+    ? audienceRule(p.audience, firstParam + 1, alias)
+    : p.kind === 'oidc_client'
+      ? groupsRule(p.groups, p.client.policy_id, firstParam + 1, alias)
+      : undefined;
+  if (rest === undefined) throw new PredicateError();
+  return { sql: `${cls.sql} AND ${rest.sql}`, params: [...cls.params, ...rest.params] };
 }
 
 /** Typed arguments of knowledge.fgentic_search_matrix_v1 / fgentic_search_groups_v1. */
