@@ -23,9 +23,9 @@ import {
 } from './testing.ts';
 
 const DIMS = 1024;
-const TIED = 60;
+const TIED = 40;
 const CLOSER = 4;
-const FILLER = 300;
+const FILLER = 100;
 const K = 10;
 
 let t: TestDatabase;
