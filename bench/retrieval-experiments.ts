@@ -10,6 +10,7 @@
  *   guard-exact  the same check, falling back to the exact path
  *   int-exact    exact path driven by an intarray-encoded ACL (side table, GIN gin__int_ops) with the
  *                typed jsonb predicate as recheck
+ *   relaxed      the server's statements with hnsw.iterative_scan = relaxed_order instead of strict_order
  *   bq-exact     int-exact, but pre-ranked by Hamming distance over a binary-quantized copy, then the
  *                top candidates re-ranked exactly by the full vector
  */
@@ -17,9 +18,34 @@ import type pg from 'pg';
 import type { ChunkMetadata, Projection } from '../contract/index.ts';
 import { isMatrixProjection } from '../contract/index.ts';
 import { toVectorParam } from '../retrieval/db/pool.ts';
-import { DEFAULT_PLANNER } from '../retrieval/planner.ts';
+import {
+  boundedCountStatement,
+  choosePlan,
+  DEFAULT_PLANNER,
+  exactStatement,
+  hnswStatement,
+  type Statement,
+} from '../retrieval/planner.ts';
 import { buildPredicate } from '../retrieval/predicate.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
+
+/** One read-only transaction; a connection that failed inside it is discarded, not reused. */
+async function readOnly<T>(pool: pg.Pool, f: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let failed = false;
+  try {
+    await client.query('BEGIN READ ONLY');
+    const r = await f(client);
+    await client.query('COMMIT');
+    return r;
+  } catch (err) {
+    failed = true;
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release(failed ? true : undefined);
+  }
+}
 
 export interface RankedIds {
   readonly ids: string[];
@@ -174,24 +200,54 @@ function intExact(prerank: number | null): Experiment {
                ORDER BY s.bq <~> binary_quantize($${n + 1}::vector)::bit(1024), s.chunk_id LIMIT ${prerank})
              SELECT c.chunk_id FROM cand JOIN knowledge.chunks c ON c.chunk_id = cand.chunk_id
              WHERE ${pred.sql} ORDER BY c.embedding <=> $${n + 1}::vector, c.chunk_id LIMIT $${n + 2}`;
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN READ ONLY');
+      const r = await readOnly(pool, async (client) => {
         await client.query("SELECT set_config('enable_seqscan', 'off', true)");
-        const r = await client.query(text, [...pred.params, vector, k, ...f.params]);
-        await client.query('COMMIT');
-        return {
-          ids: r.rows.map((row) => String(row.chunk_id)),
-          plan: prerank === null ? 'int-exact' : `bq${prerank}`,
-        };
-      } finally {
-        client.release();
-      }
+        return client.query(text, [...pred.params, vector, k, ...f.params]);
+      });
+      return {
+        ids: r.rows.map((row) => String(row.chunk_id)),
+        plan: prerank === null ? 'int-exact' : `bq${prerank}`,
+      };
     },
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// The server's own statements and plan choice, with the iterative scan in relaxed order (pgvector
+// 0.8: results may come slightly out of order; the outer ORDER BY of the HNSW statement re-sorts the
+// k rows it keeps).
+// ---------------------------------------------------------------------------------------------
+
+const relaxed: Experiment = {
+  async setup() {},
+  async run(pool, projection, embedding, k) {
+    const pred = buildPredicate(projection);
+    const vector = toVectorParam(embedding);
+    const q = (c: pg.PoolClient, st: Statement) => c.query(st.text, st.values as unknown[]);
+    return readOnly(pool, async (client) => {
+      const n = Number((await q(client, boundedCountStatement(pred, DEFAULT_PLANNER))).rows[0]?.n ?? 0);
+      const plan = choosePlan(n, DEFAULT_PLANNER);
+      let rows: { chunk_id: string }[];
+      if (plan === 'hnsw') {
+        await client.query(
+          "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true), " +
+            "set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_seqscan', 'off', true), " +
+            "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), " +
+            "set_config('enable_incremental_sort', 'off', true)",
+          [String(DEFAULT_PLANNER.efSearch), String(DEFAULT_PLANNER.maxScanTuples)],
+        );
+        rows = (await q(client, hnswStatement(pred, vector, k))).rows;
+        if (rows.length < Math.min(k, n)) rows = (await q(client, exactStatement(pred, vector, k))).rows;
+      } else {
+        rows = (await q(client, exactStatement(pred, vector, k))).rows;
+      }
+      return { ids: rows.map((r) => String(r.chunk_id)), plan: plan === 'hnsw' ? 'relaxed' : plan };
+    });
+  },
+};
+
 export const EXPERIMENTS: Record<string, Experiment> = {
+  relaxed,
   'guard-ef': guard('ef'),
   'guard-exact': guard('exact'),
   'int-exact': intExact(null),
