@@ -57,6 +57,8 @@ const { values: args } = parseArgs({
     queries: { type: 'string', default: process.env['BENCH_QUERIES'] ?? '30' },
     'no-vacuum': { type: 'boolean', default: false },
     selectivities: { type: 'string', default: ALL_SELECTIVITIES.join(',') },
+    // A subset to measure; the corpus (and so --reuse) still follows --selectivities.
+    measure: { type: 'string' },
     audiences: { type: 'string', default: AUDIENCE_KINDS.join(',') },
     sets: { type: 'string', default: 'in,ood' },
     arms: { type: 'string', default: 'planner' },
@@ -76,6 +78,7 @@ const EFC = Number(args['ef-construction']);
 const VACUUM = !args['no-vacuum'];
 const list = (s: string) => s.split(',').filter((x) => x !== '');
 const SELECTIVITIES = list(args.selectivities).map(Number);
+const MEASURE = args.measure === undefined ? SELECTIVITIES : list(args.measure).map(Number);
 const KINDS = list(args.audiences) as Audience['kind'][];
 const SETS = list(args.sets) as QuerySet[];
 const ARMS = list(args.arms);
@@ -84,6 +87,7 @@ for (const [name, ok] of [
   ['rows', Number.isSafeInteger(N) && N >= 100],
   ['queries', Number.isSafeInteger(Q) && Q >= 2],
   ['selectivities', SELECTIVITIES.every((s) => s > 0 && s <= 1)],
+  ['measure', MEASURE.every((s) => SELECTIVITIES.includes(s))],
   ['audiences', KINDS.every((k) => AUDIENCE_KINDS.includes(k))],
   ['sets', SETS.every((s) => s === 'in' || s === 'ood')],
   ['arms', ARMS.every((a) => ['planner', 'exact', 'hnsw', 'post'].includes(a))],
@@ -319,6 +323,8 @@ interface Row {
   arm: string;
   recall: number;
   worst_query_recall: number;
+  /** Per query, in query-set order (in: centres and draws alternate; ood: random and antipodes). */
+  query_recall: number[];
   p50_ms: number;
   p99_ms: number;
   reference_p50_ms: number;
@@ -415,7 +421,7 @@ async function main(): Promise<void> {
   for (const [name, e] of experiments) armFns.push([`x:${name}`, (a, v) => e.run(pool, a.projection, v, K)]);
 
   const rows: Row[] = [];
-  const audiences = acl.audiences.filter((a) => KINDS.includes(a.kind));
+  const audiences = acl.audiences.filter((a) => KINDS.includes(a.kind) && MEASURE.includes(a.selectivity));
   for (const a of audiences) {
     for (const s of SETS) {
       const qs = queries.get(s) ?? [];
@@ -450,6 +456,7 @@ async function main(): Promise<void> {
           arm,
           recall: slot.recall.reduce((x, y) => x + y, 0) / slot.recall.length,
           worst_query_recall: Math.min(...slot.recall),
+          query_recall: slot.recall,
           p50_ms: pct(slot.times, 0.5),
           p99_ms: pct(slot.times, 0.99),
           reference_p50_ms: refP50,
