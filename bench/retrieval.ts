@@ -421,6 +421,39 @@ async function main(): Promise<void> {
   for (const [name, e] of experiments) armFns.push([`x:${name}`, (a, v) => e.run(pool, a.projection, v, K)]);
 
   const rows: Row[] = [];
+  // Written after every block, so a run stopped early still leaves what it measured.
+  const save = (complete: boolean) => {
+    mkdirSync('bench/results', { recursive: true });
+    writeFileSync(
+      args.out,
+      `${JSON.stringify(
+        {
+          benchmark: 'retrieval filtered ANN',
+          complete,
+          engine,
+          embedded,
+          node: process.version,
+          rows: N,
+          queries_per_set: Q,
+          k: K,
+          dims: DIMS,
+          vectors: GENERATOR,
+          hnsw: { m: M, ef_construction: EFC },
+          vacuum: VACUUM,
+          gin_pending_tuples: pending,
+          planner_defaults: DEFAULT_PLANNER,
+          load: loadInfo,
+          loadavg: { start: load0, end: loadavg() },
+          reference,
+          experiments: EXPERIMENT_NAMES,
+          results: rows,
+          total_seconds: (Date.now() - t0) / 1000,
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  };
   const audiences = acl.audiences.filter((a) => KINDS.includes(a.kind) && MEASURE.includes(a.selectivity));
   for (const a of audiences) {
     for (const s of SETS) {
@@ -464,6 +497,7 @@ async function main(): Promise<void> {
           plans: slot.plans,
         });
       }
+      save(false);
       log(`${a.kind} ${(a.selectivity * 100).toFixed(1)} % ${s}`);
     }
   }
@@ -500,35 +534,7 @@ async function main(): Promise<void> {
     }),
   ];
   process.stdout.write(`${[...header, '', ...goal].join('\n')}\n`);
-  mkdirSync('bench/results', { recursive: true });
-  writeFileSync(
-    args.out,
-    `${JSON.stringify(
-      {
-        benchmark: 'retrieval filtered ANN',
-        engine,
-        embedded,
-        node: process.version,
-        rows: N,
-        queries_per_set: Q,
-        k: K,
-        dims: DIMS,
-        vectors: GENERATOR,
-        hnsw: { m: M, ef_construction: EFC },
-        vacuum: VACUUM,
-        gin_pending_tuples: pending,
-        planner_defaults: DEFAULT_PLANNER,
-        load: loadInfo,
-        loadavg: { start: load0, end: load1 },
-        reference,
-        experiments: EXPERIMENT_NAMES,
-        results: rows,
-        total_seconds: (Date.now() - t0) / 1000,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  save(true);
   await pool.end();
   await db?.close();
 }
