@@ -1,109 +1,119 @@
 /**
- * Filtered vector search on the embedded database (PGlite 0.5.14 + pgvector through pglite-socket and
- * `pg`, the production code path). Arms per audience selectivity:
- *   exact    — the planner's exact path: authorized set materialized, cosine-sorted (ground truth)
- *   hnsw     — HNSW + hnsw.iterative_scan = strict_order under the same WHERE
- *   planner  — what the server does by default: one call of the SECURITY DEFINER search function as
- *              knowledge_retrieval (bounded authorized count → exact or hnsw, inside the database)
- *   direct   — the same plan choice and statements sent from the client as separate queries by a
- *              role that can read the table (how the server searched before the function path),
- *              to measure what the function path costs
- *   post     — the anti-pattern: unfiltered HNSW top-10, then filter (recall only)
- * and an unfiltered HNSW query as the latency reference. Vectors are clustered with a low intrinsic
- * dimension (a 32-d Gaussian mixture of 64 clusters mapped into 1024-d by a fixed random projection,
- * plus small isotropic noise) — closer to text embeddings than uniform noise, on which HNSW recall
- * says nothing (research/deps-probe.md §1). Audience membership is uncorrelated with the vectors.
+ * Filtered vector search: recall@10 and p50 latency of the server's own search path for every audience
+ * selectivity, audience kind and query set, each next to an unfiltered HNSW reference measured in the
+ * same run on the same data (bench/README.md says how to run it on a real PostgreSQL).
  *
- * Env: BENCH_ROWS (20000), BENCH_QUERIES (30), BENCH_M (16), BENCH_EFC (64), BENCH_EF (40,100),
- * BENCH_SELECTIVITIES (0.001,0.01,0.05,0.1,0.5,1), BENCH_OUT (bench/results/retrieval.json).
+ *   npm run bench:retrieval -- [--database-url URL] [--rows 20000] [--queries 30] [--no-vacuum]
+ *     [--selectivities 0.001,0.01,...] [--arms planner,exact,hnsw,post] [--experiments a,b,...]
+ *     [--reuse] [--out FILE]
+ *
+ * Reference: unfiltered HNSW at the smallest ef_search (from a fixed ladder) whose own recall@10
+ * against the exact unfiltered ranking is ≥ 0.99, chosen separately for each query set. Ground truth:
+ * the exact ranking of the authorized rows by (distance, chunk_id), computed from one sequential scan
+ * per query with the database's own `<=>`, filtered here by the bench's own record of who may read
+ * which row (independent of the predicate under test).
+ * Timing: within one (audience, selectivity, query set) block every query runs the reference and then
+ * each arm, interleaved, so load from other processes falls on all of them alike; the ratio is
+ * p50(arm) ÷ p50(reference) of that block.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { PGlite } from '@electric-sql/pglite';
+import { intarray } from '@electric-sql/pglite/contrib/intarray';
+import { pageinspect } from '@electric-sql/pglite/contrib/pageinspect';
+import { vector } from '@electric-sql/pglite-pgvector';
+import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import type pg from 'pg';
-import { decodeProjection, encodeProjection, type Projection } from '../contract/index.ts';
-import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
+import type { Projection } from '../contract/index.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool, toVectorParam } from '../retrieval/db/pool.ts';
-import { asRole, bootstrapDatabase, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
-import { choosePlan, DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
-import { buildPredicate } from '../retrieval/predicate.ts';
+import { DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
-import { prng } from '../retrieval/testing.ts';
+import {
+  AUDIENCE_KINDS,
+  type Audience,
+  buildAcl,
+  Corpus,
+  chunkId,
+  DIMS,
+  GENERATOR,
+  type QuerySet,
+  rowOf,
+} from './retrieval-corpus.ts';
+import { EXPERIMENTS, type Experiment, type RankedIds } from './retrieval-experiments.ts';
 
-const N = Number(process.env['BENCH_ROWS'] ?? 20_000);
-const Q = Number(process.env['BENCH_QUERIES'] ?? 30);
-const M = Number(process.env['BENCH_M'] ?? 16);
-const EFC = Number(process.env['BENCH_EFC'] ?? 64);
-const EFS = (process.env['BENCH_EF'] ?? '40,100').split(',').map(Number);
 const K = 10;
-const DIMS = 1024;
-const LATENT = 32;
-const CLUSTERS = 64;
-const SELECTIVITIES = (process.env['BENCH_SELECTIVITIES'] ?? '0.001,0.01,0.05,0.1,0.5,1')
-  .split(',')
-  .map(Number);
-const NOW = Math.floor(Date.now() / 1000);
-const AGENT = { namespace: 'kagent', name: 'knowledge-agent' };
+const T0 = Date.now();
+const log = (msg: string) => process.stderr.write(`[${((Date.now() - T0) / 1000).toFixed(0)} s] ${msg}\n`);
+const EF_LADDER = [10, 16, 24, 32, 40, 48, 64, 80, 100, 150, 200, 300, 400, 600, 800, 1000];
+const ALL_SELECTIVITIES = [0.001, 0.01, 0.02, 0.03, 0.05, 0.1, 0.5, 1];
 
-const rand = prng(20_260_730);
-const gauss = () => {
-  const u = Math.max(rand(), 1e-12);
-  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rand());
-};
-const projection = Array.from({ length: LATENT }, () => Float64Array.from({ length: DIMS }, gauss));
-const centroids = Array.from({ length: CLUSTERS }, () =>
-  Float64Array.from({ length: LATENT }, () => gauss() * 3),
-);
-
-function sample(): number[] {
-  const c = centroids[Math.floor(rand() * CLUSTERS)] as Float64Array;
-  const z = Array.from({ length: LATENT }, (_, i) => (c[i] ?? 0) + gauss());
-  const v = new Float64Array(DIMS);
-  for (let i = 0; i < LATENT; i++) {
-    const row = projection[i] as Float64Array;
-    const zi = z[i] ?? 0;
-    for (let d = 0; d < DIMS; d++) v[d] = (v[d] ?? 0) + zi * (row[d] ?? 0);
-  }
-  let n = 0;
-  for (let d = 0; d < DIMS; d++) n += (v[d] ?? 0) ** 2;
-  n = Math.sqrt(n);
-  for (let d = 0; d < DIMS; d++) v[d] = (v[d] ?? 0) / n + gauss() * 0.002;
-  return Array.from(new Float32Array(v));
-}
-
-const principalFor = (s: number) => ({
-  kind: 'matrix' as const,
-  principal: `@sel-${String(s).replace('.', '_')}:bench.example`,
+const { values: args } = parseArgs({
+  options: {
+    'database-url': { type: 'string' },
+    rows: { type: 'string', default: process.env['BENCH_ROWS'] ?? '20000' },
+    queries: { type: 'string', default: process.env['BENCH_QUERIES'] ?? '30' },
+    'no-vacuum': { type: 'boolean', default: false },
+    selectivities: { type: 'string', default: ALL_SELECTIVITIES.join(',') },
+    // A subset to measure; the corpus (and so --reuse) still follows --selectivities.
+    measure: { type: 'string' },
+    audiences: { type: 'string', default: AUDIENCE_KINDS.join(',') },
+    sets: { type: 'string', default: 'in,ood' },
+    arms: { type: 'string', default: 'planner' },
+    experiments: { type: 'string', default: '' },
+    reuse: { type: 'boolean', default: false },
+    m: { type: 'string', default: '16' },
+    'ef-construction': { type: 'string', default: '64' },
+    out: { type: 'string', default: process.env['BENCH_OUT'] ?? 'bench/results/retrieval.json' },
+  },
+  strict: true,
 });
 
-function projectionFor(s: number): Projection {
-  const p = principalFor(s);
-  const enc = encodeProjection({
-    agent: AGENT,
-    allowed_classifications: ['public'],
-    audience: [p],
-    delegation_id: 'c'.repeat(64),
-    exp: NOW + 600,
-    groups: [],
-    iat: NOW,
-    kind: 'matrix',
-    principal: p.principal,
-    room: {
-      event_id: '$e',
-      history_visibility: 'joined',
-      id: '!bench:bench.example',
-      join_rule: 'invite',
-      state_sha256: 'd'.repeat(64),
-    },
-    v: 1,
-  } as unknown as Projection);
-  if (!enc.ok) throw new Error('bench projection invalid');
-  const dec = decodeProjection(enc.value, { now: NOW, agents: [AGENT] });
-  if (!dec.ok) throw new Error('bench projection invalid');
-  return dec.value;
+const N = Number(args.rows);
+const Q = Number(args.queries);
+const M = Number(args.m);
+const EFC = Number(args['ef-construction']);
+const VACUUM = !args['no-vacuum'];
+const list = (s: string) => s.split(',').filter((x) => x !== '');
+const SELECTIVITIES = list(args.selectivities).map(Number);
+const MEASURE = args.measure === undefined ? SELECTIVITIES : list(args.measure).map(Number);
+const KINDS = list(args.audiences) as Audience['kind'][];
+const SETS = list(args.sets) as QuerySet[];
+const ARMS = list(args.arms);
+const EXPERIMENT_NAMES = list(args.experiments);
+for (const [name, ok] of [
+  ['rows', Number.isSafeInteger(N) && N >= 100],
+  ['queries', Number.isSafeInteger(Q) && Q >= 2],
+  ['selectivities', SELECTIVITIES.every((s) => s > 0 && s <= 1)],
+  ['measure', MEASURE.every((s) => SELECTIVITIES.includes(s))],
+  ['audiences', KINDS.every((k) => AUDIENCE_KINDS.includes(k))],
+  ['sets', SETS.every((s) => s === 'in' || s === 'ood')],
+  ['arms', ARMS.every((a) => ['planner', 'exact', 'hnsw', 'post'].includes(a))],
+  ['experiments', EXPERIMENT_NAMES.every((e) => e in EXPERIMENTS)],
+] as const) {
+  if (!ok) {
+    process.stderr.write(`bench: invalid --${name}\n`);
+    process.exit(2);
+  }
 }
 
-function pct(xs: number[], p: number): number {
+/**
+ * The one place that calls the server's search entry point (what the MCP tool calls). If its
+ * signature changes, only this adapter changes.
+ */
+async function serverSearch(
+  pool: pg.Pool,
+  projection: Projection,
+  embedding: number[],
+  planner: PlannerOptions,
+): Promise<RankedIds> {
+  const r = await searchKnowledge(pool, { projection, embedding, maxResults: K }, planner);
+  return { ids: r.hits.map((h) => h.chunk_id), distances: r.hits.map((h) => h.distance), plan: r.plan };
+}
+
+function pct(xs: readonly number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? Number.NaN;
 }
@@ -114,12 +124,8 @@ async function timed<T>(f: () => Promise<T>): Promise<[T, number]> {
   return [r, Number(process.hrtime.bigint() - t0) / 1e6];
 }
 
-async function unfiltered(
-  pool: pg.Pool,
-  q: number[],
-  ef: number,
-  limit: number,
-): Promise<{ id: string; principals: string[] }[]> {
+/** Unfiltered HNSW top-k: the latency reference, and the candidates of the post-filter anti-pattern. */
+async function unfiltered(pool: pg.Pool, q: string, ef: number, limit = K): Promise<string[]> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN READ ONLY');
@@ -129,289 +135,408 @@ async function unfiltered(
       [String(ef)],
     );
     const r = await client.query(
-      "SELECT chunk_id, metadata->'allowed_principals' AS p FROM knowledge.chunks ORDER BY embedding <=> $1::vector LIMIT $2",
-      [toVectorParam(q), limit],
+      'SELECT chunk_id FROM knowledge.chunks ORDER BY embedding <=> $1::vector LIMIT $2',
+      [q, limit],
     );
     await client.query('COMMIT');
-    return r.rows.map((row) => ({
-      id: row.chunk_id,
-      principals: row.p.map((x: { principal: string }) => x.principal),
-    }));
+    return r.rows.map((row) => String(row.chunk_id));
   } finally {
     client.release();
   }
 }
 
-/** The client-side statements of the previous search path, vector mode (for the `direct` arm). */
-async function direct(pool: pg.Pool, p: Projection, q: number[], planner: PlannerOptions): Promise<string[]> {
-  const pred = buildPredicate(p);
-  const n = pred.params.length;
-  const v = toVectorParam(q);
+/** Every row's distance to q from one sequential scan (the database's own `<=>`), by row index. */
+async function allDistances(pool: pg.Pool, q: string): Promise<Float64Array> {
   const client = await pool.connect();
   try {
     await client.query('BEGIN READ ONLY');
-    const counted = await client.query(
-      `SELECT count(*)::int AS n FROM (SELECT 1 FROM knowledge.chunks c WHERE ${pred.sql} LIMIT $${n + 1}) s`,
-      [...pred.params, planner.exactThreshold + 1],
+    await client.query(
+      "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
     );
-    const authorized = Number(counted.rows[0]?.n ?? 0);
-    const exact = () =>
-      client.query(
-        `WITH authorized AS MATERIALIZED (SELECT c.chunk_id, c.embedding FROM knowledge.chunks c WHERE ${pred.sql}) ` +
-          `SELECT chunk_id FROM authorized ORDER BY embedding <=> $${n + 1}::vector, chunk_id LIMIT $${n + 2}`,
-        [...pred.params, v, K],
-      );
-    let rows: { chunk_id: string }[];
-    if (choosePlan(authorized, planner) === 'hnsw') {
-      await client.query(
-        "SELECT set_config('hnsw.iterative_scan', 'strict_order', true), set_config('hnsw.ef_search', $1, true), " +
-          "set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_seqscan', 'off', true), " +
-          "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), " +
-          "set_config('enable_incremental_sort', 'off', true)",
-        [String(planner.efSearch), String(planner.maxScanTuples)],
-      );
-      rows = (
-        await client.query(
-          `SELECT c.chunk_id FROM knowledge.chunks c WHERE ${pred.sql} ORDER BY c.embedding <=> $${n + 1}::vector LIMIT $${n + 2}`,
-          [...pred.params, v, K],
-        )
-      ).rows;
-      if (rows.length < Math.min(K, authorized)) rows = (await exact()).rows;
-    } else {
-      rows = (await exact()).rows;
-    }
+    const r = await client.query({
+      text: 'SELECT chunk_id, embedding <=> $1::vector AS d FROM knowledge.chunks',
+      values: [q],
+      rowMode: 'array',
+    });
     await client.query('COMMIT');
-    return rows.map((r) => r.chunk_id);
+    const out = new Float64Array(N).fill(Number.NaN);
+    for (const [id, d] of r.rows as [string, number][]) out[rowOf(id)] = Number(d);
+    return out;
   } finally {
     client.release();
   }
 }
 
-async function main(): Promise<void> {
-  const t0 = Date.now();
-  const db = await startEmbeddedDatabase();
-  const pool = createPool({ connectionString: db.url, max: 2, statementTimeoutMs: 3_600_000 });
-  await bootstrapDatabase(pool);
-  await migrate(pool);
-  // The server's view of the database: every search as knowledge_retrieval.
-  const serving = asRole(pool, RETRIEVAL_ROLE);
-  await pool.query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
-  const member = SELECTIVITIES.map((s) => {
-    const set = new Set<number>();
-    const want = Math.max(1, Math.round(s * N));
-    const ids = Array.from({ length: N }, (_, i) => i);
-    for (let i = 0; i < want; i++) {
-      const j = i + Math.floor(rand() * (N - i));
-      [ids[i], ids[j]] = [ids[j] as number, ids[i] as number];
-      set.add(ids[i] as number);
+/** Exact top-k of `rows` by (distance, chunk_id). chunk_id order equals row order (zero-padded). */
+function exactTopK(dist: Float64Array, rows: Iterable<number> | null): string[] {
+  const heap: number[] = [];
+  const better = (a: number, b: number) =>
+    (dist[a] as number) < (dist[b] as number) || (dist[a] === dist[b] && a < b);
+  const consider = (r: number) => {
+    if (heap.length < K) {
+      heap.push(r);
+      heap.sort((a, b) => (better(a, b) ? -1 : 1));
+    } else if (better(r, heap[K - 1] as number)) {
+      heap[K - 1] = r;
+      heap.sort((a, b) => (better(a, b) ? -1 : 1));
     }
-    return set;
+  };
+  if (rows === null) for (let r = 0; r < dist.length; r++) consider(r);
+  else for (const r of rows) consider(r);
+  return heap.map(chunkId);
+}
+
+function recallOf(got: readonly string[], want: readonly string[]): number {
+  if (want.length === 0) return got.length === 0 ? 1 : 0;
+  const w = new Set(want);
+  return got.filter((id) => w.has(id)).length / want.length;
+}
+
+async function engineName(pool: pg.Pool, embedded: boolean): Promise<string> {
+  const v = await pool.query(
+    "SELECT version() AS v, (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS pgv",
+  );
+  const ver = String(v.rows[0]?.v ?? '').split(' on ')[0];
+  return `${embedded ? 'PGlite (embedded, WASM) ' : ''}${ver} + pgvector ${v.rows[0]?.pgv}`;
+}
+
+/**
+ * The embedded database exactly as retrieval/db/embedded.ts starts it (PGlite + pgvector behind
+ * pglite-socket, reached through `pg`), plus two contrib extensions the benchmark needs: pageinspect
+ * (GIN pending-list sizes) and intarray (experiments). Neither takes part in the server's own path.
+ */
+async function startBenchEmbedded(): Promise<{ url: string; close(): Promise<void> }> {
+  const db = await PGlite.create(undefined, { extensions: { vector, intarray, pageinspect } });
+  const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 8 });
+  await server.start();
+  return {
+    url: `postgres://postgres@${server.getServerConn()}/postgres?sslmode=disable`,
+    async close() {
+      await server.stop().catch(() => {});
+      await db.close().catch(() => {});
+    },
+  };
+}
+
+/** Tuples waiting in each GIN index's pending list (pageinspect's metapage view). */
+async function ginPending(pool: pg.Pool): Promise<Record<string, number> | null> {
+  try {
+    await pool.query('CREATE EXTENSION IF NOT EXISTS pageinspect');
+    const out: Record<string, number> = {};
+    for (const idx of [
+      'chunks_principals_gin_idx',
+      'chunks_principal_strings_gin_idx',
+      'chunks_groups_gin_idx',
+    ]) {
+      const r = await pool.query('SELECT n_pending_tuples AS n FROM gin_metapage_info(get_raw_page($1, 0))', [
+        `knowledge.${idx}`,
+      ]);
+      out[idx] = Number(r.rows[0]?.n ?? Number.NaN);
+    }
+    return out;
+  } catch {
+    return null; // pageinspect is missing or not permitted on this server.
+  }
+}
+
+interface LoadInfo {
+  load_seconds: number | null;
+  build_seconds: number | null;
+  vacuum_seconds: number | null;
+  reused: boolean;
+}
+
+async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildAcl>): Promise<LoadInfo> {
+  log('migrate');
+  await migrate(pool);
+  await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+  await pool.query('CREATE TABLE IF NOT EXISTS bench.meta (key text PRIMARY KEY, value text NOT NULL)');
+  const fingerprint = JSON.stringify({
+    rows: N,
+    selectivities: SELECTIVITIES,
+    m: M,
+    efc: EFC,
+    vacuum: VACUUM,
+    generator: 2,
   });
+  const foreign = await pool.query(
+    "SELECT count(*)::int AS n FROM knowledge.chunks WHERE chunk_id NOT LIKE 'bench-%'",
+  );
+  if (Number(foreign.rows[0]?.n) > 0)
+    throw new Error('knowledge.chunks holds rows this benchmark did not write; use an empty database');
+  if (args.reuse) {
+    const r = await pool.query("SELECT value FROM bench.meta WHERE key = 'fingerprint'");
+    if (r.rows[0]?.value === fingerprint)
+      return { load_seconds: null, build_seconds: null, vacuum_seconds: null, reused: true };
+  }
+  await pool.query("DELETE FROM bench.meta WHERE key = 'fingerprint'");
+  await pool.query('TRUNCATE knowledge.chunks');
+  // The product never vacuums and PGlite has no autovacuum; keep a real server's autovacuum out of the
+  // measurement too, so --no-vacuum shows the table as ingestion leaves it.
+  await pool.query('ALTER TABLE knowledge.chunks SET (autovacuum_enabled = false)');
+  await pool.query('DROP INDEX IF EXISTS knowledge.chunks_embedding_hnsw_idx');
   const tLoad = Date.now();
   const BATCH = 500;
   for (let i = 0; i < N; i += BATCH) {
     const chunks = [];
-    for (let r = i; r < Math.min(N, i + BATCH); r++) {
-      const principals = [{ kind: 'matrix' as const, principal: '@owner:bench.example' }];
-      SELECTIVITIES.forEach((s, k) => {
-        if (member[k]?.has(r)) principals.push(principalFor(s));
-      });
+    for (let r = i; r < Math.min(N, i + BATCH); r++)
       chunks.push({
-        chunk_id: `bench-${String(r).padStart(6, '0')}`,
+        chunk_id: chunkId(r),
         content: `synthetic chunk ${r}`,
-        embedding: sample(),
-        metadata: {
-          source: { id: `bench/${r % 100}` },
-          classification: 'public' as const,
-          allowed_principals: principals,
-          allowed_groups: [],
-        },
+        embedding: corpus.nextRowVector(),
+        metadata: acl.metadataFor(r),
       });
-    }
     await writeChunks(pool, { chunks });
-    process.stderr.write(`\rload ${Math.min(N, i + BATCH)}/${N}`);
+    if ((i / BATCH) % 10 === 9 || i + BATCH >= N) log(`load ${Math.min(N, i + BATCH)}/${N}`);
   }
-  const loadSeconds = (Date.now() - tLoad) / 1000;
-  process.stderr.write(
-    `\nloaded in ${loadSeconds.toFixed(1)} s; building HNSW (m=${M}, ef_construction=${EFC})\n`,
-  );
+  const load_seconds = (Date.now() - tLoad) / 1000;
+  log(`loaded in ${load_seconds.toFixed(1)} s; building HNSW (m=${M}, ef_construction=${EFC})`);
   const tBuild = Date.now();
-  await pool.query("SET maintenance_work_mem = '512MB'");
-  await pool.query(
-    `CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = ${M}, ef_construction = ${EFC})`,
+  const client = await pool.connect();
+  try {
+    await client.query("SET maintenance_work_mem = '1GB'");
+    await client.query('SET statement_timeout = 0');
+    await client.query(
+      `CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = ${M}, ef_construction = ${EFC})`,
+    );
+  } finally {
+    client.release();
+  }
+  const build_seconds = (Date.now() - tBuild) / 1000;
+  const tVac = Date.now();
+  // ANALYZE alone leaves GIN pending lists unmerged (only VACUUM, autoanalyze or
+  // gin_clean_pending_list merge them), which is exactly the state --no-vacuum measures.
+  await pool.query(VACUUM ? 'VACUUM ANALYZE knowledge.chunks' : 'ANALYZE knowledge.chunks');
+  const vacuum_seconds = (Date.now() - tVac) / 1000;
+  log(
+    `HNSW built in ${build_seconds.toFixed(1)} s; ${VACUUM ? 'VACUUM ANALYZE' : 'ANALYZE'} ${vacuum_seconds.toFixed(1)} s`,
   );
-  await pool.query('ANALYZE knowledge.chunks');
-  const buildSeconds = (Date.now() - tBuild) / 1000;
-  process.stderr.write(`HNSW built in ${buildSeconds.toFixed(1)} s\n`);
+  await pool.query("INSERT INTO bench.meta VALUES ('fingerprint', $1)", [fingerprint]);
+  return { load_seconds, build_seconds, vacuum_seconds, reused: false };
+}
 
-  const queries = Array.from({ length: Q }, sample);
-  // Warm-up: touch the graph and the heap so no arm pays for cold WASM file-system pages.
-  for (const ef of EFS) for (const q of queries) await unfiltered(pool, q, ef, K);
-  await searchKnowledge(
-    serving,
-    { projection: projectionFor(1), embedding: queries[0] ?? sample(), maxResults: K },
-    { ...DEFAULT_PLANNER, force: 'exact' },
-  );
+interface Row {
+  audience: string;
+  set: QuerySet;
+  selectivity: number;
+  authorized: number;
+  arm: string;
+  recall: number;
+  worst_query_recall: number;
+  /** Per query, in query-set order (in: centres and draws alternate; ood: random and antipodes). */
+  query_recall: number[];
+  p50_ms: number;
+  p99_ms: number;
+  reference_p50_ms: number;
+  ratio_p50: number;
+  plans: Record<string, number>;
+}
 
-  const baseline: Record<number, { p50: number; p99: number }> = {};
-  for (const ef of EFS) {
-    const times: number[] = [];
-    for (const q of queries) times.push((await timed(() => unfiltered(pool, q, ef, K)))[1]);
-    baseline[ef] = { p50: pct(times, 0.5), p99: pct(times, 0.99) };
+async function main(): Promise<void> {
+  const t0 = Date.now();
+  const load0 = loadavg();
+  const embedded = args['database-url'] === undefined;
+  const db = embedded ? await startBenchEmbedded() : null;
+  const url = db?.url ?? (args['database-url'] as string);
+  const pool = createPool({ connectionString: url, max: 2, statementTimeoutMs: 3_600_000 });
+  const corpus = new Corpus(N);
+  const acl = buildAcl(N, SELECTIVITIES);
+  const loadInfo = await load(pool, corpus, acl);
+  log('database ready');
+  const engine = await engineName(pool, embedded);
+  const pending = await ginPending(pool);
+  const experiments: [string, Experiment][] = [];
+  for (const name of EXPERIMENT_NAMES) {
+    const e = EXPERIMENTS[name] as Experiment;
+    const tSetup = Date.now();
+    await e.setup(pool, { rows: N, metadataFor: acl.metadataFor });
+    log(`experiment ${name}: setup ${((Date.now() - tSetup) / 1000).toFixed(1)} s`);
+    experiments.push([name, e]);
   }
 
-  type Row = {
-    selectivity: number;
-    authorized: number;
-    arm: string;
-    ef_search?: number;
-    recall: number;
-    p50_ms?: number;
-    p99_ms?: number;
-    ratio_to_unfiltered_p50?: number;
-    plans?: Record<string, number>;
-  };
-  const rows: Row[] = [];
-  for (const [k, s] of SELECTIVITIES.entries()) {
-    const p = projectionFor(s);
-    const authorized = member[k]?.size ?? 0;
-    const principal = principalFor(s).principal;
-    const truth: string[][] = [];
-    const exactTimes: number[] = [];
-    for (const q of queries) {
-      const [r, ms] = await timed(() =>
-        searchKnowledge(
-          serving,
-          { projection: p, embedding: q, maxResults: K },
-          { ...DEFAULT_PLANNER, force: 'exact' },
-        ),
-      );
-      truth.push(r.hits.map((h) => h.chunk_id));
-      exactTimes.push(ms);
-    }
-    const refEf = EFS[0] as number;
-    const recallOf = (got: string[][]) =>
-      got.reduce((acc, g, i) => {
-        const want = truth[i] ?? [];
-        if (want.length === 0) return acc + 1;
-        return acc + g.filter((id) => want.includes(id)).length / want.length;
-      }, 0) / got.length;
-    rows.push({
-      selectivity: s,
-      authorized,
-      arm: 'exact',
-      recall: 1,
-      p50_ms: pct(exactTimes, 0.5),
-      p99_ms: pct(exactTimes, 0.99),
-      ratio_to_unfiltered_p50: pct(exactTimes, 0.5) / (baseline[refEf]?.p50 ?? 1),
-    });
-    const arms: [string, PlannerOptions][] = [
-      ...EFS.map((ef): [string, PlannerOptions] => [
-        `hnsw`,
-        { ...DEFAULT_PLANNER, efSearch: ef, force: 'hnsw' },
-      ]),
-      ['planner', DEFAULT_PLANNER],
-    ];
-    for (const [arm, planner] of arms) {
-      const got: string[][] = [];
+  const queries = new Map(SETS.map((s) => [s, corpus.queries(s, Q).map((v) => toVectorParam(v))]));
+  const vectors = new Map(SETS.map((s) => [s, corpus.queries(s, Q)]));
+  log('ground truth scans');
+  const distances = new Map<QuerySet, Float64Array[]>();
+  for (const s of SETS) {
+    const ds: Float64Array[] = [];
+    for (const q of queries.get(s) ?? []) ds.push(await allDistances(pool, q));
+    distances.set(s, ds);
+  }
+
+  // Reference ef per query set: the smallest ef on the ladder with unfiltered recall@10 ≥ 0.99.
+  const reference: Record<string, { ef_search: number; recall: number; p50_ms: number; met: boolean }> = {};
+  for (const s of SETS) {
+    const qs = queries.get(s) ?? [];
+    const truth = (distances.get(s) ?? []).map((d) => exactTopK(d, null));
+    let chosen = { ef_search: EF_LADDER[EF_LADDER.length - 1] as number, recall: 0, p50_ms: 0, met: false };
+    for (const ef of EF_LADDER) {
+      let sum = 0;
       const times: number[] = [];
-      const plans: Record<string, number> = {};
-      for (const q of queries) {
-        const [r, ms] = await timed(() =>
-          searchKnowledge(serving, { projection: p, embedding: q, maxResults: K }, planner),
-        );
-        got.push(r.hits.map((h) => h.chunk_id));
+      for (const [i, q] of qs.entries()) {
+        const [ids, ms] = await timed(() => unfiltered(pool, q, ef));
+        sum += recallOf(ids, truth[i] ?? []);
         times.push(ms);
-        plans[r.plan] = (plans[r.plan] ?? 0) + 1;
       }
-      const ef = planner.efSearch;
-      rows.push({
-        selectivity: s,
-        authorized,
+      const recall = sum / qs.length;
+      chosen = { ef_search: ef, recall, p50_ms: pct(times, 0.5), met: recall >= 0.99 };
+      if (recall >= 0.99) break;
+    }
+    reference[s] = chosen;
+    log(`reference (${s}): ef_search ${chosen.ef_search}, recall@10 ${chosen.recall.toFixed(3)}`);
+  }
+
+  // Warm-up: one pass of every arm, untimed, so no arm pays for cold pages.
+  const warm = acl.audiences.find((a) => a.kind === (KINDS[0] ?? 'matrix-1'));
+  if (warm)
+    for (const s of SETS)
+      for (const v of (vectors.get(s) ?? []).slice(0, 3)) {
+        await serverSearch(pool, warm.projection, v, DEFAULT_PLANNER);
+        for (const [, e] of experiments) await e.run(pool, warm.projection, v, K);
+      }
+
+  const armFns: [string, (a: Audience, v: number[], q: string, ef: number) => Promise<RankedIds>][] = [];
+  for (const arm of ARMS) {
+    if (arm === 'planner') armFns.push([arm, (a, v) => serverSearch(pool, a.projection, v, DEFAULT_PLANNER)]);
+    if (arm === 'exact')
+      armFns.push([
         arm,
-        ef_search: ef,
-        recall: recallOf(got),
-        p50_ms: pct(times, 0.5),
-        p99_ms: pct(times, 0.99),
-        ratio_to_unfiltered_p50: pct(times, 0.5) / (baseline[ef]?.p50 ?? baseline[refEf]?.p50 ?? 1),
-        plans,
-      });
-    }
-    {
-      const got: string[][] = [];
-      const times: number[] = [];
-      for (const q of queries) {
-        const [ids, ms] = await timed(() => direct(pool, p, q, DEFAULT_PLANNER));
-        got.push(ids);
-        times.push(ms);
-      }
-      rows.push({
-        selectivity: s,
-        authorized,
-        arm: 'direct',
-        ef_search: DEFAULT_PLANNER.efSearch,
-        recall: recallOf(got),
-        p50_ms: pct(times, 0.5),
-        p99_ms: pct(times, 0.99),
-        ratio_to_unfiltered_p50:
-          pct(times, 0.5) / (baseline[DEFAULT_PLANNER.efSearch]?.p50 ?? baseline[refEf]?.p50 ?? 1),
-      });
-    }
-    // Post-filter anti-pattern: top-10 of the whole corpus, then drop what the audience may not read.
-    const post: string[][] = [];
-    for (const q of queries) {
-      const top = await unfiltered(pool, q, refEf, K);
-      post.push(top.filter((r) => r.principals.includes(principal)).map((r) => r.id));
-    }
-    rows.push({ selectivity: s, authorized, arm: 'post-filter', ef_search: refEf, recall: recallOf(post) });
+        (a, v) => serverSearch(pool, a.projection, v, { ...DEFAULT_PLANNER, force: 'exact' }),
+      ]);
+    if (arm === 'hnsw')
+      armFns.push([
+        arm,
+        (a, v) => serverSearch(pool, a.projection, v, { ...DEFAULT_PLANNER, force: 'hnsw' }),
+      ]);
+    if (arm === 'post')
+      // Anti-pattern for contrast: unfiltered top-k, then drop rows the audience may not read.
+      armFns.push([
+        arm,
+        async (a, _v, q, ef) => ({
+          ids: (await unfiltered(pool, q, ef)).filter((id) => a.rows.has(rowOf(id))),
+          plan: 'post',
+        }),
+      ]);
   }
+  for (const [name, e] of experiments) armFns.push([`x:${name}`, (a, v) => e.run(pool, a.projection, v, K)]);
 
-  const fmt = (x: number | undefined, d = 1) => (x === undefined ? '—' : x.toFixed(d));
-  const lines = [
-    `rows ${N}, queries ${Q}, k ${K}, HNSW m=${M} ef_construction=${EFC}; load ${loadSeconds.toFixed(1)} s, build ${buildSeconds.toFixed(1)} s`,
-    `unfiltered HNSW p50/p99 ms: ${EFS.map((ef) => `ef ${ef}: ${fmt(baseline[ef]?.p50, 2)}/${fmt(baseline[ef]?.p99, 2)}`).join('; ')}`,
-    '',
-    '| selectivity | authorized | arm | ef_search | recall@10 | p50 ms | p99 ms | p50 / unfiltered | plans |',
-    '|---|---|---|---|---|---|---|---|---|',
-    ...rows.map(
-      (r) =>
-        `| ${(r.selectivity * 100).toFixed(1)} % | ${r.authorized} | ${r.arm} | ${r.ef_search ?? '—'} | ${r.recall.toFixed(3)} | ${fmt(r.p50_ms, 2)} | ${fmt(r.p99_ms, 2)} | ${fmt(r.ratio_to_unfiltered_p50, 2)} | ${
-          r.plans
-            ? Object.entries(r.plans)
-                .map(([k2, v]) => `${k2}:${v}`)
-                .join(' ')
-            : '—'
-        } |`,
+  const rows: Row[] = [];
+  // Written after every block, so a run stopped early still leaves what it measured.
+  const save = (complete: boolean) => {
+    mkdirSync('bench/results', { recursive: true });
+    writeFileSync(
+      args.out,
+      `${JSON.stringify(
+        {
+          benchmark: 'retrieval filtered ANN',
+          complete,
+          engine,
+          embedded,
+          node: process.version,
+          rows: N,
+          queries_per_set: Q,
+          k: K,
+          dims: DIMS,
+          vectors: GENERATOR,
+          hnsw: { m: M, ef_construction: EFC },
+          vacuum: VACUUM,
+          gin_pending_tuples: pending,
+          planner_defaults: DEFAULT_PLANNER,
+          load: loadInfo,
+          loadavg: { start: load0, end: loadavg() },
+          reference,
+          experiments: EXPERIMENT_NAMES,
+          results: rows,
+          total_seconds: (Date.now() - t0) / 1000,
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  };
+  const audiences = acl.audiences.filter((a) => KINDS.includes(a.kind) && MEASURE.includes(a.selectivity));
+  for (const a of audiences) {
+    for (const s of SETS) {
+      const qs = queries.get(s) ?? [];
+      const vs = vectors.get(s) ?? [];
+      const ds = distances.get(s) ?? [];
+      const ef = reference[s]?.ef_search ?? 40;
+      const refTimes: number[] = [];
+      const acc = armFns.map(() => ({
+        recall: [] as number[],
+        times: [] as number[],
+        plans: {} as Record<string, number>,
+      }));
+      for (const [i, q] of qs.entries()) {
+        const want = exactTopK(ds[i] as Float64Array, a.rows);
+        refTimes.push((await timed(() => unfiltered(pool, q, ef)))[1]);
+        for (const [j, [, fn]] of armFns.entries()) {
+          const [r, ms] = await timed(() => fn(a, vs[i] as number[], q, ef));
+          const slot = acc[j] as (typeof acc)[number];
+          slot.recall.push(recallOf(r.ids, want));
+          slot.times.push(ms);
+          slot.plans[r.plan] = (slot.plans[r.plan] ?? 0) + 1;
+        }
+      }
+      const refP50 = pct(refTimes, 0.5);
+      for (const [j, [arm]] of armFns.entries()) {
+        const slot = acc[j] as (typeof acc)[number];
+        rows.push({
+          audience: a.kind,
+          set: s,
+          selectivity: a.selectivity,
+          authorized: a.rows.size,
+          arm,
+          recall: slot.recall.reduce((x, y) => x + y, 0) / slot.recall.length,
+          worst_query_recall: Math.min(...slot.recall),
+          query_recall: slot.recall,
+          p50_ms: pct(slot.times, 0.5),
+          p99_ms: pct(slot.times, 0.99),
+          reference_p50_ms: refP50,
+          ratio_p50: pct(slot.times, 0.5) / refP50,
+          plans: slot.plans,
+        });
+      }
+      save(false);
+      log(`${a.kind} ${(a.selectivity * 100).toFixed(1)} % ${s}`);
+    }
+  }
+  const load1 = loadavg();
+
+  const f = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : '—');
+  const header = [
+    `engine: ${engine}; rows ${N}; queries ${Q} per set; k ${K}; HNSW m=${M} ef_construction=${EFC}; ${VACUUM ? 'VACUUM ANALYZE after load' : 'no VACUUM (ANALYZE only)'}`,
+    `load ${loadInfo.reused ? 'reused' : `${f(loadInfo.load_seconds ?? Number.NaN, 1)} s, build ${f(loadInfo.build_seconds ?? Number.NaN, 1)} s`}; GIN pending tuples: ${pending ? JSON.stringify(pending) : 'n/a'}`,
+    `load average (1/5/15 min) at start ${load0.map((x) => x.toFixed(2)).join('/')}, at end ${load1.map((x) => x.toFixed(2)).join('/')}`,
+    ...SETS.map(
+      (s) =>
+        `reference (${s}): unfiltered HNSW ef_search ${reference[s]?.ef_search}, recall@10 ${f(reference[s]?.recall ?? Number.NaN, 3)}${reference[s]?.met ? '' : ' (ladder exhausted: below 0.99)'}, p50 ${f(reference[s]?.p50_ms ?? Number.NaN, 2)} ms`,
     ),
   ];
-  process.stdout.write(`${lines.join('\n')}\n`);
-  mkdirSync('bench/results', { recursive: true });
-  writeFileSync(
-    process.env['BENCH_OUT'] ?? 'bench/results/retrieval.json',
-    `${JSON.stringify(
-      {
-        benchmark: 'retrieval filtered ANN',
-        engine: 'PGlite 0.5.14 (PostgreSQL 18.6 WASM) + pgvector 0.8.7 via pglite-socket + pg',
-        node: process.version,
-        rows: N,
-        queries: Q,
-        k: K,
-        dims: DIMS,
-        vectors: `${CLUSTERS}-cluster Gaussian mixture in ${LATENT}-d latent space, random projection to ${DIMS}-d, L2-normalised + noise σ 0.002`,
-        hnsw: { m: M, ef_construction: EFC },
-        planner_defaults: DEFAULT_PLANNER,
-        load_seconds: loadSeconds,
-        build_seconds: buildSeconds,
-        unfiltered: baseline,
-        results: rows,
-        total_seconds: (Date.now() - t0) / 1000,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  // Goal table: one line per (audience, arm, selectivity); recall and ratio for each query set.
+  const key = (r: Row) => `${r.audience}|${r.arm}|${r.selectivity}`;
+  const grouped = new Map<string, Partial<Record<QuerySet, Row>>>();
+  for (const r of rows) grouped.set(key(r), { ...(grouped.get(key(r)) ?? {}), [r.set]: r });
+  const goal = [
+    `| audience | arm | selectivity | authorized | ${SETS.map((s) => `recall ${s} | min ${s} | p50 ms ${s} | ratio ${s} | plans ${s}`).join(' | ')} |`,
+    `|---|---|---|---|${SETS.map(() => '---|---|---|---|---|').join('')}`,
+    ...[...grouped.values()].map((g) => {
+      const any = (g.in ?? g.ood) as Row;
+      const cells = SETS.map((s) => {
+        const r = g[s];
+        if (!r) return '— | — | — | — | —';
+        const plans = Object.entries(r.plans)
+          .map(([p, n]) => `${p}:${n}`)
+          .join(' ');
+        return `${f(r.recall, 3)} | ${f(r.worst_query_recall, 1)} | ${f(r.p50_ms, 2)} | ${f(r.ratio_p50, 2)} | ${plans}`;
+      });
+      return `| ${any.audience} | ${any.arm} | ${(any.selectivity * 100).toFixed(1)} % | ${any.authorized} | ${cells.join(' | ')} |`;
+    }),
+  ];
+  process.stdout.write(`${[...header, '', ...goal].join('\n')}\n`);
+  save(true);
   await pool.end();
-  await db.close();
+  await db?.close();
 }
 
 main().catch((err) => {

@@ -1,0 +1,254 @@
+/**
+ * EXPERIMENTS — bench-only SQL that is NOT what the server runs. Each one is a candidate direction for
+ * the filtered-search redesign (docs/filtered-search.md), measured by `bench:retrieval
+ * --experiments NAME,...` side by side with the server's own path. Nothing here is imported by
+ * production code; the authoritative predicate (retrieval/predicate.ts) is reused unchanged wherever
+ * an experiment needs the typed ACL test.
+ *
+ *   guard-ef     server planner, then a relative-contrast check on the HNSW answer; a query whose
+ *                k-th distance is close to the corpus-mean distance is re-run with a large ef_search
+ *   guard-exact  the same check, falling back to the exact path
+ *   int-exact    exact path driven by an intarray-encoded ACL (side table, GIN gin__int_ops) with the
+ *                typed jsonb predicate as recheck
+ *   relaxed      the server's statements with hnsw.iterative_scan = relaxed_order instead of strict_order
+ *   bq-exact     int-exact, but pre-ranked by Hamming distance over a binary-quantized copy, then the
+ *                top candidates re-ranked exactly by the full vector
+ */
+import type pg from 'pg';
+import type { ChunkMetadata, Projection } from '../contract/index.ts';
+import { isMatrixProjection } from '../contract/index.ts';
+import { toVectorParam } from '../retrieval/db/pool.ts';
+import { choosePlan, DEFAULT_PLANNER } from '../retrieval/planner.ts';
+import { buildPredicate } from '../retrieval/predicate.ts';
+import { searchKnowledge } from '../retrieval/search.ts';
+import {
+  boundedCountStatement,
+  exactStatement,
+  hnswStatement,
+  type ClientStatement as Statement,
+} from './client-statements.ts';
+
+/** One read-only transaction; a connection that failed inside it is discarded, not reused. */
+async function readOnly<T>(pool: pg.Pool, f: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let failed = false;
+  try {
+    await client.query('BEGIN READ ONLY');
+    const r = await f(client);
+    await client.query('COMMIT');
+    return r;
+  } catch (err) {
+    failed = true;
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release(failed ? true : undefined);
+  }
+}
+
+export interface RankedIds {
+  readonly ids: string[];
+  readonly distances?: number[];
+  readonly plan: string;
+}
+
+export interface ExperimentContext {
+  readonly rows: number;
+  metadataFor(row: number): ChunkMetadata;
+}
+
+export interface Experiment {
+  setup(pool: pg.Pool, ctx: ExperimentContext): Promise<void>;
+  run(pool: pg.Pool, projection: Projection, embedding: number[], k: number): Promise<RankedIds>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Out-of-distribution guard. Relative contrast (mean distance ÷ k-th neighbour distance; He, Kumar
+// and Chang, ICML 2012) predicts how hard a nearest-neighbour query is for graph and hashing indexes:
+// near 1 means every row is about equally far, so the greedy graph walk has no gradient to follow.
+// With unit-norm rows the mean cosine distance to every row is exactly 1 − q·μ/|q| for the corpus
+// mean μ, so the check costs one dot product against a vector maintained at ingest.
+// ---------------------------------------------------------------------------------------------
+
+let corpusMean: number[] = [];
+const GUARD_CONTRAST = Number(process.env['BENCH_GUARD_CONTRAST'] ?? 1.5);
+const GUARD_EF = Number(process.env['BENCH_GUARD_EF'] ?? 400);
+
+async function loadMean(pool: pg.Pool): Promise<void> {
+  const r = await pool.query('SELECT avg(embedding)::text AS m FROM knowledge.chunks');
+  corpusMean = JSON.parse(String(r.rows[0]?.m)) as number[];
+}
+
+export function relativeContrast(q: readonly number[], kthDistance: number): number {
+  let dot = 0;
+  let nq = 0;
+  for (let i = 0; i < q.length; i++) {
+    dot += (q[i] ?? 0) * (corpusMean[i] ?? 0);
+    nq += (q[i] ?? 0) ** 2;
+  }
+  const meanDistance = 1 - dot / Math.sqrt(nq);
+  return meanDistance / Math.max(kthDistance, 1e-9);
+}
+
+function guard(fallback: 'ef' | 'exact'): Experiment {
+  return {
+    setup: loadMean,
+    async run(pool, projection, embedding, k) {
+      const first = await searchKnowledge(pool, { projection, embedding, maxResults: k }, DEFAULT_PLANNER);
+      const last = first.hits[first.hits.length - 1];
+      if (
+        first.plan !== 'hnsw' ||
+        last === undefined ||
+        relativeContrast(embedding, last.distance) >= GUARD_CONTRAST
+      )
+        return { ids: first.hits.map((h) => h.chunk_id), plan: first.plan };
+      const planner =
+        fallback === 'ef'
+          ? { ...DEFAULT_PLANNER, efSearch: GUARD_EF, maxScanTuples: 200_000, force: 'hnsw' as const }
+          : { ...DEFAULT_PLANNER, force: 'exact' as const };
+      const again = await searchKnowledge(pool, { projection, embedding, maxResults: k }, planner);
+      return { ids: again.hits.map((h) => h.chunk_id), plan: `hnsw>${fallback}` };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integer-encoded ACL in a narrow side table (chunk_id, acl int[], bq bit(1024)). Ids come from a
+// dictionary table, so they are stable and collision-free; the typed jsonb predicate still runs on
+// every row that reaches the result (the authoritative test). A real design would add the columns
+// to knowledge.chunks; the side table keeps the server's table untouched for the other arms.
+// ---------------------------------------------------------------------------------------------
+
+const dict = new Map<string, number>();
+const idOf = (key: string) => {
+  let v = dict.get(key);
+  if (v === undefined) {
+    v = dict.size + 1;
+    dict.set(key, v);
+  }
+  return v;
+};
+const principalKey = (p: { kind: string; network?: string; principal: string }) =>
+  `p:${p.kind}:${p.network ?? ''}:${p.principal}`;
+
+let sideReady = false;
+async function setupSide(pool: pg.Pool, ctx: ExperimentContext): Promise<void> {
+  if (sideReady) return;
+  await pool.query('CREATE EXTENSION IF NOT EXISTS intarray');
+  await pool.query('DROP TABLE IF EXISTS bench.side');
+  await pool.query(
+    'CREATE TABLE bench.side (chunk_id text PRIMARY KEY, acl int[] NOT NULL, bq bit(1024) NOT NULL)',
+  );
+  const BATCH = 1000;
+  for (let i = 0; i < ctx.rows; i += BATCH) {
+    const ids: string[] = [];
+    const acls: string[] = [];
+    for (let r = i; r < Math.min(ctx.rows, i + BATCH); r++) {
+      const m = ctx.metadataFor(r);
+      const acl = [
+        idOf(`c:${m.classification}`),
+        ...m.allowed_principals.map((p) => idOf(principalKey(p))),
+        ...m.allowed_groups.map((g) => idOf(`g:${g}`)),
+      ].sort((a, b) => a - b);
+      ids.push(`bench-${String(r).padStart(7, '0')}`);
+      acls.push(`{${acl.join(',')}}`);
+    }
+    await pool.query(
+      `INSERT INTO bench.side (chunk_id, acl, bq)
+       SELECT t.id, t.acl::int[], binary_quantize(c.embedding)::bit(1024)
+       FROM unnest($1::text[], $2::text[]) AS t(id, acl) JOIN knowledge.chunks c ON c.chunk_id = t.id`,
+      [ids, acls],
+    );
+  }
+  await pool.query('CREATE INDEX side_acl_gin ON bench.side USING gin (acl gin__int_ops)');
+  await pool.query('VACUUM ANALYZE bench.side');
+  sideReady = true;
+}
+
+/** The integer prefilter for a projection: SQL over alias s, and its parameters from $first. */
+function intFilter(p: Projection, first: number): { sql: string; params: unknown[] } | null {
+  const cls = p.allowed_classifications.map((c) => dict.get(`c:${c}`)).filter((x) => x !== undefined);
+  if (isMatrixProjection(p)) {
+    const members = p.audience.map((a) => dict.get(principalKey(a)));
+    // A member no row names cannot be in any row's ACL: nothing is authorized.
+    if (members.some((x) => x === undefined) || cls.length === 0) return null;
+    return { sql: `s.acl @> $${first}::int[] AND s.acl && $${first + 1}::int[]`, params: [members, cls] };
+  }
+  const groups = p.groups.map((g) => dict.get(`g:${g}`)).filter((x) => x !== undefined);
+  if (groups.length === 0 || cls.length === 0) return null;
+  return { sql: `s.acl && $${first}::int[] AND s.acl && $${first + 1}::int[]`, params: [groups, cls] };
+}
+
+function intExact(prerank: number | null): Experiment {
+  return {
+    setup: setupSide,
+    async run(pool, projection, embedding, k) {
+      const pred = buildPredicate(projection, 1, 'c');
+      const n = pred.params.length;
+      const f = intFilter(projection, n + 3);
+      if (f === null) return { ids: [], plan: 'empty' };
+      const vector = toVectorParam(embedding);
+      const text =
+        prerank === null
+          ? // Exact: the integer filter picks the rows, the typed predicate rechecks them, all ranked.
+            `SELECT c.chunk_id FROM bench.side s JOIN knowledge.chunks c ON c.chunk_id = s.chunk_id
+             WHERE ${f.sql} AND ${pred.sql} ORDER BY c.embedding <=> $${n + 1}::vector, c.chunk_id LIMIT $${n + 2}`
+          : // Binary pre-rank of the integer-authorized rows, exact re-rank of the best `prerank`.
+            `WITH cand AS MATERIALIZED (
+               SELECT s.chunk_id FROM bench.side s WHERE ${f.sql}
+               ORDER BY s.bq <~> binary_quantize($${n + 1}::vector)::bit(1024), s.chunk_id LIMIT ${prerank})
+             SELECT c.chunk_id FROM cand JOIN knowledge.chunks c ON c.chunk_id = cand.chunk_id
+             WHERE ${pred.sql} ORDER BY c.embedding <=> $${n + 1}::vector, c.chunk_id LIMIT $${n + 2}`;
+      const r = await readOnly(pool, async (client) => {
+        await client.query("SELECT set_config('enable_seqscan', 'off', true)");
+        return client.query(text, [...pred.params, vector, k, ...f.params]);
+      });
+      return {
+        ids: r.rows.map((row) => String(row.chunk_id)),
+        plan: prerank === null ? 'int-exact' : `bq${prerank}`,
+      };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server's own statements and plan choice, with the iterative scan in relaxed order (pgvector
+// 0.8: results may come slightly out of order; the outer ORDER BY of the HNSW statement re-sorts the
+// k rows it keeps).
+// ---------------------------------------------------------------------------------------------
+
+const relaxed: Experiment = {
+  async setup() {},
+  async run(pool, projection, embedding, k) {
+    const pred = buildPredicate(projection);
+    const vector = toVectorParam(embedding);
+    const q = (c: pg.PoolClient, st: Statement) => c.query(st.text, st.values as unknown[]);
+    return readOnly(pool, async (client) => {
+      const n = Number((await q(client, boundedCountStatement(pred, DEFAULT_PLANNER))).rows[0]?.n ?? 0);
+      const plan = choosePlan(n, DEFAULT_PLANNER);
+      let rows: { chunk_id: string }[];
+      if (plan === 'hnsw') {
+        await client.query(
+          "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true), " +
+            "set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_seqscan', 'off', true), " +
+            "set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), " +
+            "set_config('enable_incremental_sort', 'off', true)",
+          [String(DEFAULT_PLANNER.efSearch), String(DEFAULT_PLANNER.maxScanTuples)],
+        );
+        rows = (await q(client, hnswStatement(pred, vector, k))).rows;
+        if (rows.length < Math.min(k, n)) rows = (await q(client, exactStatement(pred, vector, k))).rows;
+      } else {
+        rows = (await q(client, exactStatement(pred, vector, k))).rows;
+      }
+      return { ids: rows.map((r) => String(r.chunk_id)), plan: plan === 'hnsw' ? 'relaxed' : plan };
+    });
+  },
+};
+
+export const EXPERIMENTS: Record<string, Experiment> = {
+  relaxed,
+  'guard-ef': guard('ef'),
+  'guard-exact': guard('exact'),
+  'int-exact': intExact(null),
+  'bq-exact': intExact(Number(process.env['BENCH_BQ_PRERANK'] ?? 50)),
+};
