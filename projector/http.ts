@@ -17,10 +17,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createLogger } from '../common/log.ts';
 import type { ConfigStore, ProjectorConfig } from './config.ts';
-import { type Decision, decide } from './decide.ts';
+import { type Decision, decide, routeOf } from './decide.ts';
 import { ConfiguredReader, liveRoomCheck, type RoomStateReader } from './homeserver.ts';
 import { type DenyReason, statusFor } from './reasons.ts';
-import type { CheckRequest } from './request.ts';
+import { type CheckRequest, classifyHeader, ignoredHeaderLabel } from './request.ts';
 
 const log = createLogger('projector');
 
@@ -80,6 +80,21 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     labelNames: ['result'] as const,
     registers: [registry],
   });
+
+  const ignoredHeaders = new Counter({
+    name: 'fgentic_projector_ignored_headers_total',
+    help: 'Check-request headers ignored as mesh, proxy or tracing plumbing, by bounded header name (never values).',
+    labelNames: ['route', 'header'] as const,
+    registers: [registry],
+  });
+  const countIgnored = (input: CheckRequest) => {
+    const route = routeOf(input);
+    if (route === undefined) return;
+    for (const name of Object.keys(input.headers)) {
+      if (input.headers[name] !== undefined && classifyHeader(name, route) === 'ignored')
+        ignoredHeaders.inc({ route, header: ignoredHeaderLabel(name) });
+    }
+  };
 
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const random = options.randomBytes ?? ((n: number) => nodeRandomBytes(n));
@@ -162,6 +177,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
   ) => {
     const state = options.store.current();
     const input: CheckRequest = { method: req.method ?? '', path: req.url ?? '', headers };
+    countIgnored(input);
     const decision = decide(input, state.ready ? state.config : undefined, {
       now: now(),
       randomBytes: random,
