@@ -4,7 +4,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLogger } from '../common/log.ts';
-import { type ConfigStore, fileConfigStore, type ProjectorConfig, staticConfigStore } from './config.ts';
+import type { ProjectorConfig } from './config.ts';
+import { type ConfigStore, fileConfigStore, staticConfigStore } from './config-store.ts';
 import type { RoomStateReader } from './homeserver.ts';
 import { createProjectorHandler } from './http.ts';
 
