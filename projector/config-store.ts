@@ -1,10 +1,13 @@
 /**
  * The projector's configuration stores (I/O): a fixed configuration for tests and embedded stacks, and
- * a file store that reloads projector.json atomically. Parsing and validation are pure (config.ts).
+ * a file store that reloads projector.json (and the registry shards beside it) atomically. Parsing,
+ * assembly and validation are pure (config.ts, registry.ts); kube-store.ts reads the same objects
+ * through the Kubernetes API.
  */
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
-import { basename, dirname } from 'node:path';
-import { type ConfigResult, type ProjectorConfig, parseConfig } from './config.ts';
+import { type FSWatcher, readdirSync, readFileSync, watch } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { ConfigResult, ProjectorConfig } from './config.ts';
+import { assembleConfig, REGISTRY_SHARD_PREFIX } from './registry.ts';
 
 /** Snapshot of the store: a valid configuration, or deny-all with a content-free error. */
 export type ConfigState =
@@ -27,6 +30,8 @@ export function staticConfigStore(result: ConfigResult): ConfigStore {
 export interface FileStoreOptions {
   /** Polling interval in ms (fallback for file systems where fs.watch misses ConfigMap swaps). */
   readonly pollMs?: number;
+  /** How long the last good registry serves while shards and manifest disagree (default 30 s). */
+  readonly maxStalenessMs?: number;
   readonly onChange?: (state: ConfigState) => void;
 }
 
@@ -35,9 +40,36 @@ export interface FileStoreOptions {
  * assignment; an unreadable or invalid file means deny-all until a valid one is seen.
  */
 export function fileConfigStore(path: string, options: FileStoreOptions = {}): ConfigStore {
+  const dir = dirname(path);
+  const maxStaleness = options.maxStalenessMs ?? 30_000;
   let lastText: string | undefined | null = null; // null: never read
   let generation = 0;
   let state: ConfigState = { ready: false, error: 'not loaded', generation };
+  let lastGood: ConfigState | undefined;
+  let inconsistentSince: number | undefined;
+  const publish = (next: ConfigState) => {
+    state = next;
+    options.onChange?.(state);
+  };
+  /** Registry shards beside projector.json, as `fgentic-projector-registry-NNN.json`. */
+  const readShards = (): Map<string, string> => {
+    const shards = new Map<string, string>();
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return shards;
+    }
+    for (const f of names) {
+      if (!f.startsWith(REGISTRY_SHARD_PREFIX) || !f.endsWith('.json')) continue;
+      try {
+        shards.set(f.slice(0, -'.json'.length), readFileSync(join(dir, f), 'utf8'));
+      } catch {
+        // A shard that vanished between listing and reading is missing: the manifest check says so.
+      }
+    }
+    return shards;
+  };
   const reload = () => {
     let text: string | undefined;
     try {
@@ -45,18 +77,43 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
     } catch {
       text = undefined;
     }
-    if (text === lastText) return;
-    lastText = text;
-    generation += 1;
-    if (text === undefined) {
-      state = { ready: false, error: 'configuration file missing or unreadable', generation };
-    } else {
-      const result = parseConfig(text);
-      state = result.ok
-        ? { ready: true, config: result.config, generation }
-        : { ready: false, error: result.error, generation };
+    const shards =
+      text !== undefined && text.includes('"registry"') ? readShards() : new Map<string, string>();
+    const fingerprint = text === undefined ? undefined : [text, ...[...shards].flat()].join('\u0000');
+    if (fingerprint === lastText) {
+      if (inconsistentSince !== undefined && Date.now() - inconsistentSince > maxStaleness && state.ready) {
+        generation += 1;
+        publish({ ready: false, error: 'registry shards inconsistent with the manifest', generation });
+      }
+      return;
     }
-    options.onChange?.(state);
+    lastText = fingerprint;
+    if (text === undefined) {
+      generation += 1;
+      lastGood = undefined;
+      inconsistentSince = undefined;
+      publish({ ready: false, error: 'configuration file missing or unreadable', generation });
+      return;
+    }
+    const result = assembleConfig(text, shards);
+    if (!result.ok && 'inconsistent' in result) {
+      // Shards and manifest written one after the other: the last good registry serves, bounded.
+      inconsistentSince ??= Date.now();
+      if (lastGood === undefined || Date.now() - inconsistentSince > maxStaleness) {
+        generation += 1;
+        publish({ ready: false, error: result.error, generation });
+      }
+      return;
+    }
+    inconsistentSince = undefined;
+    generation += 1;
+    if (result.ok) {
+      lastGood = { ready: true, config: result.config, generation };
+      publish(lastGood);
+    } else {
+      lastGood = undefined;
+      publish({ ready: false, error: result.error, generation });
+    }
   };
   reload();
   let watcher: FSWatcher | undefined;
@@ -64,7 +121,8 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
     // Watch the directory: Kubernetes swaps ConfigMap contents through a `..data` symlink rename.
     const name = basename(path);
     watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
-      if (file === null || file === name || String(file).startsWith('..')) reload();
+      const f = file === null ? null : String(file);
+      if (f === null || f === name || f.startsWith('..') || f.startsWith(REGISTRY_SHARD_PREFIX)) reload();
     });
     watcher.on('error', () => {
       watcher?.close();

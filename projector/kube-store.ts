@@ -4,10 +4,12 @@
  * room downgraded or deleted, a partner removed or its groups changed — reaches the decisions as soon
  * as the API server sends the watch event, instead of after the kubelet's ConfigMap sync (60–90 s).
  *
- * Staleness rule: the store counts the time since its last successful contact with the API server (a
- * list, a watch (re)established, or any watch event). While that age is within `maxStalenessMs` the
- * last good configuration keeps serving; beyond it every check is denied and readiness goes false
- * until contact is back. The same bound applies when the base and its shards are inconsistent
+ * Staleness rule: an established watch is contact; when it ends, the store counts the time since
+ * the last contact (a list, the watch's end, or any watch event). While that age is within
+ * `maxStalenessMs` the last good configuration keeps serving; beyond it every check is denied and
+ * readiness goes false until contact is back. A silently dead connection is detected by a watchdog
+ * `watchTimeoutSeconds + 5 s` after its last sign of life (the server ends a quiet watch at
+ * `watchTimeoutSeconds`), so the worst case is that plus `maxStalenessMs`. The same bound applies when the base and its shards are inconsistent
  * (written one after the other by the controller): the last good registry serves for at most that
  * long. A missing or invalid base configuration denies at once.
  */
@@ -35,11 +37,14 @@ export interface KubeStoreOptions {
 export interface KubeConfigStore extends ConfigStore {
   /** Seconds since the last successful contact with the API server (Infinity before the first). */
   stalenessSeconds(): number;
-  /** Resolves after the first list (whatever its outcome). */
+  /** Resolves once the first list is in and its watch is open (or after the first failure). */
   readonly synced: Promise<void>;
 }
 
-type ConfigMapLike = { metadata?: { name?: string; resourceVersion?: string }; data?: Record<string, string> };
+type ConfigMapLike = {
+  metadata?: { name?: string; resourceVersion?: string };
+  data?: Record<string, string>;
+};
 
 export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   const now = o.now ?? Date.now;
@@ -52,6 +57,8 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   let lastGood: ConfigState | undefined;
   let inconsistentSince: number | undefined;
   let lastContact = Number.NEGATIVE_INFINITY;
+  /** An established watch counts as contact; the watchdog ends one that has gone silent. */
+  let watchOpen = false;
   let resourceVersion: string | undefined;
   let stopped = false;
   let backoffMs = 250;
@@ -74,6 +81,16 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
     set({ ready: false, error, generation });
   };
 
+  // Events arrive one object at a time (the controller writes shards, then the manifest): coalesce
+  // a burst into one assembly.
+  let pending: NodeJS.Timeout | undefined;
+  const rebuildSoon = () => {
+    if (pending) return;
+    pending = setTimeout(() => {
+      pending = undefined;
+      rebuild();
+    }, 10);
+  };
   const rebuild = () => {
     const base = texts.get(BASE_NAME);
     if (base === undefined) {
@@ -103,7 +120,8 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   /** Deny once the last good configuration is older than the bound (no contact, or inconsistent). */
   const enforceBounds = () => {
     const t = now();
-    if (t - lastContact > maxStaleness) return denyAll('registry stale: no contact with the API server');
+    if (!watchOpen && t - lastContact > maxStaleness)
+      return denyAll('registry stale: no contact with the API server');
     if (inconsistentSince !== undefined && t - inconsistentSince > maxStaleness)
       return denyAll('registry shards inconsistent with the manifest');
     if (!state.ready && lastGood !== undefined) set(lastGood);
@@ -150,8 +168,8 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       resourceVersion = res.metadata?.resourceVersion;
       contact();
       rebuild();
+      await watch();
       markSynced();
-      void watch();
     } catch {
       markSynced();
       failed('list');
@@ -190,11 +208,14 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
         if (type === 'BOOKMARK') return;
         if (type === 'DELETED') texts.delete(obj.metadata?.name ?? '');
         else absorb(obj);
-        rebuild();
+        rebuildSoon();
       },
       (err: unknown) => {
         if (ended) return;
         ended = true;
+        watchOpen = false;
+        lastContact = now(); // it was open until now; the backoff is not reset by an ending
+
         if (watchdog) clearTimeout(watchdog);
         if (stopped) return;
         if (err && !relist) return failed('watch');
@@ -203,6 +224,7 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       },
     );
     if (!ended) {
+      watchOpen = true;
       contact();
       armWatchdog();
     }
@@ -215,11 +237,13 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       enforceBounds();
       return state;
     },
-    stalenessSeconds: () => (lastContact === Number.NEGATIVE_INFINITY ? Infinity : (now() - lastContact) / 1000),
+    stalenessSeconds: () =>
+      lastContact === Number.NEGATIVE_INFINITY ? Infinity : (now() - lastContact) / 1000,
     synced,
     close: () => {
       stopped = true;
       clearInterval(ticker);
+      if (pending) clearTimeout(pending);
       if (watchdog) clearTimeout(watchdog);
       if (retry) clearTimeout(retry);
       abort?.abort();

@@ -20,7 +20,8 @@ export const REGISTRY_SHARD_KEY = 'registry.json';
 /** At most this many shards; with ~768 KiB each that is far beyond 100,000 rooms and 5,000 partners. */
 export const MAX_REGISTRY_SHARDS = 256;
 const MAX_SHARD_BYTES = 1_048_576;
-const MAX_BASE_BYTES = 1_048_576;
+// The same ceiling parseConfig applies to a self-contained projector.json.
+const MAX_BASE_BYTES = 4 * 1024 * 1024;
 const SHARD_NAME = /^fgentic-projector-registry-[0-9]{3}$/;
 const HEX64 = /^[0-9a-f]{64}$/;
 
@@ -104,8 +105,7 @@ export function assembleConfig(baseText: string, shards: ReadonlyMap<string, str
       basePartners.length !== 0
     )
       return invalid('rooms/partners: must be empty when a registry manifest is present');
-    const rooms: JsonValue[] = [];
-    const partners: JsonValue[] = [];
+    // Every digest first: a set in transit is recognised without parsing anything.
     for (const ref of manifest) {
       const text = shards.get(ref.name);
       if (text === undefined)
@@ -116,7 +116,11 @@ export function assembleConfig(baseText: string, shards: ReadonlyMap<string, str
           error: `registry shard ${ref.name} does not match the manifest`,
           inconsistent: true,
         };
-      const shard = parseObject(text, MAX_SHARD_BYTES, ref.name);
+    }
+    const rooms: JsonValue[] = [];
+    const partners: JsonValue[] = [];
+    for (const ref of manifest) {
+      const shard = parseObject(shards.get(ref.name)!, MAX_SHARD_BYTES, ref.name);
       if (typeof shard === 'string') return invalid(shard);
       if (Object.keys(shard).some((k) => k !== 'version' && k !== 'rooms' && k !== 'partners'))
         return invalid(`${ref.name}: unknown field`);

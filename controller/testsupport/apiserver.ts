@@ -277,6 +277,8 @@ export class ApiServerDouble {
       const sel = parseSelector(url.searchParams.get('labelSelector'));
       if (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1') {
         res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+        // kube-apiserver sends the watch response headers at once; a client waits for them.
+        res.flushHeaders();
         const w: Watcher = { info, ...(ns ? { namespace: ns } : {}), selector: sel, res };
         if (!url.searchParams.get('resourceVersion'))
           for (const o of this.list(info.apiVersion, info.kind))
