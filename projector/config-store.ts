@@ -77,8 +77,7 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
     } catch {
       text = undefined;
     }
-    const shards =
-      text !== undefined && text.includes('"registry"') ? readShards() : new Map<string, string>();
+    const shards = text?.includes('"registry"') ? readShards() : new Map<string, string>();
     const fingerprint = text === undefined ? undefined : [text, ...[...shards].flat()].join('\u0000');
     if (fingerprint === lastText) {
       if (inconsistentSince !== undefined && Date.now() - inconsistentSince > maxStaleness && state.ready) {
