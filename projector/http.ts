@@ -75,6 +75,19 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
       this.set(isReady() ? 1 : 0);
     },
   });
+  const store = options.store as ConfigStore & { stalenessSeconds?: () => number };
+  if (store.stalenessSeconds !== undefined) {
+    const staleness = store.stalenessSeconds.bind(store);
+    new Gauge({
+      name: 'fgentic_projector_registry_staleness_seconds',
+      help: 'Seconds since the projector last had contact with the API server for its registry (0 while its watch is open).',
+      registers: [registry],
+      collect() {
+        const v = staleness();
+        this.set(Number.isFinite(v) ? v : -1);
+      },
+    });
+  }
   const liveChecks = new Counter({
     name: 'fgentic_projector_live_room_checks_total',
     help: 'Live homeserver room-state checks by result.',

@@ -21,6 +21,8 @@ export interface StartProjectorOptions {
   readonly configPath?: string;
   /** An already validated configuration (embedded stacks, tests); not watched. */
   readonly config?: ProjectorConfig;
+  /** A ready-made store (the Kubernetes list+watch store of kube-store.ts). */
+  readonly store?: ConfigStore;
   readonly port?: number;
   readonly host?: string;
   /** Current Unix time in seconds. */
@@ -40,21 +42,24 @@ export interface RunningProjector {
 }
 
 export async function startProjector(options: StartProjectorOptions): Promise<RunningProjector> {
-  if ((options.configPath === undefined) === (options.config === undefined))
-    throw new TypeError('startProjector needs exactly one of configPath or config');
+  const sources = [options.configPath, options.config, options.store].filter((x) => x !== undefined);
+  if (sources.length !== 1)
+    throw new TypeError('startProjector needs exactly one of configPath, config or store');
   const store =
-    options.configPath !== undefined
-      ? fileConfigStore(options.configPath, {
-          ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
-          onChange: (s) =>
-            s.ready
-              ? log.info('configuration loaded', { generation: s.generation })
-              : log.error('configuration rejected: denying every check', {
-                  generation: s.generation,
-                  error: s.error,
-                }),
-        })
-      : staticConfigStore({ ok: true, config: options.config! });
+    options.store !== undefined
+      ? options.store
+      : options.configPath !== undefined
+        ? fileConfigStore(options.configPath, {
+            ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+            onChange: (s) =>
+              s.ready
+                ? log.info('configuration loaded', { generation: s.generation })
+                : log.error('configuration rejected: denying every check', {
+                    generation: s.generation,
+                    error: s.error,
+                  }),
+          })
+        : staticConfigStore({ ok: true, config: options.config! });
   const handler = createProjectorHandler({
     store,
     ...(options.now ? { now: options.now } : {}),

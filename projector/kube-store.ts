@@ -31,11 +31,12 @@ export interface KubeStoreOptions {
   readonly watchTimeoutSeconds?: number;
   readonly now?: () => number;
   readonly onChange?: (state: ConfigState) => void;
-  readonly onWatchError?: (kind: string) => void;
+  /** A failed list or watch (`list`/`watch`) and the error's class, for logs and metrics. */
+  readonly onWatchError?: (kind: string, error: string) => void;
 }
 
 export interface KubeConfigStore extends ConfigStore {
-  /** Seconds since the last successful contact with the API server (Infinity before the first). */
+  /** Seconds since the last contact with the API server: 0 while the watch is open, Infinity before any. */
   stalenessSeconds(): number;
   /** Resolves once the first list is in and its watch is open (or after the first failure). */
   readonly synced: Promise<void>;
@@ -148,8 +149,8 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
     retry = setTimeout(fn, ms);
     retry.unref();
   };
-  const failed = (kind: string) => {
-    o.onWatchError?.(kind);
+  const failed = (kind: string, e?: unknown) => {
+    o.onWatchError?.(kind, errorClass(e));
     const wait = backoffMs;
     backoffMs = Math.min(backoffMs * 2, 5_000);
     // Jitter keeps many replicas from reconnecting in lockstep.
@@ -170,9 +171,9 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       rebuild();
       await watch();
       markSynced();
-    } catch {
+    } catch (e) {
       markSynced();
-      failed('list');
+      failed('list', e);
     }
   };
 
@@ -218,7 +219,7 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
 
         if (watchdog) clearTimeout(watchdog);
         if (stopped) return;
-        if (err && !relist) return failed('watch');
+        if (err && !relist) return failed('watch', err);
         if (relist) return schedule(list, 0);
         schedule(() => void watch(), 0); // server-side timeout: re-watch from the last resourceVersion
       },
@@ -238,7 +239,7 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       return state;
     },
     stalenessSeconds: () =>
-      lastContact === Number.NEGATIVE_INFINITY ? Infinity : (now() - lastContact) / 1000,
+      watchOpen ? 0 : lastContact === Number.NEGATIVE_INFINITY ? Infinity : (now() - lastContact) / 1000,
     synced,
     close: () => {
       stopped = true;
@@ -249,4 +250,13 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       abort?.abort();
     },
   };
+}
+
+/** A content-free description of a client error: HTTP status or error code, else its class. */
+function errorClass(e: unknown): string {
+  const x = e as { code?: unknown; statusCode?: unknown; name?: unknown } | undefined;
+  if (typeof x?.code === 'number' || typeof x?.statusCode === 'number')
+    return `http ${x.code ?? x.statusCode}`;
+  if (typeof x?.code === 'string') return x.code;
+  return typeof x?.name === 'string' ? x.name : 'error';
 }
