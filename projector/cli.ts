@@ -1,21 +1,41 @@
 /**
- * `fgentic-retrieval serve projector [--config FILE] [--port N] [--host ADDR]`: runs until SIGTERM or
- * SIGINT, then shuts down gracefully (common/shutdown.ts: not ready, drain in-flight checks) and
- * resolves 0. An invalid or missing configuration file does not stop the
- * server: it denies every check and reports not ready until a valid file appears.
+ * `fgentic-retrieval serve projector [--config FILE] [--port N] [--host ADDR]
+ *  [--registry-source file|kubernetes] [--namespace NS] [--max-staleness SECONDS]`: runs until SIGTERM
+ * or SIGINT, then shuts down gracefully (common/shutdown.ts: not ready, drain in-flight checks) and
+ * resolves 0. An invalid or missing configuration does not stop the server: it denies every check
+ * and reports not ready until a valid one appears. With `--registry-source kubernetes` the
+ * configuration and its registry shards are read through the API (list + watch of the labelled
+ * ConfigMaps in the namespace), so revocations apply within seconds.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
+import type { ConfigStore } from './config-store.ts';
 import { startProjector } from './index.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/fgentic/projector.json';
 
 export async function serveProjector(argv: string[]): Promise<number> {
-  let values: { config?: string; port?: string; host?: string };
+  let values: {
+    config?: string;
+    port?: string;
+    host?: string;
+    'registry-source'?: string;
+    namespace?: string;
+    'max-staleness'?: string;
+  };
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' } },
+      options: {
+        config: { type: 'string' },
+        port: { type: 'string' },
+        host: { type: 'string' },
+        'registry-source': { type: 'string' },
+        namespace: { type: 'string' },
+        'max-staleness': { type: 'string' },
+      },
       strict: true,
       allowPositionals: false,
     }));
@@ -28,10 +48,54 @@ export async function serveProjector(argv: string[]): Promise<number> {
     process.stderr.write('serve projector: --port must be 0–65535\n');
     return 2;
   }
+  const source = values['registry-source'] ?? 'file';
+  if (source !== 'file' && source !== 'kubernetes') {
+    process.stderr.write('serve projector: --registry-source must be file or kubernetes\n');
+    return 2;
+  }
+  const staleness = values['max-staleness'] === undefined ? 30 : Number(values['max-staleness']);
+  if (!Number.isInteger(staleness) || staleness < 1 || staleness > 3600) {
+    process.stderr.write('serve projector: --max-staleness must be 1–3600 seconds\n');
+    return 2;
+  }
+  let store: ConfigStore | undefined;
+  if (source === 'kubernetes') {
+    const namespace = values.namespace ?? process.env['POD_NAMESPACE'] ?? inClusterNamespace();
+    if (namespace === undefined) {
+      process.stderr.write(
+        'serve projector: --registry-source kubernetes needs --namespace, POD_NAMESPACE or a service account namespace file\n',
+      );
+      return 2;
+    }
+    const k8s = await import('@kubernetes/client-node');
+    const { kubeConfigStore } = await import('./kube-store.ts');
+    const kubeConfig = new k8s.KubeConfig();
+    try {
+      kubeConfig.loadFromDefault();
+      if (kubeConfig.getCurrentCluster() === null) throw new Error('no current cluster');
+    } catch (e) {
+      process.stderr.write(`serve projector: no usable kubeconfig (${(e as Error).message})\n`);
+      return 2;
+    }
+    const log = createLogger('projector');
+    store = kubeConfigStore({
+      kubeConfig,
+      namespace,
+      maxStalenessMs: staleness * 1000,
+      onWatchError: (kind, error) => log.warn('registry API request failed', { request: kind, error }),
+      onChange: (s) =>
+        s.ready
+          ? log.info('configuration loaded', { generation: s.generation, source: 'kubernetes' })
+          : log.error('configuration unavailable: denying every check', {
+              generation: s.generation,
+              error: s.error,
+            }),
+    });
+  }
   let running: Awaited<ReturnType<typeof startProjector>>;
   try {
     running = await startProjector({
-      configPath: values.config ?? DEFAULT_CONFIG_PATH,
+      ...(store !== undefined ? { store } : { configPath: values.config ?? DEFAULT_CONFIG_PATH }),
       port,
       host: values.host ?? '0.0.0.0',
     });
@@ -43,4 +107,15 @@ export async function serveProjector(argv: string[]): Promise<number> {
   await waitForStopSignal();
   await running.shutdown(shutdownTimingFromEnv());
   return 0;
+}
+
+/** The namespace of the pod's service account, when running in a cluster. */
+function inClusterNamespace(): string | undefined {
+  try {
+    return (
+      readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined
+    );
+  } catch {
+    return undefined;
+  }
 }

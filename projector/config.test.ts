@@ -3,7 +3,8 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { fileConfigStore, parseConfig, validateConfig } from './config.ts';
+import { parseConfig, validateConfig } from './config.ts';
+import { fileConfigStore } from './config-store.ts';
 import { configJson, type MutableJson } from './test-doubles/fixtures.ts';
 
 function withChange(mutate: (c: MutableJson) => void) {

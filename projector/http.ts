@@ -16,11 +16,12 @@ import { randomBytes as nodeRandomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createLogger } from '../common/log.ts';
-import type { ConfigStore, ProjectorConfig } from './config.ts';
-import { type Decision, decide } from './decide.ts';
+import type { ProjectorConfig } from './config.ts';
+import type { ConfigStore } from './config-store.ts';
+import { type Decision, decide, routeOf } from './decide.ts';
 import { ConfiguredReader, liveRoomCheck, type RoomStateReader } from './homeserver.ts';
 import { type DenyReason, statusFor } from './reasons.ts';
-import type { CheckRequest } from './request.ts';
+import { type CheckRequest, classifyHeader, ignoredHeaderLabel } from './request.ts';
 
 const log = createLogger('projector');
 
@@ -76,12 +77,40 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
       this.set(isReady() ? 1 : 0);
     },
   });
+  const store = options.store as ConfigStore & { stalenessSeconds?: () => number };
+  if (store.stalenessSeconds !== undefined) {
+    const staleness = store.stalenessSeconds.bind(store);
+    new Gauge({
+      name: 'fgentic_projector_registry_staleness_seconds',
+      help: 'Seconds since the projector last had contact with the API server for its registry (0 while its watch is open).',
+      registers: [registry],
+      collect() {
+        const v = staleness();
+        this.set(Number.isFinite(v) ? v : -1);
+      },
+    });
+  }
   const liveChecks = new Counter({
     name: 'fgentic_projector_live_room_checks_total',
     help: 'Live homeserver room-state checks by result.',
     labelNames: ['result'] as const,
     registers: [registry],
   });
+
+  const ignoredHeaders = new Counter({
+    name: 'fgentic_projector_ignored_headers_total',
+    help: 'Check-request headers ignored as mesh, proxy or tracing plumbing, by bounded header name (never values).',
+    labelNames: ['route', 'header'] as const,
+    registers: [registry],
+  });
+  const countIgnored = (input: CheckRequest) => {
+    const route = routeOf(input);
+    if (route === undefined) return;
+    for (const name of Object.keys(input.headers)) {
+      if (input.headers[name] !== undefined && classifyHeader(name, route) === 'ignored')
+        ignoredHeaders.inc({ route, header: ignoredHeaderLabel(name) });
+    }
+  };
 
   const now = options.now ?? (() => Math.floor(Date.now() / 1000));
   const random = options.randomBytes ?? ((n: number) => nodeRandomBytes(n));
@@ -171,6 +200,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
   ) => {
     const state = options.store.current();
     const input: CheckRequest = { method: req.method ?? '', path: req.url ?? '', headers };
+    countIgnored(input);
     const decision = decide(input, state.ready ? state.config : undefined, {
       now: now(),
       randomBytes: random,

@@ -5,7 +5,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLogger } from '../common/log.ts';
 import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
-import { type ConfigStore, fileConfigStore, type ProjectorConfig, staticConfigStore } from './config.ts';
+import type { ProjectorConfig } from './config.ts';
+import { type ConfigStore, fileConfigStore, staticConfigStore } from './config-store.ts';
 import type { RoomStateReader } from './homeserver.ts';
 import { createProjectorHandler } from './http.ts';
 
@@ -21,6 +22,8 @@ export interface StartProjectorOptions {
   readonly configPath?: string;
   /** An already validated configuration (embedded stacks, tests); not watched. */
   readonly config?: ProjectorConfig;
+  /** A ready-made store (the Kubernetes list+watch store of kube-store.ts). */
+  readonly store?: ConfigStore;
   readonly port?: number;
   readonly host?: string;
   /** Current Unix time in seconds. */
@@ -43,22 +46,25 @@ export interface RunningProjector {
 }
 
 export async function startProjector(options: StartProjectorOptions): Promise<RunningProjector> {
-  if ((options.configPath === undefined) === (options.config === undefined))
-    throw new TypeError('startProjector needs exactly one of configPath or config');
+  const sources = [options.configPath, options.config, options.store].filter((x) => x !== undefined);
+  if (sources.length !== 1)
+    throw new TypeError('startProjector needs exactly one of configPath, config or store');
   const store =
-    options.configPath !== undefined
-      ? fileConfigStore(options.configPath, {
-          ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
-          onChange: (s) =>
-            s.ready
-              ? log.info('configuration loaded', { path: options.configPath, generation: s.generation })
-              : log.error('configuration rejected: denying every check', {
-                  path: options.configPath,
-                  generation: s.generation,
-                  error: s.error,
-                }),
-        })
-      : staticConfigStore({ ok: true, config: options.config! });
+    options.store !== undefined
+      ? options.store
+      : options.configPath !== undefined
+        ? fileConfigStore(options.configPath, {
+            ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+            onChange: (s) =>
+              s.ready
+                ? log.info('configuration loaded', { path: options.configPath, generation: s.generation })
+                : log.error('configuration rejected: denying every check', {
+                    path: options.configPath,
+                    generation: s.generation,
+                    error: s.error,
+                  }),
+          })
+        : staticConfigStore({ ok: true, config: options.config! });
   let draining = false;
   const handler = createProjectorHandler({
     store,

@@ -188,12 +188,13 @@ describe('matrix route decision', () => {
     denied(run(localRequest({ headers: { 'x-fgentic-identity': ['e30'] } })), 'identity_present');
     denied(run(localRequest({ headers: { 'x-fgentic-check-identity-count': ['1'] } })), 'identity_present');
   });
-  test('an unexpected raw header denies', () => {
+  test('an identity-bearing header the policy never sends denies; mesh plumbing does not', () => {
     denied(
       run(localRequest({ headers: { 'x-fgentic-data-classification': ['public'] } })),
       'unexpected_header',
     );
-    denied(run(localRequest({ headers: { 'x-forwarded-for': ['10.0.0.1'] } })), 'unexpected_header');
+    denied(run(localRequest({ headers: { 'x-forwarded-user': ['alice'] } })), 'unexpected_header');
+    assert.ok(run(localRequest({ headers: { 'x-forwarded-for': ['10.0.0.1'] } })).allow);
   });
   test('a body (or announced body) denies', () => {
     denied(run(localRequest({ headers: { 'x-envoy-auth-partial-body': ['false'] } })), 'body');

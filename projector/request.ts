@@ -61,12 +61,55 @@ export const ROUTE_HEADERS: Readonly<Record<RouteName, ReadonlySet<string>>> = {
   ]),
 };
 
-/** Credentials must never reach the projector; their presence means the allowlist is wrong. */
+/**
+ * Credentials must never reach the projector; their presence means the allowlist is wrong. Denied by
+ * name alone (the value is never read): the fixed names, and any name that contains a fragment saying
+ * it carries a secret (`x-forwarded-access-token`, `x-goog-iap-jwt-assertion`, `x-amzn-oidc-data`, …).
+ */
 const CREDENTIAL_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie', 'x-api-key']);
+const CREDENTIAL_FRAGMENTS = [
+  'token',
+  'jwt',
+  'assertion',
+  'secret',
+  'passw',
+  'apikey',
+  'api-key',
+  'session',
+  'credential',
+  'cookie',
+  'bearer',
+  'oidc',
+  'oauth',
+  'saml',
+];
 
 /**
- * Transport headers an HTTP/1.1 client stack may add to the check request. They carry no identity and
- * are ignored (content-length is only accepted as "0"). Anything else is unexpected and denies.
+ * Identity assertions other authenticating proxies add (`x-forwarded-user`, `x-auth-request-email`,
+ * `x-remote-group`, `x-ms-client-principal-name`, …). The decisions never read them, but a request
+ * that carries one was authenticated by something other than the rendered policy, so it denies.
+ */
+const IDENTITY_WORDS = new Set([
+  'user',
+  'users',
+  'username',
+  'email',
+  'group',
+  'groups',
+  'principal',
+  'identity',
+  'subject',
+  'userinfo',
+  'claims',
+  'role',
+  'roles',
+  'consumer',
+  'tenant',
+]);
+
+/**
+ * Transport headers an HTTP/1.1 client stack adds to the check request. They carry no identity and
+ * are ignored without being counted (content-length is only accepted as "0").
  */
 const TRANSPORT_HEADERS = new Set([
   'host',
@@ -78,9 +121,76 @@ const TRANSPORT_HEADERS = new Set([
   'accept',
   'accept-encoding',
   'te',
+]);
+
+/**
+ * Headers a service mesh, proxy or tracing setup between the gateway and the projector adds (Istio
+ * sidecar or ambient, Linkerd, Envoy, OpenTelemetry, Zipkin B3, Datadog, cloud load balancers). They
+ * are ignored and counted: denying them would turn a mesh rollout into a total outage, and no
+ * decision reads them. The metric label is the exact name for the names below, the family for the
+ * prefixes, and `other` for anything else, so a header name cannot grow the metric without bound.
+ */
+const PLUMBING_NAMES = new Set([
   'traceparent',
   'tracestate',
+  'baggage',
+  'b3',
+  'x-request-id',
+  'x-correlation-id',
+  'x-ot-span-context',
+  'uber-trace-id',
+  'grpc-trace-bin',
+  'x-cloud-trace-context',
+  'x-amzn-trace-id',
+  'x-forwarded-client-cert',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-real-ip',
+  'forwarded',
+  'via',
 ]);
+const PLUMBING_PREFIXES = ['x-b3-', 'x-envoy-', 'x-istio-', 'l5d-', 'x-linkerd-', 'x-datadog-', 'sw8'];
+
+/** What the header rule does with one header name on one route. */
+export type HeaderClass =
+  | 'expected'
+  | 'transport'
+  | 'body'
+  | 'credential'
+  | 'projected'
+  | 'identity'
+  | 'ignored';
+
+function words(name: string): string[] {
+  return name.split(/[-_.]/);
+}
+
+/**
+ * The single header rule. Order matters: what the route's policy sends, then what carries a body,
+ * a projection, an identity or a credential (all deny), and only then plumbing that is ignored.
+ * Any `x-fgentic-*` name the route does not send and a caller-supplied `x-user-id` on the public
+ * route are identity-bearing and deny.
+ */
+export function classifyHeader(name: string, route: RouteName): HeaderClass {
+  if (ROUTE_HEADERS[route].has(name)) return 'expected';
+  if (name === 'x-envoy-auth-partial-body' || name === 'transfer-encoding') return 'body';
+  if (TRANSPORT_HEADERS.has(name)) return 'transport';
+  if (name === 'x-fgentic-identity' || name === CHECK.identityCount) return 'projected';
+  if (name.startsWith('x-fgentic-') || name === RAW.userId) return 'identity';
+  if (CREDENTIAL_HEADERS.has(name) || CREDENTIAL_FRAGMENTS.some((f) => name.includes(f))) return 'credential';
+  if (words(name).some((x) => IDENTITY_WORDS.has(x))) return 'identity';
+  return 'ignored';
+}
+
+/** Bounded metric label for an ignored header: its exact name when known, its family, or `other`. */
+export function ignoredHeaderLabel(name: string): string {
+  if (PLUMBING_NAMES.has(name)) return name;
+  for (const p of PLUMBING_PREFIXES) if (name.startsWith(p)) return `${p}*`;
+  return 'other';
+}
 
 export function fail(reason: DenyReason): Failure {
   return { ok: false, reason };
@@ -88,23 +198,31 @@ export function fail(reason: DenyReason): Failure {
 
 /**
  * Shared header hygiene for a route: no credential (only the header name is looked at), no body,
- * no client X-Fgentic-Identity, nothing the rendered policy for this route does not send.
+ * no client X-Fgentic-Identity, no identity-bearing header the route's policy does not send.
+ * Plumbing headers are ignored here and counted by the HTTP adapter.
  */
 export function checkHeaderSet(req: CheckRequest, route: RouteName): Failure | undefined {
-  const expected = ROUTE_HEADERS[route];
   let unexpected = false;
   for (const name of Object.keys(req.headers)) {
     const values = req.headers[name];
     if (values === undefined) continue;
-    if (CREDENTIAL_HEADERS.has(name)) return fail('credential_header');
-    if (name === 'x-envoy-auth-partial-body' || name === 'transfer-encoding') return fail('body');
-    if (name === 'content-length') {
-      if (values.length !== 1 || values[0] !== '0') return fail('body');
-      continue;
+    switch (classifyHeader(name, route)) {
+      case 'credential':
+        return fail('credential_header');
+      case 'body':
+        return fail('body');
+      case 'projected':
+        return fail('identity_present');
+      case 'transport':
+        if (name === 'content-length' && (values.length !== 1 || values[0] !== '0')) return fail('body');
+        break;
+      case 'identity':
+        unexpected = true;
+        break;
+      case 'expected':
+      case 'ignored':
+        break;
     }
-    if (name === 'x-fgentic-identity' || name === CHECK.identityCount) return fail('identity_present');
-    if (expected.has(name) || TRANSPORT_HEADERS.has(name)) continue;
-    unexpected = true;
   }
   return unexpected ? fail('unexpected_header') : undefined;
 }

@@ -107,7 +107,10 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
       ingress: [{ from: [proxy], ports: tcp(p.projector.port) }, metricsIn(p.projector.port)],
     }),
   ];
-  const egress: Record<string, unknown>[] = [DNS, observability];
+  // The API server is not a pod, so its edge is by port, as for the controller (deploy/base):
+  // the projector lists and watches its configuration ConfigMaps (projector/kube-store.ts).
+  const apiServer = { ports: tcp(443, 6443) };
+  const egress: Record<string, unknown>[] = [DNS, apiServer, observability];
   const live = p.spec.liveRoomCheck;
   if (live?.enabled && live.homeserverUrl) {
     const hs = serviceFromUrl(live.homeserverUrl);

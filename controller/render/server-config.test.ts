@@ -2,9 +2,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateConfig } from '../../projector/config.ts';
+import { assembleConfig, REGISTRY_SHARD_PREFIX } from '../../projector/registry.ts';
 import { parseConfig as parseRetrievalConfig } from '../../retrieval/config.ts';
 import { examples } from '../testsupport/fixtures.ts';
 import { render } from './index.ts';
+import { CONFIGMAP_DATA_LIMIT, configMapBytes } from './server-config.ts';
 
 function configs() {
   const { objects } = render(examples());
@@ -85,31 +87,82 @@ describe('server configuration ConfigMaps', () => {
   });
 });
 
+function roomsAndPartners(input: ReturnType<typeof examples>, rooms: number, partners: number, tag = 'r') {
+  for (let i = 0; i < rooms; i++)
+    input.rooms.push({
+      apiVersion: 'retrieval.fgentic.dev/v1alpha1',
+      kind: 'RetrievalRoom',
+      metadata: { name: `${tag}${i}` },
+      spec: { roomId: `!${tag}${i}abcdefghijklmnopq:org-a.example`, allowedClassifications: ['public'] },
+    });
+  const template = input.partners[0]!;
+  for (let i = 0; i < partners; i++)
+    input.partners.push({
+      ...template,
+      metadata: { name: `p${i}` },
+      spec: {
+        ...template.spec,
+        azp: `client-${i}`,
+        policyId: `p${i}`,
+        groups: [`partner/p${i}/docs`],
+      },
+    } as typeof template);
+}
+
+function assembled(objects: ReturnType<typeof render>['objects']) {
+  const data = (name: string) => (objects.find((o) => o.metadata.name === name) as any)?.data;
+  const shards = new Map<string, string>();
+  for (const o of objects)
+    if (o.metadata.name.startsWith(REGISTRY_SHARD_PREFIX))
+      shards.set(o.metadata.name, data(o.metadata.name)['registry.json']);
+  return { result: assembleConfig(data('fgentic-projector-config')['projector.json'], shards), shards };
+}
+
 describe('registry size', () => {
-  it('10,000 rooms fit one ConfigMap; an oversized registry renders no ConfigMap and reports it', () => {
+  it('a small registry stays inline in projector.json', () => {
     const input = examples();
-    for (let i = 0; i < 10_000; i++)
-      input.rooms.push({
-        apiVersion: 'retrieval.fgentic.dev/v1alpha1',
-        kind: 'RetrievalRoom',
-        metadata: { name: `r${i}` },
-        spec: { roomId: `!r${i}abcdefghijklmnopq:org-a.example`, allowedClassifications: ['public'] },
-      });
-    let r = render(input);
+    roomsAndPartners(input, 1_000, 0);
+    const r = render(input);
     assert.deepEqual(r.conflicts, []);
-    assert.ok(r.objects.some((o) => o.metadata.name === 'fgentic-projector-config'));
-    for (let i = 0; i < 10_000; i++)
-      input.rooms.push({
-        apiVersion: 'retrieval.fgentic.dev/v1alpha1',
-        kind: 'RetrievalRoom',
-        metadata: { name: `s${i}` },
-        spec: { roomId: `!s${i}abcdefghijklmnopq:org-a.example`, allowedClassifications: ['public'] },
-      });
-    r = render(input);
+    const { result, shards } = assembled(r.objects);
+    assert.equal(shards.size, 0);
+    assert.ok(result.ok && result.config.rooms.size >= 1_000);
+  });
+
+  it('20,000 rooms move into shards below the ConfigMap limit; the assembled registry holds every entry', () => {
+    const input = examples();
+    roomsAndPartners(input, 20_000, 0);
+    const r = render(input);
+    assert.deepEqual(r.conflicts, []);
+    const { result, shards } = assembled(r.objects);
+    assert.ok(shards.size >= 2, `${shards.size} shards`);
+    for (const o of r.objects)
+      if (o.kind === 'ConfigMap') assert.ok(configMapBytes(o) <= CONFIGMAP_DATA_LIMIT);
+    assert.ok(result.ok);
+    if (result.ok) assert.equal(result.config.rooms.size, 20_000 + examples().rooms.length);
+  });
+
+  it('one room changed rewrites one shard and the manifest, nothing else', () => {
+    const input = examples();
+    roomsAndPartners(input, 20_000, 0);
+    const before = render(input).objects;
+    const room = input.rooms.find((x) => x.metadata.name === 'r777')!;
+    room.spec = { ...room.spec, allowedClassifications: ['public', 'internal'] };
+    const after = render(input).objects;
+    const changed = after.filter((o) => {
+      const old = before.find(
+        (b) =>
+          b.kind === o.kind &&
+          b.metadata.name === o.metadata.name &&
+          b.metadata.namespace === o.metadata.namespace,
+      );
+      return JSON.stringify(old) !== JSON.stringify(o);
+    });
     assert.deepEqual(
-      r.conflicts.map((c) => c.reason),
-      ['RegistryTooLarge'],
+      changed.map((o) => o.metadata.name).filter((n) => n !== 'fgentic-projector-config').length,
+      1,
     );
-    assert.ok(!r.objects.some((o) => o.metadata.name === 'fgentic-projector-config'));
+    assert.ok(changed.some((o) => o.metadata.name === 'fgentic-projector-config'));
+    assert.equal(after.length, before.length);
   });
 });

@@ -1,4 +1,6 @@
 /** The projector and retrieval registries as ConfigMaps, exactly as docs/interfaces.md describes them. */
+import { createHash } from 'node:crypto';
+import { MAX_REGISTRY_SHARDS, REGISTRY_SHARD_KEY, shardDigest, shardName } from '../../projector/registry.ts';
 import type { K8sObject } from '../types.ts';
 import { type Model, meta, platformOwner } from './model.ts';
 
@@ -56,20 +58,89 @@ export function retrievalConfig(m: Model): Record<string, unknown> {
   };
 }
 
-function configMap(m: Model, name: string, key: string, data: unknown): K8sObject {
+/** Label on the projector's configuration ConfigMaps (base and registry shards): what it watches. */
+export const PROJECTOR_CONFIG_LABEL = 'retrieval.fgentic.dev/projector-config';
+
+function configMap(
+  m: Model,
+  name: string,
+  key: string,
+  text: string,
+  labels: Record<string, string> = {},
+): K8sObject {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
-    metadata: meta(name, m.platform.spec.namespaces.retrieval, platformOwner(m.platform)),
-    // Compact: 10,000 rooms stay under the 1 MiB ConfigMap limit (pretty-printed they would not).
-    data: { [key]: `${JSON.stringify(data)}\n` },
+    metadata: meta(name, m.platform.spec.namespaces.retrieval, platformOwner(m.platform), labels),
+    data: { [key]: text },
   };
 }
 
+// Compact JSON: 10,000 rooms pretty-printed would not fit where compact ones do.
+const compact = (v: unknown): string => `${JSON.stringify(v)}\n`;
+
+/**
+ * Up to this size projector.json carries the registry inline (one object, one write per change);
+ * above it the rooms and partners move into shards so that no ConfigMap nears the 1 MiB limit.
+ */
+export const INLINE_REGISTRY_LIMIT = 512 * 1024;
+/** A shard is filled to at most this size, leaving room below the limit for keys and growth. */
+export const SHARD_BUDGET = 768 * 1024;
+
+type Entry = { key: string; value: unknown };
+
+function bucketOf(key: string, n: number): number {
+  return createHash('sha256').update(key, 'utf8').digest().readUInt32BE(0) % n;
+}
+
+/**
+ * Stable sharding: an entry's shard depends only on its key (room ID, or issuer/audience/azp) and the
+ * shard count, so changing one room rewrites one shard (and the base's manifest). The count is the
+ * smallest power of two that keeps every shard within the budget; it changes only when the registry
+ * doubles or halves. Returns undefined when even the largest count cannot hold it.
+ */
+export function shardRegistry(rooms: Entry[], partners: Entry[]): string[] | undefined {
+  for (let n = 1; n <= MAX_REGISTRY_SHARDS; n *= 2) {
+    const shards = Array.from({ length: n }, () => ({
+      version: 1,
+      rooms: [] as unknown[],
+      partners: [] as unknown[],
+    }));
+    for (const r of rooms) shards[bucketOf(r.key, n)]!.rooms.push(r.value);
+    for (const p of partners) shards[bucketOf(`partner\u0000${p.key}`, n)]!.partners.push(p.value);
+    const texts = shards.map(compact);
+    if (texts.every((t) => utf8.encode(t).length <= SHARD_BUDGET)) return texts;
+  }
+  return undefined;
+}
+
 export function renderServerConfig(m: Model): K8sObject[] {
+  const retrieval = configMap(m, RETRIEVAL_CONFIGMAP, 'retrieval.json', compact(retrievalConfig(m)));
+  const label = { [PROJECTOR_CONFIG_LABEL]: 'true' };
+  const full = projectorConfig(m);
+  const inline = compact(full);
+  if (utf8.encode(inline).length <= INLINE_REGISTRY_LIMIT)
+    return [configMap(m, PROJECTOR_CONFIGMAP, 'projector.json', inline, label), retrieval];
+  const rooms = (full['rooms'] as { roomId: string }[]).map((r) => ({ key: r.roomId, value: r }));
+  const partners = (full['partners'] as { issuer: string; audience: string; azp: string }[]).map((p) => ({
+    key: `${p.issuer}\u0000${p.audience}\u0000${p.azp}`,
+    value: p,
+  }));
+  const texts = shardRegistry(rooms, partners);
+  // Too large for every shard count: the inline object is returned and refused by the size check in
+  // render (RegistryTooLarge), never a truncated registry.
+  if (texts === undefined)
+    return [configMap(m, PROJECTOR_CONFIGMAP, 'projector.json', inline, label), retrieval];
+  const base = {
+    ...full,
+    rooms: [],
+    partners: [],
+    registry: { shards: texts.map((t, i) => ({ name: shardName(i), sha256: shardDigest(t) })) },
+  };
   return [
-    configMap(m, PROJECTOR_CONFIGMAP, 'projector.json', projectorConfig(m)),
-    configMap(m, RETRIEVAL_CONFIGMAP, 'retrieval.json', retrievalConfig(m)),
+    configMap(m, PROJECTOR_CONFIGMAP, 'projector.json', compact(base), label),
+    ...texts.map((t, i) => configMap(m, shardName(i), REGISTRY_SHARD_KEY, t, label)),
+    retrieval,
   ];
 }
 

@@ -1,0 +1,142 @@
+/**
+ * The projector's configuration stores (I/O): a fixed configuration for tests and embedded stacks, and
+ * a file store that reloads projector.json (and the registry shards beside it) atomically. Parsing,
+ * assembly and validation are pure (config.ts, registry.ts); kube-store.ts reads the same objects
+ * through the Kubernetes API.
+ */
+import { type FSWatcher, readdirSync, readFileSync, watch } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { ConfigResult, ProjectorConfig } from './config.ts';
+import { assembleConfig, REGISTRY_SHARD_PREFIX } from './registry.ts';
+
+/** Snapshot of the store: a valid configuration, or deny-all with a content-free error. */
+export type ConfigState =
+  | { readonly ready: true; readonly config: ProjectorConfig; readonly generation: number }
+  | { readonly ready: false; readonly error: string; readonly generation: number };
+
+export interface ConfigStore {
+  current(): ConfigState;
+  close(): void;
+}
+
+/** A store over a fixed, already validated (or invalid) configuration: tests and embedded stacks. */
+export function staticConfigStore(result: ConfigResult): ConfigStore {
+  const state: ConfigState = result.ok
+    ? { ready: true, config: result.config, generation: 1 }
+    : { ready: false, error: result.error, generation: 1 };
+  return { current: () => state, close: () => {} };
+}
+
+export interface FileStoreOptions {
+  /** Polling interval in ms (fallback for file systems where fs.watch misses ConfigMap swaps). */
+  readonly pollMs?: number;
+  /** How long the last good registry serves while shards and manifest disagree (default 30 s). */
+  readonly maxStalenessMs?: number;
+  readonly onChange?: (state: ConfigState) => void;
+}
+
+/**
+ * Load the file now and again whenever it changes. Each load replaces the whole state in one
+ * assignment; an unreadable or invalid file means deny-all until a valid one is seen.
+ */
+export function fileConfigStore(path: string, options: FileStoreOptions = {}): ConfigStore {
+  const dir = dirname(path);
+  const maxStaleness = options.maxStalenessMs ?? 30_000;
+  let lastText: string | undefined | null = null; // null: never read
+  let generation = 0;
+  let state: ConfigState = { ready: false, error: 'not loaded', generation };
+  let lastGood: ConfigState | undefined;
+  let inconsistentSince: number | undefined;
+  const publish = (next: ConfigState) => {
+    state = next;
+    options.onChange?.(state);
+  };
+  /** Registry shards beside projector.json, as `fgentic-projector-registry-NNN.json`. */
+  const readShards = (): Map<string, string> => {
+    const shards = new Map<string, string>();
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return shards;
+    }
+    for (const f of names) {
+      if (!f.startsWith(REGISTRY_SHARD_PREFIX) || !f.endsWith('.json')) continue;
+      try {
+        shards.set(f.slice(0, -'.json'.length), readFileSync(join(dir, f), 'utf8'));
+      } catch {
+        // A shard that vanished between listing and reading is missing: the manifest check says so.
+      }
+    }
+    return shards;
+  };
+  const reload = () => {
+    let text: string | undefined;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch {
+      text = undefined;
+    }
+    const shards = text?.includes('"registry"') ? readShards() : new Map<string, string>();
+    const fingerprint = text === undefined ? undefined : [text, ...[...shards].flat()].join('\u0000');
+    if (fingerprint === lastText) {
+      if (inconsistentSince !== undefined && Date.now() - inconsistentSince > maxStaleness && state.ready) {
+        generation += 1;
+        publish({ ready: false, error: 'registry shards inconsistent with the manifest', generation });
+      }
+      return;
+    }
+    lastText = fingerprint;
+    if (text === undefined) {
+      generation += 1;
+      lastGood = undefined;
+      inconsistentSince = undefined;
+      publish({ ready: false, error: 'configuration file missing or unreadable', generation });
+      return;
+    }
+    const result = assembleConfig(text, shards);
+    if (!result.ok && 'inconsistent' in result) {
+      // Shards and manifest written one after the other: the last good registry serves, bounded.
+      inconsistentSince ??= Date.now();
+      if (lastGood === undefined || Date.now() - inconsistentSince > maxStaleness) {
+        generation += 1;
+        publish({ ready: false, error: result.error, generation });
+      }
+      return;
+    }
+    inconsistentSince = undefined;
+    generation += 1;
+    if (result.ok) {
+      lastGood = { ready: true, config: result.config, generation };
+      publish(lastGood);
+    } else {
+      lastGood = undefined;
+      publish({ ready: false, error: result.error, generation });
+    }
+  };
+  reload();
+  let watcher: FSWatcher | undefined;
+  try {
+    // Watch the directory: Kubernetes swaps ConfigMap contents through a `..data` symlink rename.
+    const name = basename(path);
+    watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
+      const f = file === null ? null : String(file);
+      if (f === null || f === name || f.startsWith('..') || f.startsWith(REGISTRY_SHARD_PREFIX)) reload();
+    });
+    watcher.on('error', () => {
+      watcher?.close();
+      watcher = undefined;
+    });
+  } catch {
+    watcher = undefined;
+  }
+  const timer = setInterval(reload, options.pollMs ?? 1000);
+  timer.unref();
+  return {
+    current: () => state,
+    close: () => {
+      clearInterval(timer);
+      watcher?.close();
+    },
+  };
+}

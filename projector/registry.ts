@@ -1,0 +1,140 @@
+/**
+ * The projector's registry split over several ConfigMaps ("shards"), so that the number of rooms and
+ * partners is not bounded by one ConfigMap's 1 MiB. Pure: the stores (config-store.ts,
+ * kube-store.ts) hand the texts in; this module checks and assembles them.
+ *
+ * The base `projector.json` then carries `"rooms": []`, `"partners": []` and a manifest
+ * `"registry": {"shards": [{"name", "sha256"}]}`. Each shard's `registry.json` is
+ * `{"version": 1, "rooms": [...], "partners": [...]}`. The assembled object (base rooms and partners
+ * replaced by the shards' in manifest order) goes through the one validator (`validateConfig`), so
+ * every rule — duplicate rooms or partner keys across shards included — holds exactly as for a
+ * single file. A shard that is missing or whose digest differs from the manifest makes the set
+ * inconsistent: the caller keeps its last good registry for a bounded time (README "Registry").
+ */
+import { createHash } from 'node:crypto';
+import { isPlainObject, type JsonValue, parseStrictJson } from '../contract/index.ts';
+import { type ConfigResult, validateConfig } from './config.ts';
+
+export const REGISTRY_SHARD_PREFIX = 'fgentic-projector-registry-';
+export const REGISTRY_SHARD_KEY = 'registry.json';
+/** At most this many shards; with ~768 KiB each that is far beyond 100,000 rooms and 5,000 partners. */
+export const MAX_REGISTRY_SHARDS = 256;
+const MAX_SHARD_BYTES = 1_048_576;
+// The same ceiling parseConfig applies to a self-contained projector.json.
+const MAX_BASE_BYTES = 4 * 1024 * 1024;
+const SHARD_NAME = /^fgentic-projector-registry-[0-9]{3}$/;
+const HEX64 = /^[0-9a-f]{64}$/;
+
+export interface ShardRef {
+  readonly name: string;
+  readonly sha256: string;
+}
+
+/** Why an assembly failed: the set is `inconsistent` (in transit) or a text is `invalid`. */
+export type AssembleResult =
+  | ConfigResult
+  | { readonly ok: false; readonly error: string; readonly inconsistent: true };
+
+export function shardDigest(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+export function shardName(index: number): string {
+  return `${REGISTRY_SHARD_PREFIX}${String(index).padStart(3, '0')}`;
+}
+
+function invalid(error: string): ConfigResult {
+  return { ok: false, error };
+}
+
+function parseObject(text: string, max: number, what: string): Record<string, JsonValue> | string {
+  if (text.length > max) return `${what}: too large`;
+  const parsed = parseStrictJson(text, { maxDepth: 16, maxLength: max });
+  if (!parsed.ok) return `${what}: not strict JSON (${parsed.error} at ${parsed.offset})`;
+  if (!isPlainObject(parsed.value)) return `${what}: must be an object`;
+  return parsed.value as Record<string, JsonValue>;
+}
+
+/** The manifest of a base configuration, `undefined` when the base is a single self-contained file. */
+export function registryManifest(base: Record<string, JsonValue>): ShardRef[] | undefined | string {
+  const reg = base['registry'];
+  if (reg === undefined) return undefined;
+  if (!isPlainObject(reg)) return 'registry: must be an object';
+  const r = reg as Record<string, JsonValue>;
+  if (Object.keys(r).some((k) => k !== 'shards')) return 'registry: unknown field';
+  const shards = r['shards'];
+  if (!Array.isArray(shards) || shards.length < 1 || shards.length > MAX_REGISTRY_SHARDS)
+    return `registry.shards: must list 1–${MAX_REGISTRY_SHARDS} shards`;
+  const names = new Set<string>();
+  const out: ShardRef[] = [];
+  for (const [k, s] of shards.entries()) {
+    const p = `registry.shards[${k}]`;
+    if (!isPlainObject(s)) return `${p}: must be an object`;
+    const e = s as Record<string, JsonValue>;
+    if (Object.keys(e).some((x) => x !== 'name' && x !== 'sha256')) return `${p}: unknown field`;
+    const name = e['name'];
+    const sha256 = e['sha256'];
+    if (typeof name !== 'string' || !SHARD_NAME.test(name))
+      return `${p}.name: must be ${REGISTRY_SHARD_PREFIX}NNN`;
+    if (typeof sha256 !== 'string' || !HEX64.test(sha256))
+      return `${p}.sha256: must be 64 lowercase hex digits`;
+    if (names.has(name)) return `${p}.name: duplicate shard`;
+    names.add(name);
+    out.push({ name, sha256 });
+  }
+  return out;
+}
+
+/**
+ * Assemble a base configuration text and the shard texts it names. Never throws. Shards not named by
+ * the manifest are ignored (an old shard awaiting deletion changes nothing).
+ */
+export function assembleConfig(baseText: string, shards: ReadonlyMap<string, string>): AssembleResult {
+  try {
+    const base = parseObject(baseText, MAX_BASE_BYTES, 'projector.json');
+    if (typeof base === 'string') return invalid(base);
+    const manifest = registryManifest(base);
+    if (typeof manifest === 'string') return invalid(manifest);
+    if (manifest === undefined) return validateConfig(base);
+    const baseRooms = base['rooms'];
+    const basePartners = base['partners'];
+    if (
+      !Array.isArray(baseRooms) ||
+      baseRooms.length !== 0 ||
+      !Array.isArray(basePartners) ||
+      basePartners.length !== 0
+    )
+      return invalid('rooms/partners: must be empty when a registry manifest is present');
+    // Every digest first: a set in transit is recognised without parsing anything.
+    for (const ref of manifest) {
+      const text = shards.get(ref.name);
+      if (text === undefined)
+        return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
+      if (shardDigest(text) !== ref.sha256)
+        return {
+          ok: false,
+          error: `registry shard ${ref.name} does not match the manifest`,
+          inconsistent: true,
+        };
+    }
+    const rooms: JsonValue[] = [];
+    const partners: JsonValue[] = [];
+    for (const ref of manifest) {
+      const shard = parseObject(shards.get(ref.name)!, MAX_SHARD_BYTES, ref.name);
+      if (typeof shard === 'string') return invalid(shard);
+      if (Object.keys(shard).some((k) => k !== 'version' && k !== 'rooms' && k !== 'partners'))
+        return invalid(`${ref.name}: unknown field`);
+      if (shard['version'] !== 1) return invalid(`${ref.name}.version: must be 1`);
+      const r = shard['rooms'];
+      const p = shard['partners'];
+      if (!Array.isArray(r) || !Array.isArray(p))
+        return invalid(`${ref.name}: rooms and partners must be arrays`);
+      for (const x of r) rooms.push(x);
+      for (const x of p) partners.push(x);
+    }
+    const { registry: _manifest, ...rest } = base;
+    return validateConfig({ ...rest, rooms, partners });
+  } catch {
+    return invalid('invalid configuration');
+  }
+}
