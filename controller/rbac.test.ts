@@ -185,13 +185,38 @@ describe('API-server double answers refused requests as kube-apiserver', () => {
     }
   });
 
-  it('the projector and the retrieval server hold no API rights', () => {
-    for (const sa of [
-      serviceAccountUser('knowledge', 'fgentic-projector'),
-      serviceAccountUser('knowledge', 'knowledge-retrieval'),
-    ]) {
-      assert.ok(api.rbac.serviceAccounts.has(sa), sa);
-      assert.deepEqual(api.rbac.grants(sa), []);
+  it('the retrieval server holds no API rights; the projector only lists and watches ConfigMaps in its namespace', () => {
+    const retrieval = serviceAccountUser('knowledge', 'knowledge-retrieval');
+    assert.ok(api.rbac.serviceAccounts.has(retrieval));
+    assert.deepEqual(api.rbac.grants(retrieval), []);
+    const projector = serviceAccountUser('knowledge', 'fgentic-projector');
+    const ask = (verb: string, namespace?: string, resource = 'configmaps') =>
+      api.rbac.authorize({ user: projector, verb, group: '', resource, ...(namespace ? { namespace } : {}) });
+    assert.equal(ask('list', 'knowledge'), true);
+    assert.equal(ask('watch', 'knowledge'), true);
+    assert.equal(ask('list', 'kagent'), false);
+    assert.equal(ask('list'), false);
+    assert.equal(ask('patch', 'knowledge'), false);
+    assert.equal(ask('list', 'knowledge', 'secrets'), false);
+  });
+});
+
+describe('projector registry source as its ServiceAccount under the shipped RBAC', () => {
+  it('syncs the rendered configuration and uses exactly its grants', async () => {
+    const api = await new ApiServerDouble().start();
+    const user = serviceAccountUser('knowledge', 'fgentic-projector');
+    const { kubeConfigStore } = await import('../projector/kube-store.ts');
+    const { render } = await import('./render/index.ts');
+    for (const o of render(examples()).objects) if (o.kind === 'ConfigMap') api.put(o);
+    const store = kubeConfigStore({ kubeConfig: api.kubeConfig(user), namespace: 'knowledge' });
+    try {
+      await store.synced;
+      assert.equal(store.current().ready, true);
+      assert.deepEqual(api.denied, []);
+      assert.deepEqual(unusedGrants(api.rbac, user, api.calls), []);
+    } finally {
+      store.close();
+      await api.stop();
     }
   });
 });

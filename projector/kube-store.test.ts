@@ -8,9 +8,13 @@ import { after, before, describe, test } from 'node:test';
 import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { examples } from '../controller/testsupport/fixtures.ts';
+import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
 import type { K8sObject, Resources } from '../controller/types.ts';
 import type { ConfigState } from './config-store.ts';
 import { type KubeConfigStore, kubeConfigStore } from './kube-store.ts';
+
+/** The projector's ServiceAccount: the double enforces the shipped RBAC (deploy/base/rbac-projector.yaml). */
+const PROJECTOR = serviceAccountUser('knowledge', 'fgentic-projector');
 
 const NS = 'knowledge';
 
@@ -58,7 +62,7 @@ describe('registry through the Kubernetes API', () => {
   before(async () => {
     api = await new ApiServerDouble().start();
     for (const cm of configMaps(input)) api.put(cm);
-    store = kubeConfigStore({ kubeConfig: api.kubeConfig(), namespace: NS, maxStalenessMs: 60_000 });
+    store = kubeConfigStore({ kubeConfig: api.kubeConfig(PROJECTOR), namespace: NS, maxStalenessMs: 60_000 });
     await store.synced;
   });
   after(async () => {
@@ -101,7 +105,11 @@ describe('staleness rule', () => {
   test('a broken watch keeps the last good registry for the bound, then denies everything', async () => {
     const api = await new ApiServerDouble().start();
     for (const cm of configMaps(examples())) api.put(cm);
-    const store = kubeConfigStore({ kubeConfig: api.kubeConfig(), namespace: NS, maxStalenessMs: 1_500 });
+    const store = kubeConfigStore({
+      kubeConfig: api.kubeConfig(PROJECTOR),
+      namespace: NS,
+      maxStalenessMs: 1_500,
+    });
     try {
       await store.synced;
       await until(() => (store.current().ready ? true : undefined));
@@ -122,7 +130,11 @@ describe('staleness rule', () => {
     const api = await new ApiServerDouble().start();
     const input = bigRegistry(20_000);
     for (const cm of configMaps(input)) api.put(cm);
-    const store = kubeConfigStore({ kubeConfig: api.kubeConfig(), namespace: NS, maxStalenessMs: 1_500 });
+    const store = kubeConfigStore({
+      kubeConfig: api.kubeConfig(PROJECTOR),
+      namespace: NS,
+      maxStalenessMs: 1_500,
+    });
     try {
       await store.synced;
       await until(() => (store.current().ready ? true : undefined));
@@ -143,7 +155,11 @@ describe('staleness rule', () => {
   test('a deleted base configuration denies at once', async () => {
     const api = await new ApiServerDouble().start();
     for (const cm of configMaps(examples())) api.put(cm);
-    const store = kubeConfigStore({ kubeConfig: api.kubeConfig(), namespace: NS, maxStalenessMs: 60_000 });
+    const store = kubeConfigStore({
+      kubeConfig: api.kubeConfig(PROJECTOR),
+      namespace: NS,
+      maxStalenessMs: 60_000,
+    });
     try {
       await store.synced;
       await until(() => (store.current().ready ? true : undefined));
