@@ -76,6 +76,10 @@ export interface ProjectorConfig {
 
 export type ConfigResult = { ok: true; config: ProjectorConfig } | { ok: false; error: string };
 
+/** Registry ceilings: well above 100,000 rooms and 5,000 partners, which the shards carry (registry.ts). */
+export const MAX_ROOMS = 500_000;
+export const MAX_PARTNERS = 50_000;
+
 export const RESERVED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const MAX_REGEX_LENGTH = 1024; // the CRD's maxLength
 const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
@@ -110,7 +114,8 @@ function str(v: JsonValue | undefined, path: string, maxBytes = 255): string {
 }
 
 function arr(v: JsonValue | undefined, path: string, max = 10000): JsonValue[] {
-  if (!Array.isArray(v) || v.length > max) fail(path, 'must be an array');
+  if (!Array.isArray(v)) fail(path, 'must be an array');
+  if (v.length > max) fail(path, `must hold at most ${max} entries`);
   return v;
 }
 
@@ -253,7 +258,7 @@ function build(v: JsonValue): ProjectorConfig {
   });
 
   const rooms = new Map<string, RoomEntry>();
-  arr(root['rooms'], 'rooms', 100000).forEach((r, k) => {
+  arr(root['rooms'], 'rooms', MAX_ROOMS).forEach((r, k) => {
     const p = `rooms[${k}]`;
     const e = obj(r, p, ['roomId', 'allowedClassifications']);
     if (!isRoomId(e['roomId'])) fail(`${p}.roomId`, 'must be a room ID');
@@ -271,7 +276,7 @@ function build(v: JsonValue): ProjectorConfig {
   const localGroupSet = new Set(localGroups);
 
   const partnerIndex = new Map<string, PartnerEntry[]>();
-  const partners = arr(root['partners'], 'partners', 10000).map((c, k): PartnerEntry => {
+  const partners = arr(root['partners'], 'partners', MAX_PARTNERS).map((c, k): PartnerEntry => {
     const p = `partners[${k}]`;
     const e = obj(c, p, [
       'issuer',

@@ -12,6 +12,7 @@ import { test } from 'node:test';
 import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { examples } from '../controller/testsupport/fixtures.ts';
+import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 
@@ -41,7 +42,7 @@ test('serve projector reads its registry through the API and follows it', async 
         'clusters: [{name: double, cluster: {server: "http://127.0.0.1:' +
           api.port +
           '", insecure-skip-tls-verify: true}}]',
-        'users: [{name: projector, user: {token: projector-token}}]',
+        `users: [{name: projector, user: {token: ${api.token(serviceAccountUser('knowledge', 'fgentic-projector'))}}}]`,
         'contexts: [{name: double, context: {cluster: double, user: projector}}]',
         'current-context: double',
         '',
