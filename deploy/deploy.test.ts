@@ -357,7 +357,7 @@ describe('workloads', () => {
         'knowledge',
         'fgentic-projector',
         2,
-        ['serve', 'projector', '--config', '/etc/fgentic/projector.json'],
+        ['serve', 'projector', '--registry-source', 'kubernetes', '--max-staleness', '30'],
       ],
       [
         'knowledge',
@@ -494,7 +494,7 @@ describe('workloads', () => {
   });
 
   test('service-account tokens only where the pod talks to the API server', () => {
-    const apiUsers = new Set(['fgentic-controller', 'fgentic-webhook']);
+    const apiUsers = new Set(['fgentic-controller', 'fgentic-webhook', 'fgentic-projector']);
     for (const t of templates) {
       const name = t.owner.metadata.name;
       const ns = t.owner.metadata.namespace;
@@ -536,10 +536,12 @@ describe('workloads', () => {
       assert.equal(m.readOnly, true);
       return join(m.mountPath, item?.path ?? key);
     };
-    assert.equal(
-      mountOf('fgentic-projector', 'fgentic-projector-config', 'projector.json'),
-      '/etc/fgentic/projector.json',
-    );
+    // The projector reads its configuration through the API (list + watch), not from a mount.
+    const projector = named('Deployment', 'fgentic-projector', 'knowledge').spec.template.spec;
+    assert.ok(!projector.volumes.some((v: Y) => v.configMap), 'projector: no ConfigMap volume');
+    assert.deepEqual(projector.containers[0].env.find((e: Y) => e.name === 'POD_NAMESPACE').valueFrom, {
+      fieldRef: { fieldPath: 'metadata.namespace' },
+    });
     assert.equal(
       mountOf('knowledge-retrieval', 'fgentic-retrieval-config', 'retrieval.json'),
       '/etc/fgentic/retrieval.json',
@@ -665,7 +667,15 @@ describe('RBAC', () => {
           named('ServiceAccount', s.name, s.namespace),
           `${b.metadata.name}: ${s.namespace}/${s.name}`,
         );
-        assert.equal(s.namespace, 'fgentic-system', 'only the controller and the webhook hold API rights');
+        // The controller and the webhook; the projector only through its read-only Role.
+        const who = `${s.namespace}/${s.name}`;
+        assert.ok(
+          s.namespace === 'fgentic-system' ||
+            (who === 'knowledge/fgentic-projector' &&
+              b.roleRef.kind === 'Role' &&
+              b.metadata.namespace === 'knowledge'),
+          `${b.metadata.name}: ${who} may not hold API rights`,
+        );
       }
     }
   });
@@ -820,8 +830,12 @@ describe('what the reconciler renders for examples/ fits this base', () => {
     }
   });
 
-  test('rendered ConfigMaps are the ones the projector and retrieval pods mount', async () => {
-    const cms = (await rendered()).filter((o) => o.kind === 'ConfigMap');
+  test('rendered ConfigMaps are the ones the retrieval pods mount or the projector watches', async () => {
+    const all = (await rendered()).filter((o) => o.kind === 'ConfigMap');
+    // The projector's ConfigMaps carry the label its list+watch selects (projector/kube-store.ts).
+    for (const c of all.filter((o) => o.metadata.name.startsWith('fgentic-projector-')))
+      assert.equal(c.metadata.labels['retrieval.fgentic.dev/projector-config'], 'true', c.metadata.name);
+    const cms = all.filter((o) => !o.metadata.name.startsWith('fgentic-projector-'));
     const mounted = ofKind('Deployment')
       .filter((d) => d.metadata.namespace === 'knowledge')
       .flatMap((d) => d.spec.template.spec.volumes.filter((v: Y) => v.configMap))
@@ -1351,9 +1365,15 @@ describe('Dockerfile and .dockerignore', () => {
         .filter((l) => l.startsWith('COPY ') && !l.includes('--from'))
         .flatMap((l) => l.split(/\s+/).slice(1, -1)),
     );
-    // Paths the .dockerignore drops even inside copied folders.
+    // Paths the .dockerignore drops even inside copied folders (the soak harness is development-only).
     const dropped = (rel: string) =>
-      rel.endsWith('.test.ts') || /(^|\/)(testdata|test-doubles|node_modules)(\/|$)/.test(rel);
+      rel.endsWith('.test.ts') ||
+      rel.startsWith('e2e/soak/') ||
+      /(^|\/)(testdata|test-doubles|node_modules)(\/|$)/.test(rel);
+    assert.ok(
+      readFileSync(join(repo, '.dockerignore'), 'utf8').includes('\ne2e/soak\n'),
+      'the soak harness is ignored',
+    );
     const walk = (dir: string): string[] =>
       readdirSync(dir).flatMap((n) => {
         const p = join(dir, n);
