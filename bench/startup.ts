@@ -6,13 +6,14 @@
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..');
 const RUNS = Number(process.env['BENCH_RUNS'] ?? 15);
-const out = mkdtempSync(join(tmpdir(), 'fgentic-bench-dist-'));
+// Inside the checkout, so the compiled modules resolve the same node_modules as the sources.
+mkdirSync(join(REPO, 'bench/results'), { recursive: true });
+const out = mkdtempSync(join(REPO, 'bench/results/dist-'));
 const build = spawnSync(process.execPath, [join(REPO, 'scripts/build.mjs'), '--out-dir', out], {
   encoding: 'utf8',
 });
