@@ -1,7 +1,8 @@
 /**
  * `explain` lists and counts rows a caller cannot read, so it must stay an operator command: no
  * server reaches it. Checked two ways — statically (no server module imports it, directly or
- * through other modules, eagerly or lazily; only the CLI wiring and the local walkthrough do) and
+ * through other modules, eagerly or lazily; only the CLI wiring, the local walkthrough and the
+ * benchmark do) and
  * at run time (the retrieval server's MCP tool list is exactly `search_knowledge`, its HTTP routes
  * are exactly /mcp, /healthz, /readyz and /metrics).
  */
@@ -79,13 +80,13 @@ describe('explain is not reachable from any server', () => {
     assert.ok([...reachable('cli/main.ts')].some((f) => f.startsWith(EXPLAIN_DIR)));
   });
 
-  test('only the CLI wiring and the walkthrough import it', () => {
+  test('only the CLI wiring, the walkthrough and its benchmark import it', () => {
     const importers = sourceFiles(ROOT)
       .filter((f) => !f.startsWith(EXPLAIN_DIR) && !f.endsWith('.test.ts'))
       .filter((f) => importsOf(f).some((i) => i.startsWith(EXPLAIN_DIR)))
       .map((f) => relative(ROOT, f))
       .sort();
-    assert.deepEqual(importers, ['cli/main.ts', 'e2e/demo.ts']);
+    assert.deepEqual(importers, ['bench/explain.ts', 'cli/main.ts', 'e2e/demo.ts']);
   });
 });
 
