@@ -30,8 +30,9 @@ function start(dataDir: string, portBase: number) {
     log += c.toString();
   });
   const stopped = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // Generous: creating and migrating PGlite takes minutes on a saturated shared machine.
   const ready = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not ready:\n${log}`)), 180_000);
+    const timer = setTimeout(() => reject(new Error(`not ready:\n${log}`)), 480_000);
     child.stderr?.on('data', () => {
       if (log.includes('is ready')) {
         clearTimeout(timer);
