@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { validateChunkMetadata } from '../../contract/index.ts';
+import { migrateCommand } from '../cli.ts';
 import { ensureProfile } from '../embeddings/profile.ts';
 import { startRetrievalServer } from '../index.ts';
 import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from '../testing.ts';
@@ -181,6 +182,34 @@ describe('embedding profile', () => {
     assert.equal((await ensureProfile(t.pool, 'bge-m3-1024-v1', true)).ok, true);
     await t.pool.query('DELETE FROM knowledge.chunks');
     await t.pool.query('DELETE FROM knowledge.embedding_profile');
+  });
+});
+
+describe('migrate command', () => {
+  test('migrates an embedded data directory as the owner; a second run applies nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fgentic-migrate-'));
+    const out: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string) => {
+      out.push(String(chunk));
+      return true;
+    }) as typeof process.stdout.write;
+    try {
+      const saved = process.env['DATABASE_URL'];
+      delete process.env['DATABASE_URL'];
+      try {
+        assert.equal(await migrateCommand(['--data-dir', dir]), 0);
+        assert.equal(await migrateCommand(['--data-dir', dir]), 0);
+      } finally {
+        if (saved !== undefined) process.env['DATABASE_URL'] = saved;
+      }
+    } finally {
+      process.stdout.write = write;
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const results = out.filter((l) => l.startsWith('{"applied"')).map((l) => JSON.parse(l));
+    assert.deepEqual(results[0], { applied: loadMigrations().map((m) => m.version), skipped: [] });
+    assert.deepEqual(results[1], { applied: [], skipped: [] });
   });
 });
 
