@@ -40,7 +40,6 @@ export interface FileStoreOptions {
  * assignment; an unreadable or invalid file means deny-all until a valid one is seen.
  */
 export function fileConfigStore(path: string, options: FileStoreOptions = {}): ConfigStore {
-  const dir = dirname(path);
   const maxStaleness = options.maxStalenessMs ?? 30_000;
   let lastText: string | undefined | null = null; // null: never read
   let generation = 0;
@@ -51,25 +50,7 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
     state = next;
     options.onChange?.(state);
   };
-  /** Registry shards beside projector.json, as `fgentic-projector-registry-NNN.json`. */
-  const readShards = (): Map<string, string> => {
-    const shards = new Map<string, string>();
-    let names: string[] = [];
-    try {
-      names = readdirSync(dir);
-    } catch {
-      return shards;
-    }
-    for (const f of names) {
-      if (!f.startsWith(REGISTRY_SHARD_PREFIX) || !f.endsWith('.json')) continue;
-      try {
-        shards.set(f.slice(0, -'.json'.length), readFileSync(join(dir, f), 'utf8'));
-      } catch {
-        // A shard that vanished between listing and reading is missing: the manifest check says so.
-      }
-    }
-    return shards;
-  };
+  const readShards = () => readShardsBeside(path);
   const reload = () => {
     let text: string | undefined;
     try {
@@ -139,4 +120,25 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
       watcher?.close();
     },
   };
+}
+
+/** Registry shards beside a projector.json, as `fgentic-projector-registry-NNN.json` (file mode). */
+export function readShardsBeside(path: string): Map<string, string> {
+  const dir = dirname(path);
+  const shards = new Map<string, string>();
+  let names: string[] = [];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return shards;
+  }
+  for (const f of names) {
+    if (!f.startsWith(REGISTRY_SHARD_PREFIX) || !f.endsWith('.json')) continue;
+    try {
+      shards.set(f.slice(0, -'.json'.length), readFileSync(join(dir, f), 'utf8'));
+    } catch {
+      // A shard that vanished between listing and reading is missing: the manifest check says so.
+    }
+  }
+  return shards;
 }

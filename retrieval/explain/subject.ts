@@ -12,8 +12,10 @@ import {
   type RoomSnapshot,
   validateSnapshot,
 } from '../../contract/index.ts';
-import { type ProjectorConfig, parseConfig, type RoomEntry } from '../../projector/config.ts';
+import type { ProjectorConfig, RoomEntry } from '../../projector/config.ts';
+import { readShardsBeside } from '../../projector/config-store.ts';
 import { matrixSdkReader, type RoomStateReader, snapshotFromState } from '../../projector/homeserver.ts';
+import { assembleConfig } from '../../projector/registry.ts';
 import { ExplainError, type Subject } from './core.ts';
 
 export function loadProjectorConfig(path: string): ProjectorConfig {
@@ -23,7 +25,8 @@ export function loadProjectorConfig(path: string): ProjectorConfig {
   } catch {
     throw new ExplainError('cannot read the projector configuration');
   }
-  const parsed = parseConfig(text);
+  // A large registry lives in shards beside projector.json (projector/registry.ts).
+  const parsed = assembleConfig(text, text.includes('"registry"') ? readShardsBeside(path) : new Map());
   // The loader's message names a field path, never a value.
   if (!parsed.ok) throw new ExplainError(`projector configuration: ${parsed.error}`);
   return parsed.config;
