@@ -7,7 +7,7 @@
 import { type FSWatcher, readdirSync, readFileSync, watch } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { ConfigResult, ProjectorConfig } from './config.ts';
-import { assembleConfig, REGISTRY_SHARD_PREFIX } from './registry.ts';
+import { createAssembler, REGISTRY_SHARD_PREFIX } from './registry.ts';
 
 /** Snapshot of the store: a valid configuration, or deny-all with a content-free error. */
 export type ConfigState =
@@ -51,6 +51,7 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
     options.onChange?.(state);
   };
   const readShards = () => readShardsBeside(path);
+  const assemble = createAssembler();
   const reload = () => {
     let text: string | undefined;
     try {
@@ -75,7 +76,7 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
       publish({ ready: false, error: 'configuration file missing or unreadable', generation });
       return;
     }
-    const result = assembleConfig(text, shards);
+    const result = assemble(text, shards);
     if (!result.ok && 'inconsistent' in result) {
       // Shards and manifest written one after the other: the last good registry serves, bounded.
       inconsistentSince ??= Date.now();

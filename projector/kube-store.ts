@@ -15,7 +15,7 @@
  */
 import * as k8s from '@kubernetes/client-node';
 import type { ConfigState, ConfigStore } from './config-store.ts';
-import { assembleConfig } from './registry.ts';
+import { createAssembler } from './registry.ts';
 
 export const PROJECTOR_CONFIG_SELECTOR = 'retrieval.fgentic.dev/projector-config=true';
 const BASE_NAME = 'fgentic-projector-config';
@@ -53,6 +53,7 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   const watchTimeout = o.watchTimeoutSeconds ?? 20;
   const core = o.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const texts = new Map<string, string>();
+  const assemble = createAssembler();
   let generation = 0;
   let state: ConfigState = { ready: false, error: 'not loaded', generation };
   let lastGood: ConfigState | undefined;
@@ -102,7 +103,7 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
     }
     const shards = new Map<string, string>();
     for (const [name, text] of texts) if (name !== BASE_NAME) shards.set(name, text);
-    const result = assembleConfig(base, shards);
+    const result = assemble(base, shards);
     if (result.ok) {
       inconsistentSince = undefined;
       generation += 1;

@@ -13,7 +13,13 @@
  */
 import { createHash } from 'node:crypto';
 import { isPlainObject, type JsonValue, parseStrictJson } from '../contract/index.ts';
-import { type ConfigResult, validateConfig } from './config.ts';
+import {
+  type ConfigResult,
+  type PartnerEntry,
+  type ProjectorConfig,
+  type RoomEntry,
+  validateConfig,
+} from './config.ts';
 
 export const REGISTRY_SHARD_PREFIX = 'fgentic-projector-registry-';
 export const REGISTRY_SHARD_KEY = 'registry.json';
@@ -85,56 +91,106 @@ export function registryManifest(base: Record<string, JsonValue>): ShardRef[] | 
   return out;
 }
 
+/** Validated content of one shard, kept while the base (without its manifest) and the shard are unchanged. */
+interface ShardPart {
+  readonly rooms: ProjectorConfig['rooms'];
+  readonly partners: ProjectorConfig['partners'];
+  readonly partnerIndex: ProjectorConfig['partnerIndex'];
+}
+
+export type Assembler = (baseText: string, shards: ReadonlyMap<string, string>) => AssembleResult;
+
+/**
+ * An assembler that remembers each shard's validated content, keyed by the shard's digest and the
+ * base without its manifest: after one room changes, only its shard is parsed and validated again,
+ * and the parts are merged (duplicates across shards refused). Each shard is validated with the same
+ * validator as a single file, together with the base it depends on (local groups, agents).
+ */
+export function createAssembler(): Assembler {
+  let cache = new Map<string, ShardPart>();
+  return (baseText, shards) => {
+    try {
+      const base = parseObject(baseText, MAX_BASE_BYTES, 'projector.json');
+      if (typeof base === 'string') return invalid(base);
+      const manifest = registryManifest(base);
+      if (typeof manifest === 'string') return invalid(manifest);
+      if (manifest === undefined) return validateConfig(base);
+      const baseRooms = base['rooms'];
+      const basePartners = base['partners'];
+      if (
+        !Array.isArray(baseRooms) ||
+        baseRooms.length !== 0 ||
+        !Array.isArray(basePartners) ||
+        basePartners.length !== 0
+      )
+        return invalid('rooms/partners: must be empty when a registry manifest is present');
+      // Every digest first: a set in transit is recognised without parsing anything.
+      for (const ref of manifest) {
+        const text = shards.get(ref.name);
+        if (text === undefined)
+          return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
+        if (shardDigest(text) !== ref.sha256)
+          return {
+            ok: false,
+            error: `registry shard ${ref.name} does not match the manifest`,
+            inconsistent: true,
+          };
+      }
+      const { registry: _manifest, ...rest } = base;
+      const core = validateConfig(rest);
+      if (!core.ok) return core;
+      const coreKey = shardDigest(JSON.stringify(rest));
+      const next = new Map<string, ShardPart>();
+      const parts: ShardPart[] = [];
+      for (const ref of manifest) {
+        const key = `${coreKey}:${ref.sha256}`;
+        let part = cache.get(key) ?? next.get(key);
+        if (part === undefined) {
+          const shard = parseObject(shards.get(ref.name)!, MAX_SHARD_BYTES, ref.name);
+          if (typeof shard === 'string') return invalid(shard);
+          if (Object.keys(shard).some((k) => k !== 'version' && k !== 'rooms' && k !== 'partners'))
+            return invalid(`${ref.name}: unknown field`);
+          if (shard['version'] !== 1) return invalid(`${ref.name}.version: must be 1`);
+          const r = shard['rooms'];
+          const p = shard['partners'];
+          if (!Array.isArray(r) || !Array.isArray(p))
+            return invalid(`${ref.name}: rooms and partners must be arrays`);
+          const checked = validateConfig({ ...rest, rooms: r, partners: p });
+          if (!checked.ok) return invalid(`${ref.name}: ${checked.error}`);
+          part = checked.config;
+        }
+        next.set(key, part);
+        parts.push(part);
+      }
+      const rooms = new Map<string, RoomEntry>();
+      const partners: PartnerEntry[] = [];
+      const partnerIndex = new Map<string, readonly PartnerEntry[]>();
+      for (const part of parts) {
+        for (const [id, entry] of part.rooms) {
+          if (rooms.has(id)) return invalid('rooms: duplicate room across registry shards');
+          rooms.set(id, entry);
+        }
+        for (const e of part.partners) partners.push(e);
+        for (const [k, v] of part.partnerIndex) {
+          if (partnerIndex.has(k))
+            return invalid(
+              'partners: overlapping partner mapping (same issuer, audience, azp) across registry shards',
+            );
+          partnerIndex.set(k, v);
+        }
+      }
+      cache = next;
+      return { ok: true, config: { ...core.config, rooms, partners, partnerIndex } };
+    } catch {
+      return invalid('invalid configuration');
+    }
+  };
+}
+
 /**
  * Assemble a base configuration text and the shard texts it names. Never throws. Shards not named by
  * the manifest are ignored (an old shard awaiting deletion changes nothing).
  */
 export function assembleConfig(baseText: string, shards: ReadonlyMap<string, string>): AssembleResult {
-  try {
-    const base = parseObject(baseText, MAX_BASE_BYTES, 'projector.json');
-    if (typeof base === 'string') return invalid(base);
-    const manifest = registryManifest(base);
-    if (typeof manifest === 'string') return invalid(manifest);
-    if (manifest === undefined) return validateConfig(base);
-    const baseRooms = base['rooms'];
-    const basePartners = base['partners'];
-    if (
-      !Array.isArray(baseRooms) ||
-      baseRooms.length !== 0 ||
-      !Array.isArray(basePartners) ||
-      basePartners.length !== 0
-    )
-      return invalid('rooms/partners: must be empty when a registry manifest is present');
-    // Every digest first: a set in transit is recognised without parsing anything.
-    for (const ref of manifest) {
-      const text = shards.get(ref.name);
-      if (text === undefined)
-        return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
-      if (shardDigest(text) !== ref.sha256)
-        return {
-          ok: false,
-          error: `registry shard ${ref.name} does not match the manifest`,
-          inconsistent: true,
-        };
-    }
-    const rooms: JsonValue[] = [];
-    const partners: JsonValue[] = [];
-    for (const ref of manifest) {
-      const shard = parseObject(shards.get(ref.name)!, MAX_SHARD_BYTES, ref.name);
-      if (typeof shard === 'string') return invalid(shard);
-      if (Object.keys(shard).some((k) => k !== 'version' && k !== 'rooms' && k !== 'partners'))
-        return invalid(`${ref.name}: unknown field`);
-      if (shard['version'] !== 1) return invalid(`${ref.name}.version: must be 1`);
-      const r = shard['rooms'];
-      const p = shard['partners'];
-      if (!Array.isArray(r) || !Array.isArray(p))
-        return invalid(`${ref.name}: rooms and partners must be arrays`);
-      for (const x of r) rooms.push(x);
-      for (const x of p) partners.push(x);
-    }
-    const { registry: _manifest, ...rest } = base;
-    return validateConfig({ ...rest, rooms, partners });
-  } catch {
-    return invalid('invalid configuration');
-  }
+  return createAssembler()(baseText, shards);
 }
