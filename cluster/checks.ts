@@ -64,7 +64,11 @@ const MUST_REFUSE: Omit<AccessCheck, 'name' | 'expect'>[] = [
     namespace: 'kagent',
     resourceName: 'knowledge-agent-mcp-credential',
   },
-  { user: PROJECTOR, verb: 'list', group: '', resource: 'configmaps', namespace: 'knowledge' },
+  // The projector reads its own configuration ConfigMaps only: nowhere else, never Secrets, never writes.
+  { user: PROJECTOR, verb: 'list', group: '', resource: 'configmaps', namespace: 'kagent' },
+  { user: PROJECTOR, verb: 'watch', group: '', resource: 'configmaps' },
+  { user: PROJECTOR, verb: 'get', group: '', resource: 'secrets', namespace: 'knowledge' },
+  { user: PROJECTOR, verb: 'patch', group: '', resource: 'configmaps', namespace: 'knowledge' },
   {
     user: RETRIEVAL,
     verb: 'get',
