@@ -4,7 +4,7 @@
  *
  * Vectors: a 64-cluster Gaussian mixture in a 32-d latent space mapped into 1024-d by a fixed random
  * projection, L2-normalised, plus small isotropic noise — closer to text embeddings than uniform
- * noise, on which HNSW recall says nothing (research/deps-probe.md §1).
+ * noise, on which HNSW recall says nothing (docs/upstream.md#deps-pglite).
  *
  * Audiences (per selectivity s, membership uncorrelated with the vectors):
  *   matrix-1  one Matrix user who may read exactly s·N rows;

@@ -152,7 +152,7 @@ export function validateSnapshot(v: unknown): Verdict<RoomSnapshot> {
   });
 }
 
-/** lowercase SHA-256 over the snapshot's JCS bytes, with no trailing newline (DESIGN decision 1). */
+/** lowercase SHA-256 over the snapshot's JCS bytes, with no trailing newline (docs/decisions.md#d1-state-digest). */
 export function stateDigest(snapshot: RoomSnapshot): string {
   return jcsSha256(snapshot);
 }

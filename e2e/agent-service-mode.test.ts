@@ -1,5 +1,5 @@
 /**
- * `RetrievalPlatform.spec.a2aBackend: agentService` (DESIGN decision 9): the gateway routes straight
+ * `RetrievalPlatform.spec.a2aBackend: agentService` (docs/decisions.md#d9-a2a-backend): the gateway routes straight
  * to the Agent pod, which speaks A2A 0.3 only, so the bridge uses the SDK's 0.3 transport and the
  * rendered authorization allows the 0.3 method names. The same identity and delegation rules hold.
  */

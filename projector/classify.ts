@@ -1,5 +1,5 @@
 /**
- * Identity kinds from the trusted bridge configuration only (ADR 0017 Matrix rule 1): a request, a
+ * Identity kinds from the trusted bridge configuration only (ADR 0017 Matrix rule 1, docs/decisions.md#adr-matrix-rules): a request, a
  * prompt, room state or a localpart never chooses the kind or network. Pure.
  */
 import type { ProjectorConfig } from './config.ts';

@@ -1,5 +1,5 @@
 /**
- * Optional live room-state check (ADR 0017 "Matrix snapshot and delivery"; DESIGN.md decision 10).
+ * Optional live room-state check (ADR 0017 "Matrix snapshot and delivery"; docs/decisions.md#d10-runtime-and-dependencies).
  *
  * Right before minting a Matrix projection, re-read the room's authorization-relevant current state
  * from the homeserver's client-server API (matrix-js-sdk, no sync), rebuild the snapshot with the

@@ -1,6 +1,6 @@
 /**
  * Drives the real HTTP server with the requests agentgateway v1.3.1 sends for the rendered policy
- * (research/agentgateway-contract.md §2.3; docs/interfaces.md): original method and path, Host = the
+ * (docs/upstream.md#agentgateway-ext-auth-request; docs/interfaces.md): original method and path, Host = the
  * projector, only the allowlisted raw headers plus the x-fgentic-check-* CEL headers, no body.
  */
 import assert from 'node:assert/strict';

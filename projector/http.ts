@@ -1,5 +1,5 @@
 /**
- * agentgateway v1.3.1 HTTP ext-auth adapter (research/agentgateway-contract.md §2.3): maps a check
+ * agentgateway v1.3.1 HTTP ext-auth adapter (docs/upstream.md#agentgateway-ext-auth-request): maps a check
  * request to the pure decision and back. Nothing else lives here.
  *
  * - Any method on any path reaches the decision (which requires POST and the agent's exact path);

@@ -1,5 +1,5 @@
 /**
- * Local (Matrix bridge) route decision, ADR 0017 decision 4 and "Projection contract". Pure: plain
+ * Local (Matrix bridge) route decision, ADR 0017 decision 4 and "Projection contract" (docs/decisions.md#adr-4). Pure: plain
  * inputs in, an allow with both response headers or a content-free denial out.
  *
  * Classification rule: the room context must carry exactly the registry's classifications. A wider

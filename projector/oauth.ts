@@ -1,5 +1,5 @@
 /**
- * Public (OAuth partner) route decision, ADR 0017 decisions 6, 8 and 12. Pure: identity comes only
+ * Public (OAuth partner) route decision, ADR 0017 decisions 6, 8 and 12 (docs/decisions.md#adr-6). Pure: identity comes only
  * from the gateway-validated JWT metadata headers and one unique registry entry; randomness for
  * `delegation_id` is injected.
  */

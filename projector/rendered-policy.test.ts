@@ -1,7 +1,7 @@
 /**
  * The projector behind the reconciler's rendered policy for `examples/`: the check requests are built
  * exactly as agentgateway v1.3.1 builds them from the rendered `extAuth.http` block
- * (research/agentgateway-contract.md §2.3): the credential is consumed by authentication first, then
+ * (docs/upstream.md#agentgateway-ext-auth-request): the credential is consumed by authentication first, then
  * the first value of each `allowedRequestHeaders` name is copied, then every `addRequestHeaders` CEL
  * (evaluated by the agentgateway CEL test double) overwrites its header or, on error, removes it; the
  * original method and path; no body. The real projector answers over HTTP; on 2xx each

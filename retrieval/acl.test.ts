@@ -31,7 +31,7 @@ import {
   type TestDatabase,
 } from './testing.ts';
 
-/** The reference model: ADR 0017 Matrix rule 5 and OAuth rule 4, written as plainly as possible. */
+/** The reference model: ADR 0017 Matrix rule 5 and OAuth rule 4 (docs/decisions.md#adr-matrix-rules), written as plainly as possible. */
 function referenceAllows(p: Projection, m: ChunkMetadata): boolean {
   if (!(p.allowed_classifications as readonly string[]).includes(m.classification)) return false;
   if (isMatrixProjection(p)) {

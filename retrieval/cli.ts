@@ -54,7 +54,7 @@ export function embedderFor(config: RetrievalConfig['embeddings']): Embedder {
 
 /**
  * TLS for DATABASE_URL: `sslmode`/`sslrootcert` in the URL work as usual; DATABASE_CA_FILE adds a CA
- * bundle and DATABASE_TLS=require forces verified TLS (the origin cluster rejects non-TLS: §1.1).
+ * bundle and DATABASE_TLS=require forces verified TLS (the origin cluster rejects non-TLS: docs/upstream.md#origin-knowledge-store-placement).
  */
 function tlsFromEnv(): { caFile?: string; requireTls?: boolean } {
   const ca = process.env['DATABASE_CA_FILE'];

@@ -1,11 +1,11 @@
 /**
- * How the authorized rows are ranked (DESIGN.md decision 8), and the one statement that asks the
+ * How the authorized rows are ranked (docs/decisions.md#d8-ranking), and the one statement that asks the
  * database for them. Pure.
  *
  * - exact: materialize the authorized set (GIN-assisted), cosine-sort it, tie-break chunk_id.
  * - hnsw:  the HNSW index with the SAME WHERE and `hnsw.iterative_scan = strict_order`, set with
  *          set_config(..., is_local => true) so it lives only in this transaction (a pooled SET
- *          would leak to other sessions: research/anchors.md §2.1).
+ *          would leak to other sessions: docs/upstream.md#deps-pgvector-iterative-scan).
  * The choice itself runs inside the search functions of migration 0006 (so the faster path is also
  * the enforced path): a bounded count over authorized rows only (`LIMIT threshold + 1`), which never
  * counts unauthorized rows and never leaves the database. `choosePlan` is the same rule in

@@ -1,5 +1,5 @@
 /**
- * The ACL prefilter (ADR 0017 decision 2): a validated projection → one parameterized SQL boolean
+ * The ACL prefilter (ADR 0017 decision 2, docs/decisions.md#adr-2): a validated projection → one parameterized SQL boolean
  * expression over `knowledge.chunks`. Pure: no I/O. The only module that turns identity into SQL.
  *
  * Matrix: classification ∈ projection ceiling AND allowed_principals ⊇ audience (typed objects, so

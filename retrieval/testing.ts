@@ -38,7 +38,7 @@ export async function startTestDatabase(): Promise<TestDatabase> {
   const pool = createPool({ connectionString: db.url, max: db.poolSize });
   await bootstrapDatabase(pool);
   await migrate(pool);
-  // Small graph parameters keep inserts fast in tests (research/deps-probe.md §1).
+  // Small graph parameters keep inserts fast in tests (docs/upstream.md#deps-pglite).
   await pool.query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
   await pool.query(
     'CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',

@@ -1,5 +1,5 @@
 // The hand-written kagent v0.9.11 examples of the research notes, reviewed as real AdmissionReviews.
-// kagent admits valid/* and controller-rejects/*; the platform policy is stricter (ADR 0017 decision 10).
+// kagent admits valid/* and controller-rejects/*; the platform policy is stricter (ADR 0017 decision 10, docs/decisions.md#adr-10).
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';

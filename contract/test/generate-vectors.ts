@@ -343,7 +343,7 @@ const roomContext = {
 
 const snapshot = {
   description:
-    'state_sha256 = lowercase SHA-256 of the snapshot JCS bytes, no trailing newline (DESIGN decision 1). audience excludes bridge_service members and is sorted by UTF-8 bytes of (kind, network-or-empty, principal).',
+    'state_sha256 = lowercase SHA-256 of the snapshot JCS bytes, no trailing newline (docs/decisions.md#d1-state-digest). audience excludes bridge_service members and is sorted by UTF-8 bytes of (kind, network-or-empty, principal).',
   cases: [
     {
       name: 'ADR snapshot',

@@ -1,5 +1,5 @@
 /**
- * Thin adapter over @kubernetes/client-node 1.4.0 (research/deps-probe.md §6): server-side apply under
+ * Thin adapter over @kubernetes/client-node 1.4.0 (docs/upstream.md#deps-kubernetes-client): server-side apply under
  * one field manager, list/delete of rendered objects by label, status merge patches, Events, Secrets.
  */
 import * as k8s from '@kubernetes/client-node';

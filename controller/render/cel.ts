@@ -1,11 +1,11 @@
 /**
  * Every CEL expression the reconciler renders into agentgateway v1.3.1 policy is produced here; no
- * other module concatenates CEL. Semantics relied on (research/agentgateway-contract.md §4.1,
- * header-propagation.md §3): `request.headers` keys are lower-case; `.raw()` always yields a list,
+ * other module concatenates CEL. Semantics relied on (docs/upstream.md#agentgateway-authorization,
+ * docs/upstream.md#agentgateway-cel): `request.headers` keys are lower-case; `.raw()` always yields a list,
  * so `size(...raw()[h]) == 1` detects duplicates; a CEL error in `authorization` is "not matched"
  * (a `Require` rule then denies); in `addRequestHeaders` an error removes the header; `request.body`
  * is bytes and `json()` parses it; `has(a.b.c)` errors when `a.b` is missing. No binding helpers
- * (`.with`, `default`, `coalesce`) are used (DESIGN decision 11).
+ * (`.with`, `default`, `coalesce`) are used (docs/decisions.md#d11-cel-subset).
  */
 
 export type A2AProtocol = '1.0' | '0.3';

@@ -2,7 +2,7 @@
  * agentgateway v1.3.1 (`agentgateway.dev/v1alpha1`) and Gateway API objects for every retrieval Agent:
  * the bridge's local A2A route, the partners' public A2A route, the per-Agent MCP route, the exclusion
  * of the generic kagent A2A prefix, the PreRouting strip of client-sent X-Fgentic-Identity and the
- * ext-auth backend timeout. Policy shapes follow research/agentgateway-contract.md §1–§6.
+ * ext-auth backend timeout. Policy shapes follow docs/upstream.md#agentgateway-version.
  */
 import type { K8sObject } from '../types.ts';
 import * as cel from './cel.ts';
@@ -165,7 +165,7 @@ function localObjects(m: Model, a: Agent): K8sObject[] {
   ];
 }
 
-/** The bridge's AgentCard read (ADR decision 5: discovery is validated, never routing authority). */
+/** The bridge's AgentCard read (ADR decision 5 (docs/decisions.md#adr-5): discovery is validated, never routing authority). */
 function cardObjects(m: Model, a: Agent): K8sObject[] {
   const p = m.platform;
   const gwNs = p.spec.gateway.namespace;

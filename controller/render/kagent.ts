@@ -1,7 +1,7 @@
 /**
  * kagent v0.9.11 objects: the `knowledge-retrieval` RemoteMCPServer per Agent namespace (pointing at the
  * gateway's MCP route) and the whole retrieval Agent, so that nobody hand-edits the one kind of Agent
- * allowed to propagate a header (research/kagent-contract.md §1–2, ADR decision 10, DESIGN decision 6).
+ * allowed to propagate a header (docs/upstream.md#kagent-agent-crd, docs/decisions.md#adr-10, docs/decisions.md#d6-python-runtime).
  */
 import type { K8sObject } from '../types.ts';
 import { HEADER } from './cel.ts';

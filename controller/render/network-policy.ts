@@ -1,5 +1,5 @@
 /**
- * NetworkPolicies in the origin's style (research/origin-contract.md §4.1): a default-deny for the
+ * NetworkPolicies in the origin's style (docs/upstream.md#origin-deployment-conventions): a default-deny for the
  * retrieval namespace, then exact label-scoped allows; DNS only to kube-dns; metrics only from
  * Prometheus in `monitoring`. Checked statically only: no CNI runs here.
  */

@@ -1,15 +1,15 @@
 /**
  * Test double of a kagent v0.9.11 Declarative Agent pod running the Python ADK executor, reduced to
- * the header and session behaviour ADR 0017 depends on (research/kagent-contract.md §3):
+ * the header and session behaviour ADR 0017 depends on (docs/upstream.md#kagent-header-propagation):
  * - a2a-sdk's default context builder stores the inbound headers, lowercased, first value only, in
- *   call-context state (`state['headers'] = dict(request.headers)`, §3.1 step 1);
+ *   call-context state (`state['headers'] = dict(request.headers)`, docs/upstream.md#kagent-header-propagation);
  * - `x-user-id` becomes the session user; the session is keyed by (user, contextId), and a request
- *   without contextId gets a fresh server-generated one (§3.4);
+ *   without contextId gets a fresh server-generated one (docs/upstream.md#kagent-auth-and-sessions);
  * - on a normal turn the whole header map is written to session state; on a HITL decision message the
- *   refresh is skipped and the previous turn's headers stay in force (§3.3, `_agent_executor.py`);
+ *   refresh is skipped and the previous turn's headers stay in force (docs/upstream.md#kagent-hitl);
  * - the MCP header provider copies only the `allowedHeaders` names, case-insensitively, from session
  *   state onto every MCP call of that tool entry, and static headers (the API key from `headersFrom`)
- *   are overridden by request-derived ones of the same name (§3.2).
+ *   are overridden by request-derived ones of the same name (docs/upstream.md#kagent-header-propagation).
  * The "model" is deterministic: it calls `search_knowledge` once with the message text and answers
  * with the returned chunks, so tests can see exactly what the retrieval server admitted.
  */
@@ -42,8 +42,8 @@ export interface AgentRuntimeOptions {
   readonly advertisedUrl?: string;
   /**
    * A2A revision the pod answers. kagent v0.9.11's Python pod speaks only 0.3 (a2a-sdk 0.3.23,
-   * research/kagent-contract.md §3.5); '1.0' stands for the controller route of a kagent build that
-   * forwards the allowlisted header (DESIGN decision 9).
+   * docs/upstream.md#kagent-controller-a2a-route); '1.0' stands for the controller route of a kagent build that
+   * forwards the allowlisted header (docs/decisions.md#d9-a2a-backend).
    */
   readonly protocolVersion?: '1.0' | '0.3';
 }

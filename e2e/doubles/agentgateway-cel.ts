@@ -1,7 +1,7 @@
 /**
  * Test double: agentgateway v1.3.1's CEL (authorization, addRequestHeaders) on @bufbuild/cel.
  *
- * Reproduces (research/agentgateway-contract.md §4.1, header-propagation.md §3):
+ * Reproduces (docs/upstream.md#agentgateway-cel):
  * - `request.headers`: lower-case keys; a repeated header is a list, a single one a string;
  *   `.raw()` (always lists), `.join()` (","-joined) and `.split()` (split on "," and trimmed), only on
  *   the header map (agentgateway cel/types.rs `Headers`);

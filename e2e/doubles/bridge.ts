@@ -1,5 +1,5 @@
 /**
- * Test double of the Matrix bridge's side of ADR 0017 ("Matrix snapshot and delivery"): it builds the
+ * Test double of the Matrix bridge's side of ADR 0017 ("Matrix snapshot and delivery") (docs/decisions.md#adr-snapshot): it builds the
  * room-state snapshot, derives `X-Fgentic-Room-Context` with the contract module, sends SendMessage
  * through the real A2A SDK client bound to the gateway's exact agent route (never to a URL taken from
  * the agent card, decision 5), and re-checks the snapshot digest immediately before delivery.

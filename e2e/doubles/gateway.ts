@@ -1,7 +1,7 @@
 /**
  * Test double of agentgateway v1.3.1 that executes the *rendered* objects (HTTPRoutes,
  * AgentgatewayPolicies, AgentgatewayBackends) on real HTTP, in the proxy's phase order
- * (research/agentgateway-contract.md §3.3, AG:crates/agentgateway/src/proxy/httpproxy.rs):
+ * (docs/upstream.md#agentgateway-phase-order, AG:crates/agentgateway/src/proxy/httpproxy.rs):
  *
  *   hop-by-hop/Host removal → PreRouting policies (transformation remove) → route selection →
  *   directResponse → JWT auth → API-key auth → HTTP ext-auth → authorization (CEL) → local rate
@@ -10,18 +10,18 @@
  *
  * Behaviour reproduced, each from the research notes:
  * - API key / JWT: strict mode, `Authorization: Bearer`, 401 on missing or invalid, the credential
- *   removed after success; API-key metadata flattened onto `apiKey` (§0.1, §3.1, §3.2);
+ *   removed after success; API-key metadata flattened onto `apiKey` (docs/upstream.md#agentgateway-credential-removal);
  * - ext-auth HTTP: same method, original path+query, only `allowedRequestHeaders` (first value) plus
  *   CEL `addRequestHeaders` (a failing expression drops the header), 200 ms default deadline unless a
  *   backend `http.requestTimeout` policy targets the auth Service; 2xx copies each
  *   `allowedResponseHeaders` name present in the response over all request values, absent names leave
  *   the client's value in place; any other status is returned to the client verbatim; transport error
- *   or timeout → 403 (FailClosed) (§2.3, §2.5);
- * - authorization: Require = every expression true; a CEL error is "not matched" (§4.1);
- * - header removal: exact name, case-insensitive, all values (§5);
+ *   or timeout → 403 (FailClosed) (docs/upstream.md#agentgateway-ext-auth-failure);
+ * - authorization: Require = every expression true; a CEL error is "not matched" (docs/upstream.md#agentgateway-authorization);
+ * - header removal: exact name, case-insensitive, all values (docs/upstream.md#agentgateway-header-modifier);
  * - MCP backend: downstream headers copied upstream with the first value of each name; a denied
- *   `tools/call` → JSON-RPC error -32602 "Unknown tool" (§4.2, header-propagation.md §2);
- * - A2A backend: only the card's top-level `url` is rewritten; a card without it → 503 (§4.4).
+ *   `tools/call` → JSON-RPC error -32602 "Unknown tool" (docs/upstream.md#agentgateway-mcp-backend);
+ * - A2A backend: only the card's top-level `url` is rewritten; a card without it → 503 (docs/upstream.md#agentgateway-a2a-backend).
  * Not reproduced: MCP session multiplexing (requests are forwarded one to one), gRPC ext-auth,
  * global rate limits, TLS.
  */
@@ -57,7 +57,7 @@ export interface GatewayDoubleOptions {
   /** Backend address map: `host:port` (as rendered) or `namespace/service:port` → base URL. */
   readonly upstreams: Readonly<Record<string, string>>;
   readonly apiKeySecrets: readonly ApiKeySecret[];
-  /** JWKS per issuer, standing in for the controller-inlined remote JWKS (§3.2). */
+  /** JWKS per issuer, standing in for the controller-inlined remote JWKS (docs/upstream.md#agentgateway-credential-removal). */
   readonly jwks?: Readonly<Record<string, JSONWebKeySet>>;
   /** Listener section names to serve (default: every sectionName the routes use). */
   readonly listeners?: readonly string[];
@@ -277,7 +277,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
         (t: { kind: string; sectionName?: string }) => t.kind === 'Gateway' && t.sectionName === listener,
       );
       if (!gw) continue;
-      // transformation.request.remove, or the first matching `conditional` entry (§5).
+      // transformation.request.remove, or the first matching `conditional` entry (docs/upstream.md#agentgateway-header-modifier).
       const removals = transformationRemovals(p.spec.traffic.transformation, {
         request: { method: req.method ?? 'GET', path: url.pathname, headers },
       });
@@ -312,7 +312,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
       request: { method: req.method ?? 'GET', path: url.pathname, headers, body },
     };
 
-    // JWT authentication (§3.2): kid required, issuer exact, audiences when configured, exp required.
+    // JWT authentication (docs/upstream.md#agentgateway-credential-removal): kid required, issuer exact, audiences when configured, exp required.
     if (traffic.jwtAuthentication) {
       const auth = firstValue(headers, 'authorization');
       const token = auth && /^bearer /i.test(auth) ? auth.slice(7).trim() : undefined;
@@ -340,7 +340,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
       ctx.request.headers = headers;
     }
 
-    // API-key authentication (§3.1): exact match; the entry name is not visible, metadata is flattened.
+    // API-key authentication (docs/upstream.md#agentgateway-credential-removal): exact match; the entry name is not visible, metadata is flattened.
     if (traffic.apiKeyAuthentication) {
       const auth = firstValue(headers, 'authorization');
       const key = auth && /^bearer /i.test(auth) ? auth.slice(7) : undefined;
@@ -358,7 +358,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
       ctx.request.headers = headers;
     }
 
-    // HTTP ext-auth (§2.3).
+    // HTTP ext-auth (docs/upstream.md#agentgateway-ext-auth-request).
     if (traffic.extAuth) {
       const ea = traffic.extAuth;
       const check: Record<string, string> = {};
@@ -389,14 +389,14 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
         return send(res, resp.status, resp.body, { 'content-type': resp.contentType ?? 'text/plain' });
       }
       for (const name of ea.http?.allowedResponseHeaders ?? []) {
-        // The first value of the name in the auth response replaces every request value (§2.3).
+        // The first value of the name in the auth response replaces every request value (docs/upstream.md#agentgateway-ext-auth-response).
         const v = resp.headers.find(([k]) => k === name.toLowerCase())?.[1];
         if (v !== undefined) headers = [...removeHeader(headers, name), [name.toLowerCase(), v]];
       }
       ctx.request.headers = headers;
     }
 
-    // Authorization (§4.1).
+    // Authorization (docs/upstream.md#agentgateway-authorization).
     if (traffic.authorization) {
       const a = traffic.authorization;
       if (!authorize(a.action as Action, a.policy.matchExpressions, ctx)) {
@@ -410,7 +410,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
       }
     }
 
-    // Local rate limit: one token bucket per policy (§6).
+    // Local rate limit: one token bucket per policy (docs/upstream.md#agentgateway-timeouts-rate-limits).
     for (const rl of traffic.rateLimit?.local ?? []) {
       const unitMs = rl.unit === 'Seconds' ? 1000 : rl.unit === 'Minutes' ? 60000 : 3600000;
       const max = rl.requests + (rl.burst ?? 0);
@@ -426,7 +426,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
       b.tokens -= 1;
     }
 
-    // Route filters: header modifier then URL rewrite (§5).
+    // Route filters: header modifier then URL rewrite (docs/upstream.md#agentgateway-phase-order).
     let path = `${url.pathname}${url.search}`;
     for (const f of match.rule.filters ?? []) {
       if (f.type === 'RequestHeaderModifier')
@@ -475,7 +475,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
           }
         }
       }
-      // First value of each downstream header (header-propagation.md §2).
+      // First value of each downstream header (docs/upstream.md#agentgateway-mcp-backend).
       const seen = new Set<string>();
       headers = headers.filter(([k]) => {
         if (seen.has(k)) return false;

@@ -1,7 +1,7 @@
 /**
  * Embedded Postgres for the local default and tests: PGlite 0.5.14 (Postgres 18 in WASM) with
  * pgvector, served on 127.0.0.1 by pglite-socket so the server still talks through `pg` — one code
- * path (research/deps-probe.md §1–2). PGlite runs one query at a time; pglite-socket queues queries
+ * path (docs/upstream.md#deps-pglite-socket). PGlite runs one query at a time; pglite-socket queues queries
  * across connections and holds other connections while one is inside a transaction, so a small pool
  * is safe. maxConnections defaults to 1 upstream, hence the explicit value.
  *

@@ -1,7 +1,7 @@
 /**
  * The one way the server reaches Postgres: a `pg` Pool, for production (`DATABASE_URL`) and the
  * embedded PGlite socket alike. The origin grants the retrieval role at most 16 connections
- * (research/origin-contract.md §1.1), so the pool never exceeds that.
+ * (docs/upstream.md#origin-knowledge-store-placement), so the pool never exceeds that.
  */
 import { readFileSync } from 'node:fs';
 import pg from 'pg';

@@ -1,7 +1,7 @@
 /**
  * Database roles and how a pool acts as one of them.
  *
- * The origin's knowledge database has one login role per job (research/origin-contract.md §1.1):
+ * The origin's knowledge database has one login role per job (docs/upstream.md#origin-knowledge-store-placement):
  * `knowledge_owner` runs migrations, `knowledge_ingestion` writes chunks, `knowledge_retrieval` serves
  * searches. In production each process logs in as its own role. `asRole` additionally makes every
  * transaction of a pool run under `SET LOCAL ROLE <role>`: a no-op when the login role is that role,

@@ -1,6 +1,6 @@
 /**
  * OpenAI-compatible `/v1/embeddings` client for BGE-M3 as the origin deploys it
- * (research/origin-contract.md §1.5, §1.7): body {model, input, encoding_format: "float"}, no
+ * (docs/upstream.md#origin-ingestion): body {model, input, encoding_format: "float"}, no
  * query/passage prefix, exactly 1024 finite non-zero floats, no client-side normalisation, Bearer
  * token read from a mounted file on every call (rotation without restart). Timeouts per attempt;
  * retries with full jitter on 5xx only — 4xx and malformed answers fail at once.

@@ -1,5 +1,5 @@
 /**
- * The embedding profile recorded in knowledge.embedding_profile (DESIGN.md decision 7). Vectors from
+ * The embedding profile recorded in knowledge.embedding_profile (docs/decisions.md#d7-origin-schema). Vectors from
  * different profiles are not comparable, so a mismatch means: refuse to serve, /readyz false.
  */
 import type pg from 'pg';

@@ -1,6 +1,6 @@
 /**
  * Markdown bundle ingestion: a directory with `.fgentic/knowledge-acl.json` (the origin's repo-wide
- * manifest shape, research/origin-contract.md §1.6: schema_version 1, corpus, one classification,
+ * manifest shape, docs/upstream.md#origin-ingestion: schema_version 1, corpus, one classification,
  * principal and group arrays applied to every file; no per-file override, no implicit default) and
  * `*.md` files, chunked at headings. Source ids are `<corpus>/bundle/<relative path>`; the whole
  * bundle replaces its previous ingest (files removed since are deleted).

@@ -1,5 +1,5 @@
 /**
- * Stable chunk ids and text normalisation of the origin ingestion (research/origin-contract.md §1.5):
+ * Stable chunk ids and text normalisation of the origin ingestion (docs/upstream.md#origin-ingestion):
  * `sha256:` + SHA-256 over NUL-joined ["fgentic.chunk.v1", profile, source_id, sha256hex(content),
  * occurrence]. ACL and provenance are excluded, so an ACL-only change keeps the id and the vector.
  * The origin does not state the occurrence base; we count from 0 within a source.

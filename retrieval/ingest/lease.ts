@@ -9,7 +9,7 @@
  *   unless this holder still owns an unexpired lease, so an expired lease that someone else took over
  *   can never be written under, and the row lock keeps a reclaimer from racing a commit.
  * - renewal every third of the lifetime while the work runs; release deletes only our own row.
- * The lifetime defaults to the origin's (35 minutes, research/origin-contract.md §1.5).
+ * The lifetime defaults to the origin's (35 minutes, docs/upstream.md#origin-ingestion).
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';

@@ -1,7 +1,7 @@
 /**
  * POST /mcp: revision gate → (tools/call only) identity decode → a fresh stateless SDK Server +
  * Streamable HTTP transport per request (JSON responses, no sessions), with the decoded identity in
- * the tool handler's closure. Discovery methods need no projection (DESIGN.md decision 5).
+ * the tool handler's closure. Discovery methods need no projection (docs/decisions.md#d5-mcp-discovery).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';

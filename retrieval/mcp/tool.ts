@@ -1,6 +1,6 @@
 /**
  * The one tool, `search_knowledge`: its JSON Schema 2020-12 input/output schemas (the revision's
- * default dialect), argument validation (the low-level SDK Server does not validate: deps-probe §3),
+ * default dialect), argument validation (the low-level SDK Server does not validate: docs/upstream.md#deps-mcp-sdk),
  * and result rendering as structured content plus readable text.
  */
 import type { SearchHit, SearchMode } from '../search.ts';

@@ -1,7 +1,7 @@
 /**
- * The MCP revision gate of ADR 0017 decision 1, applied before the SDK sees a request. SDK 1.32.2
+ * The MCP revision gate of ADR 0017 decision 1 (docs/decisions.md#adr-1), applied before the SDK sees a request. SDK 1.32.2
  * accepts a missing MCP-Protocol-Version (treated as 2025-03-26) and negotiates older revisions
- * (research/deps-probe.md §3), so the pin lives here. Pure: parsed body + header values in, verdict out.
+ * (docs/upstream.md#deps-mcp-sdk), so the pin lives here. Pure: parsed body + header values in, verdict out.
  */
 export const MCP_REVISION = '2025-11-25';
 

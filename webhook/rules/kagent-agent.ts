@@ -3,7 +3,7 @@
  * conversion) and for the retrieval RemoteMCPServer. Pure: the request, the view of the other objects
  * and the configuration in; findings out.
  *
- * ADR 0017 decision 10: only the rendered retrieval Agent may carry `allowedHeaders`, exactly
+ * ADR 0017 decision 10 (docs/decisions.md#adr-10): only the rendered retrieval Agent may carry `allowedHeaders`, exactly
  * `[X-Fgentic-Identity]`, on its single tool entry for the exact `knowledge-retrieval` RemoteMCPServer;
  * `requireApproval` stays absent there (the HITL resume turn skips the header refresh).
  */
