@@ -39,7 +39,10 @@ function start(dataDir: string, portBase: number) {
         resolve();
       }
     });
-    child.once('exit', (code) => reject(new Error(`exited ${code}:\n${log}`)));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited ${code}:\n${log}`));
+    });
   });
   return { child, ready, stopped, log: () => log };
 }

@@ -31,7 +31,10 @@ function startProcess(dataDir: string, portBase: number) {
         resolve();
       }
     });
-    child.once('exit', (code) => reject(new Error(`exited ${code}:\n${log}`)));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited ${code}:\n${log}`));
+    });
   });
   const stopped = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, ready, stopped, log: () => log };

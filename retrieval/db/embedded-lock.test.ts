@@ -66,7 +66,10 @@ async function serve(dataDir: string): Promise<{ child: ChildProcess; stopped: P
         resolve();
       }
     });
-    child.once('exit', (code) => reject(new Error(`serve exited ${code}:\n${err}`)));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited ${code}:\n${err}`));
+    });
   });
   return { child, stopped };
 }
