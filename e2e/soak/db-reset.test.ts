@@ -16,6 +16,7 @@ import { AGENT, matrixHeader } from '../../retrieval/testing.ts';
 import { demoRecords } from '../demo-corpus.ts';
 import { ALICE } from '../helpers.ts';
 import { ChildServer, freePort } from './child-server.ts';
+import { prepareDatabase } from './database.ts';
 import { FaultProxy } from './fault-proxy.ts';
 
 let db: EmbeddedDatabase;
@@ -23,6 +24,7 @@ let proxy: FaultProxy;
 let dir: string;
 before(async () => {
   db = await startEmbeddedDatabase({ maxConnections: 24 });
+  await prepareDatabase(db.url);
   const seeder = await startRetrievalServer({
     agents: [AGENT],
     databaseUrl: db.url,

@@ -23,6 +23,7 @@ import { type AgentRuntime, startAgentRuntime } from '../doubles/agent-runtime.t
 import { type ApiKeySecret, type GatewayDouble, startGatewayDouble } from '../doubles/gateway.ts';
 import { EXAMPLES_DIR } from '../stack.ts';
 import { ChildServer, freePort } from './child-server.ts';
+import { prepareDatabase } from './database.ts';
 import { FaultProxy } from './fault-proxy.ts';
 
 export const HOMESERVER_TOKEN = 'syt_soak_bridge_token';
@@ -86,6 +87,7 @@ export async function startSoakStack(): Promise<SoakStack> {
       ...configMapJson(objects, 'fgentic-retrieval-config', 'retrieval.json'),
       embeddings: { profile: LOCAL_PROFILE },
     };
+    await prepareDatabase(db.url);
     const seeder = await startRetrievalServer({
       agents: retrievalConfig['agents'],
       databaseUrl: db.url,
