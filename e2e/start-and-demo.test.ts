@@ -36,7 +36,10 @@ function startProcess(dataDir: string, portBase: number) {
       reject(new Error(`exited ${code}:\n${log}`));
     });
   });
-  const stopped = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // The exit code, or the signal's name when a signal ended the process (so a failure says which).
+  const stopped = new Promise<number | string | null>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal)),
+  );
   return { child, ready, stopped, log: () => log };
 }
 

@@ -147,6 +147,13 @@ export async function startCommand(argv: string[]): Promise<number> {
   };
   writeFileSync(stackFile, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o600 });
 
+  // Listen for Ctrl-C / SIGTERM before announcing readiness: whoever waits for the banner may stop the
+  // stack at once.
+  const stopRequested = new Promise<void>((resolveStop) => {
+    const stop = () => resolveStop();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
   out('');
   out(
     ready
@@ -173,11 +180,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   );
   out('Ctrl-C stops everything; the corpus stays in ' + join(dataDir, 'pglite'));
 
-  await new Promise<void>((resolveStop) => {
-    const stop = () => resolveStop();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
+  await stopRequested;
   out('shutting down');
   await closeWebhook().catch(() => {});
   await stack.close();
