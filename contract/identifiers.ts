@@ -32,13 +32,25 @@ export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export const HEX64 = /^[0-9a-f]{64}$/;
 export const PARTNER_GROUP =
   /^partner\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const LOCALPART = /^[a-z0-9._=/+-]+$/;
+
+/**
+ * Unanchored sources of the grammar pieces, exported so the CRD patterns are built from the same text
+ * (rules/names.ts); each is used below exactly as exported.
+ */
+export const LOCALPART_SOURCE = '[a-z0-9._=/+-]+';
+export const IPV4_SOURCE =
+  '(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)(\\.(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)){3}';
+export const IPV6_BRACKETED_SOURCE = ipv6BracketedSource();
+export const V12_ROOM_ID_SOURCE = '![A-Za-z0-9_-]{43}';
+export const OPAQUE_SOURCE = '[\\x21-\\x39\\x3b-\\x7e]+'; // printable ASCII without ':'
+
+const LOCALPART = new RegExp(`^${LOCALPART_SOURCE}$`);
 const DNS_NAME = /^[A-Za-z0-9.-]{1,255}$/;
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-const IPV6_BRACKETED = ipv6Bracketed();
+const IPV4 = new RegExp(`^${IPV4_SOURCE}$`);
+const IPV6_BRACKETED = new RegExp(`^${IPV6_BRACKETED_SOURCE}$`);
 const PORT = /^[0-9]{1,5}$/;
-const V12_ROOM_ID = /^![A-Za-z0-9_-]{43}$/;
-const OPAQUE = /^[\x21-\x39\x3b-\x7e]+$/; // printable ASCII without ':'
+const V12_ROOM_ID = new RegExp(`^${V12_ROOM_ID_SOURCE}$`);
+const OPAQUE = new RegExp(`^${OPAQUE_SOURCE}$`);
 const EVENT_ID = /^\$[\x21-\x7e]+$/;
 
 /**
@@ -46,7 +58,7 @@ const EVENT_ID = /^\$[\x21-\x7e]+$/;
  * `::` that stands for at least one group, the last 32 bits optionally a dotted IPv4 address. The
  * same expression is spelled out in migration 0001 so the database and the contract agree.
  */
-function ipv6Bracketed(): RegExp {
+function ipv6BracketedSource(): string {
   const h16 = '[0-9A-Fa-f]{1,4}';
   const octet = '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
   const ls32 = `(?:${h16}:${h16}|${octet}(?:\\.${octet}){3})`;
@@ -63,7 +75,7 @@ function ipv6Bracketed(): RegExp {
     `${head(5)}::${h16}`,
     `${head(6)}::`,
   ];
-  return new RegExp(`^\\[(?:${forms.join('|')})\\]$`);
+  return `\\[(?:${forms.join('|')})\\]`;
 }
 
 export function isDns1123Label(s: unknown): s is string {

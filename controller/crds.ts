@@ -3,6 +3,29 @@
  * generated from this module (`node --import tsx crds/generate.ts`) and a test keeps them identical.
  */
 import { PARTNER_GROUP } from '../contract/index.ts';
+import {
+  AGREEMENT_REF_SCHEMA,
+  CEILING_CEL,
+  CEILING_SCHEMA,
+  CLIENT_TEXT_SCHEMA,
+  IDENTITY_HEADER_NAME,
+  ISSUER_PATTERN,
+  ISSUER_SCHEMA,
+  LOCAL_GROUP_MAX,
+  LOCAL_GROUP_PATTERN,
+  LOCAL_GROUPS_CEL,
+  MAX_PARTNER_GROUPS,
+  MXID_PATTERN,
+  PARTNER_GROUPS_CEL,
+  PROJECT_LABELS,
+  PUBLIC_TIMEOUT_CEL,
+  PUBLIC_TIMEOUT_SCHEMA,
+  RETRIEVAL_TOOL,
+  ROOM_ID_PATTERN,
+  ROOM_ID_SCHEMA,
+  SERVER_NAME_PATTERN,
+  SERVER_NAME_SCHEMA,
+} from '../rules/index.ts';
 import { GROUP, VERSION } from './types.ts';
 
 type Schema = Record<string, unknown>;
@@ -11,15 +34,14 @@ export const PATTERNS = {
   dns1123Label: '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$',
   dns1123Subdomain: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
   secretKey: '^[-._a-zA-Z0-9]+$',
-  /** Legacy `!opaque:server` or room-version-12 `!<43 unpadded base64url>`. */
-  roomId: '^!([A-Za-z0-9_-]{43}|[!-9;-~]+:([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?)$',
-  /** A full Matrix user ID, narrowed like contract/identifiers.ts. */
-  mxid: '^@[a-z0-9._=/+-]+:([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?$',
-  serverName: '^([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?$',
-  httpsUrl: '^https://[^\\s/?#@]+(/[^\\s?#]*)?$',
+  // The Matrix names, the issuer and the local groups come from rules/ (one rule, one place).
+  roomId: ROOM_ID_PATTERN,
+  mxid: MXID_PATTERN,
+  serverName: SERVER_NAME_PATTERN,
+  httpsUrl: ISSUER_PATTERN,
   httpUrl: '^https?://[^\\s/?#@]+(/[^\\s?#]*)?$',
   partnerGroup: PARTNER_GROUP.source,
-  localGroup: '^[a-z0-9]([-a-z0-9._/]{0,126}[a-z0-9])?$',
+  localGroup: LOCAL_GROUP_PATTERN,
   anchoredRegex: '^\\^.*\\$$',
 } as const;
 
@@ -52,25 +74,16 @@ const secretKeyRef = (description: string) =>
   );
 
 const classifications = (): Schema =>
-  arr(str({ enum: ['approved_non_public', 'public'] }), {
+  arr(str({ enum: [...CEILING_SCHEMA.items.enum] }), {
     description:
       'Classification ceiling: the chunk classifications a caller of this entry may read. Exactly ["public"] (default) or ["approved_non_public","public"]; approved_non_public needs agreementRef.',
-    default: ['public'],
-    minItems: 1,
-    maxItems: 2,
+    default: [...CEILING_SCHEMA.default],
+    minItems: CEILING_SCHEMA.minItems,
+    maxItems: CEILING_SCHEMA.maxItems,
     'x-kubernetes-list-type': 'atomic',
   });
 
-const CLASSIFICATION_RULES = [
-  {
-    rule: "self.allowedClassifications == ['public'] || self.allowedClassifications == ['approved_non_public', 'public']",
-    message: 'allowedClassifications must be exactly ["public"] or ["approved_non_public","public"]',
-  },
-  {
-    rule: "('approved_non_public' in self.allowedClassifications) == has(self.agreementRef)",
-    message: 'agreementRef is required with approved_non_public and forbidden otherwise',
-  },
-];
+const CLASSIFICATION_RULES = CEILING_CEL.map((r) => ({ ...r }));
 
 const conditionSchema = obj(
   {
@@ -195,14 +208,13 @@ const agentSpec = obj(
 const roomSpec = obj(
   {
     roomId: str({
-      pattern: PATTERNS.roomId,
-      maxLength: 255,
+      ...ROOM_ID_SCHEMA,
+      'x-kubernetes-validations': ROOM_ID_SCHEMA['x-kubernetes-validations'].map((r) => ({ ...r })),
       description: 'Exact Matrix room ID (legacy !opaque:server or room version 12 form); the registry key.',
     }),
     allowedClassifications: classifications(),
     agreementRef: str({
-      minLength: 1,
-      maxLength: 253,
+      ...AGREEMENT_REF_SCHEMA,
       description:
         'Reference to the room agreement that approves approved_non_public; required with it, forbidden otherwise.',
     }),
@@ -218,24 +230,28 @@ const roomSpec = obj(
 const partnerSpec = obj(
   {
     issuer: str({
-      pattern: PATTERNS.httpsUrl,
-      maxLength: 512,
+      ...ISSUER_SCHEMA,
       description: "JWT issuer (https URL); must equal the platform's jwt.issuer for a public route.",
     }),
-    audience: str({ minLength: 1, maxLength: 255, description: 'JWT audience the partner presents.' }),
-    azp: str({ minLength: 1, maxLength: 255, description: 'JWT authorized party (the OAuth client ID).' }),
+    audience: str({
+      ...CLIENT_TEXT_SCHEMA,
+      description: 'JWT audience the partner presents (printable ASCII without spaces).',
+    }),
+    azp: str({
+      ...CLIENT_TEXT_SCHEMA,
+      description: 'JWT authorized party, the OAuth client ID (printable ASCII without spaces).',
+    }),
     policyId: dnsLabel('Partner policy ID carried in the projection; the prefix of every group.'),
     groups: arr(str({ pattern: PATTERNS.partnerGroup, maxLength: 255 }), {
       minItems: 1,
-      maxItems: 16,
+      maxItems: MAX_PARTNER_GROUPS,
       'x-kubernetes-list-type': 'set',
       description:
         'Groups projected for this partner, each partner/<policyId>/<group>; a chunk needs one of them in allowed_groups.',
     }),
     allowedClassifications: classifications(),
     agreementRef: str({
-      minLength: 1,
-      maxLength: 253,
+      ...AGREEMENT_REF_SCHEMA,
       description:
         'Reference to the onboarding agreement that approves approved_non_public; required with it, forbidden otherwise.',
     }),
@@ -258,13 +274,7 @@ const partnerSpec = obj(
   ['issuer', 'audience', 'azp', 'policyId', 'groups'],
   {
     description: 'Desired state of the OAuth registry entry, keyed by (issuer, audience, azp).',
-    'x-kubernetes-validations': [
-      ...CLASSIFICATION_RULES,
-      {
-        rule: "self.groups.all(g, g.startsWith('partner/' + self.policyId + '/'))",
-        message: 'every group must be partner/<policyId>/<group>',
-      },
-    ],
+    'x-kubernetes-validations': [...CLASSIFICATION_RULES, { ...PARTNER_GROUPS_CEL }],
   },
 );
 
@@ -280,8 +290,7 @@ const platformSpec = obj(
         mcpListener: str({
           pattern: PATTERNS.dns1123Label,
           maxLength: 63,
-          description:
-            'Listener of the MCP route (default: localListener). Client-sent X-Fgentic-Identity is stripped before routing on every A2A listener that is not also the MCP listener.',
+          description: `Listener of the MCP route (default: localListener). Client-sent ${IDENTITY_HEADER_NAME} is stripped before routing on every A2A listener that is not also the MCP listener.`,
         }),
         mcpUrl: str({
           pattern: PATTERNS.httpUrl,
@@ -312,8 +321,8 @@ const platformSpec = obj(
         ),
         apiKeySecretRef: secretKeyRef('API-key Secret (gateway namespace) of the bridge workload'),
         localServer: str({
-          pattern: PATTERNS.serverName,
-          maxLength: 255,
+          ...SERVER_NAME_SCHEMA,
+          'x-kubernetes-validations': SERVER_NAME_SCHEMA['x-kubernetes-validations'].map((r) => ({ ...r })),
           description: 'Matrix server name of the local homeserver.',
         }),
         serviceUserRegex: str({
@@ -346,22 +355,21 @@ const platformSpec = obj(
       ['workload', 'apiKeySecretRef', 'localServer', 'serviceUserRegex'],
       { description: 'The Matrix A2A bridge: its gateway identity and how the projector classifies MXIDs.' },
     ),
-    localGroups: arr(str({ pattern: PATTERNS.localGroup, maxLength: 128 }), {
+    localGroups: arr(str({ pattern: PATTERNS.localGroup, maxLength: LOCAL_GROUP_MAX }), {
       maxItems: 256,
       'x-kubernetes-list-type': 'set',
       description: 'Local group names; none may start with partner/ or equal a PartnerClient group.',
     }),
     publicRetrievalTimeoutSeconds: int({
-      minimum: 1,
-      maximum: 60,
-      default: 30,
+      minimum: PUBLIC_TIMEOUT_SCHEMA.minimum,
+      maximum: PUBLIC_TIMEOUT_SCHEMA.maximum,
+      default: PUBLIC_TIMEOUT_SCHEMA.default,
       description: 'Request timeout of the public routes, in seconds (1-60).',
     }),
     jwt: obj(
       {
         issuer: str({
-          pattern: PATTERNS.httpsUrl,
-          maxLength: 512,
+          ...ISSUER_SCHEMA,
           description: 'Issuer (https URL) the gateway accepts on the public listener.',
         }),
         jwksSecretRef: secretKeyRef('Secret (gateway namespace) holding the JWKS JSON'),
@@ -487,14 +495,8 @@ const platformSpec = obj(
   {
     description: 'Desired state of the platform.',
     'x-kubernetes-validations': [
-      {
-        rule: '!has(self.publicRetrievalTimeoutSeconds) || (self.publicRetrievalTimeoutSeconds >= 1 && self.publicRetrievalTimeoutSeconds <= 60)',
-        message: 'publicRetrievalTimeoutSeconds must be within 1-60',
-      },
-      {
-        rule: "!has(self.localGroups) || self.localGroups.all(g, !g.startsWith('partner/'))",
-        message: 'local groups may not use the partner/ namespace',
-      },
+      { ...PUBLIC_TIMEOUT_CEL },
+      { ...LOCAL_GROUPS_CEL },
       {
         rule: '!has(self.jwt) || has(self.gateway.publicListener)',
         message: 'jwt needs gateway.publicListener',
@@ -523,8 +525,7 @@ const KINDS: KindDef[] = [
     singular: 'retrievalagent',
     shortNames: ['ragent'],
     scope: 'Namespaced',
-    description:
-      'A retrieval Agent: the reconciler renders a kagent Agent of the same namespace and name with the search_knowledge tool, its gateway routes and policies, and its NetworkPolicy.',
+    description: `A retrieval Agent: the reconciler renders a kagent Agent of the same namespace and name with the ${RETRIEVAL_TOOL} tool, its gateway routes and policies, and its NetworkPolicy.`,
     spec: agentSpec,
     rootRules: [
       {
@@ -604,10 +605,7 @@ export function crdFor(def: KindDef): Record<string, unknown> {
     kind: 'CustomResourceDefinition',
     metadata: {
       name: `${def.plural}.${GROUP}`,
-      labels: {
-        'app.kubernetes.io/managed-by': 'fgentic-retrieval',
-        'app.kubernetes.io/part-of': 'fgentic-retrieval',
-      },
+      labels: { ...PROJECT_LABELS },
     },
     spec: {
       group: GROUP,

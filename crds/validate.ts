@@ -48,6 +48,9 @@ export function toJsonSchema(s: unknown, root = false): unknown {
     out['anyOf'] = [{ type: 'integer' }, { type: 'string' }];
   }
   if (src['nullable'] && out['type']) out['type'] = [out['type'], 'null'];
+  // The apiserver refuses a repeated item of a `set` list ("Duplicate value"; apiextensions-apiserver
+  // validates list types after the schema, structurallisttype.ValidateListSetsAndMaps).
+  if (src['x-kubernetes-list-type'] === 'set') out['uniqueItems'] = true;
   const preserve = src['x-kubernetes-preserve-unknown-fields'] === true;
   if (out['type'] === 'object' && out['additionalProperties'] === undefined && !preserve) {
     out['additionalProperties'] = false;

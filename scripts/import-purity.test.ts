@@ -47,6 +47,7 @@ function isIo(spec: string): boolean {
 export const PURE_CORES = [
   'contract',
   'controller/render',
+  'rules',
   'retrieval/predicate.ts',
   'retrieval/planner.ts',
   'projector/matrix.ts',
