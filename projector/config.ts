@@ -20,6 +20,20 @@ import {
   parseStrictJson,
   utf8Length,
 } from '../contract/index.ts';
+import {
+  CLIENT_TEXT_MAX,
+  ISSUER_MAX,
+  isClientText,
+  isIssuer,
+  isLocalGroup,
+  isValidTimeoutSetting,
+  PARTNER_PREFIX,
+  PUBLIC_TIMEOUT,
+  partnerKey,
+} from '../rules/index.ts';
+
+// The decision modules read these through this module; they are the rules/ definitions.
+export { isValidTimeoutSetting, partnerKey } from '../rules/index.ts';
 
 export interface BridgedOrigin {
   readonly network: string;
@@ -84,10 +98,6 @@ export const RESERVED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const MAX_REGEX_LENGTH = 1024; // the CRD's maxLength
 const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 const PATH_RE = /^\/[A-Za-z0-9._~!$&'()*+,;=:@/%-]{0,1023}$/;
-
-export function partnerKey(issuer: string, audience: string, azp: string): string {
-  return JSON.stringify([issuer, audience, azp]);
-}
 
 class ConfigError extends Error {}
 
@@ -219,7 +229,8 @@ function build(v: JsonValue): ProjectorConfig {
   );
   if (root['version'] !== 1) fail('version', 'must be 1');
   const timeout = root['publicRetrievalTimeoutSeconds'];
-  if (!isValidTimeoutSetting(timeout)) fail('publicRetrievalTimeoutSeconds', 'must be an integer 1–60');
+  if (!isValidTimeoutSetting(timeout))
+    fail('publicRetrievalTimeoutSeconds', `must be an integer ${PUBLIC_TIMEOUT.min}–${PUBLIC_TIMEOUT.max}`);
 
   const b = obj(root['bridge'], 'bridge', ['workload', 'localServer', 'serviceUserRegex', 'bridgedOrigins']);
   const workload = str(b['workload'], 'bridge.workload', 253);
@@ -268,9 +279,10 @@ function build(v: JsonValue): ProjectorConfig {
   });
 
   const localGroups = arr(root['localGroups'], 'localGroups', 1000).map((g, k) => {
-    const s = str(g, `localGroups[${k}]`);
-    if (s.startsWith('partner/')) fail(`localGroups[${k}]`, 'local group in the partner namespace');
-    return s;
+    if (typeof g === 'string' && g.startsWith(PARTNER_PREFIX))
+      fail(`localGroups[${k}]`, 'local group in the partner namespace');
+    if (!isLocalGroup(g)) fail(`localGroups[${k}]`, 'must be a local group name');
+    return g;
   });
   if (new Set(localGroups).size !== localGroups.length) fail('localGroups', 'duplicate group');
   const localGroupSet = new Set(localGroups);
@@ -287,10 +299,14 @@ function build(v: JsonValue): ProjectorConfig {
       'allowedClassifications',
       'agents',
     ]);
-    const issuer = str(e['issuer'], `${p}.issuer`, 512);
-    if (!issuer.startsWith('https://')) fail(`${p}.issuer`, 'must be an https URL');
-    const audience = str(e['audience'], `${p}.audience`);
-    const azp = str(e['azp'], `${p}.azp`);
+    const issuer = e['issuer'];
+    if (!isIssuer(issuer)) fail(`${p}.issuer`, `must be an https URL of at most ${ISSUER_MAX} characters`);
+    // What the projection can carry (rules/partners.ts); anything else would deny at run time.
+    const audience = e['audience'];
+    if (!isClientText(audience))
+      fail(`${p}.audience`, `must be 1–${CLIENT_TEXT_MAX} printable ASCII, no space`);
+    const azp = e['azp'];
+    if (!isClientText(azp)) fail(`${p}.azp`, `must be 1–${CLIENT_TEXT_MAX} printable ASCII, no space`);
     const policyId = label(e['policyId'], `${p}.policyId`);
     const groupsIn = arr(e['groups'], `${p}.groups`, 16);
     if (!groupsIn.every((g) => typeof g === 'string')) fail(`${p}.groups`, 'must be strings');
@@ -334,8 +350,4 @@ function build(v: JsonValue): ProjectorConfig {
     localGroups,
     liveRoomCheck: parseLiveRoomCheck(root['liveRoomCheck']),
   };
-}
-
-export function isValidTimeoutSetting(v: unknown): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 60;
 }

@@ -2,7 +2,7 @@
  * The classification ceiling of a RetrievalRoom or PartnerClient and its agreement reference. The
  * contract allows exactly two ceilings (`contract/identifiers.ts` `isAllowedClassifications`);
  * `approved_non_public` needs a reference to the agreement that approves it, and a reference without
- * it is refused so a stale one cannot linger after a downgrade (docs/decisions.md#adr-17).
+ * it is refused so a stale one cannot linger after a downgrade (docs/decisions.md#adr-projection).
  */
 import { type AllowedClassifications, isAllowedClassifications } from '../contract/index.ts';
 import { at, type Problem, problem } from './result.ts';
@@ -16,9 +16,11 @@ export function ceilingOf(v: unknown): unknown {
   return v === undefined ? DEFAULT_CEILING : v;
 }
 
-/** The normalised ceiling of a value that has passed `checkCeiling`. */
-export function normCeiling(v: readonly string[] | undefined): AllowedClassifications {
-  return v && v.length === 2 ? WIDE_CEILING : DEFAULT_CEILING;
+/** The normalised ceiling of a value that has passed `checkCeiling` (a fresh array). */
+export function normCeiling(
+  v: readonly string[] | undefined,
+): ['public'] | ['approved_non_public', 'public'] {
+  return v && v.length === 2 ? ['approved_non_public', 'public'] : ['public'];
 }
 
 /**

@@ -2,7 +2,7 @@
  * The JWT issuer of a PartnerClient and of the platform's public listener. The gateway compares it
  * with the token's `iss` exactly, and the projection carries it in `client.issuer`, which the contract
  * accepts only as printable ASCII without spaces of at most 512 bytes (`contract/projection.ts`
- * `checkClient`, docs/decisions.md#adr-13). So the rule is: `https://`, a host without `/ ? # @`, an
+ * `checkClient`, docs/decisions.md#adr-oauth-rules). So the rule is: `https://`, a host without `/ ? # @`, an
  * optional path without `? #`, every character printable ASCII other than space, at most 512.
  */
 import { type Problem, problem } from './result.ts';

@@ -32,7 +32,8 @@ export function partnerKey(issuer: string, audience: string, azp: string): strin
 }
 
 /** issuer, audience, azp and policyId of a PartnerClient spec. */
-export function checkClient(spec: { readonly [k: string]: unknown }, path = 'spec'): Problem[] {
+export function checkClient(client: object, path = 'spec'): Problem[] {
+  const spec = client as { readonly [k: string]: unknown };
   const out = checkIssuer(spec['issuer'], at(path, 'issuer'));
   for (const f of ['audience', 'azp'])
     if (!isClientText(spec[f]))

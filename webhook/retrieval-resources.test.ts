@@ -109,7 +109,7 @@ describe('RetrievalPlatform', () => {
     assert.equal(check(platform('kagent', ['staff']), [partner('p')]).allowed, true);
     deniedWith(check(platform('kagent', ['partner/org-b/docs']), [partner('p')]), 'group-collision');
     deniedWith(check(platform('kagent', ['partner/anything']), []), 'group-collision');
-    deniedWith(check(platform('kagent', ['staff', 'staff']), []), 'schema');
+    deniedWith(check(platform('kagent', ['staff', 'staff']), []), 'local-groups');
   });
 
   test('it is named default', () => {

@@ -2,14 +2,32 @@
  * Validation and conflict detection. A conflicting or invalid resource renders nothing and is reported
  * (it becomes a `Conflict=True` condition); the rest renders normally. Never a partial, permissive config:
  * everything here only removes entries from the registries and routes.
+ *
+ * The per-resource rules are those of rules/ (the same the CRDs and the webhook apply); what is
+ * left here is what needs every resource at once: one platform, unique keys, group collisions.
  */
-import { isDns1123Label, isPartnerGroup, isRoomId } from '../../contract/index.ts';
+import { isDns1123Label } from '../../contract/index.ts';
+import {
+  checkCeiling,
+  checkClient,
+  checkIssuer,
+  checkLocalGroups,
+  checkPartnerGroups,
+  checkPublicTimeout,
+  formatProblem,
+  groupCollision,
+  isRoomId,
+  isServerName,
+  normCeiling,
+  type Problem,
+  PUBLIC_TIMEOUT,
+  problem,
+} from '../../rules/index.ts';
 import type { Conflict, OwnKind, PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../types.ts';
 import {
   type Agent,
   cmpStr,
   type Model,
-  normClassifications,
   type Partner,
   type Platform,
   partnerKey,
@@ -17,17 +35,13 @@ import {
   serviceFromUrl,
 } from './model.ts';
 
-const HTTPS_ISSUER = /^https:\/\/[^\s/?#@]+(\/[^\s?#]*)?$/;
+type Meta = { namespace?: string; name: string };
+type Report = (kind: OwnKind, m: Meta, reason: string, message: string) => void;
 
-function classificationsValid(v: string[] | undefined, agreementRef: string | undefined): string | undefined {
-  const c = v ?? ['public'];
-  const ok =
-    (c.length === 1 && c[0] === 'public') ||
-    (c.length === 2 && c[0] === 'approved_non_public' && c[1] === 'public');
-  if (!ok) return 'allowedClassifications must be exactly ["public"] or ["approved_non_public","public"]';
-  if ((c.length === 2) !== (agreementRef !== undefined && agreementRef !== ''))
-    return 'agreementRef is required with approved_non_public and forbidden otherwise';
-  return undefined;
+/** The first problem as a condition message (one cause at a time, as before a fix is applied). */
+function firstProblem(problems: readonly Problem[]): string | undefined {
+  const p = problems[0];
+  return p && formatProblem(p);
 }
 
 function agentProblem(a: RetrievalAgent): string | undefined {
@@ -43,24 +57,33 @@ function agentProblem(a: RetrievalAgent): string | undefined {
 }
 
 function roomProblem(r: RetrievalRoom): string | undefined {
-  if (!isRoomId(r.spec?.roomId)) return 'spec.roomId is not a Matrix room ID';
-  return classificationsValid(r.spec.allowedClassifications, r.spec.agreementRef);
+  const s = r.spec ?? ({} as RetrievalRoom['spec']);
+  return firstProblem([
+    ...(isRoomId(s.roomId) ? [] : [problem('room-id', 'spec.roomId', 'not a Matrix room ID')]),
+    ...checkCeiling(s.allowedClassifications, s.agreementRef),
+  ]);
 }
 
 function partnerProblem(p: PartnerClient): string | undefined {
   const s = p.spec;
-  if (!s || typeof s.issuer !== 'string' || s.issuer.length > 512 || !HTTPS_ISSUER.test(s.issuer))
-    return 'spec.issuer must be an https URL of at most 512 characters';
-  if (!s.audience || s.audience.length > 255 || !s.azp || s.azp.length > 255)
-    return 'audience/azp must be 1-255 chars';
-  if (!isDns1123Label(s.policyId)) return 'spec.policyId must be a DNS-1123 label';
-  if (!Array.isArray(s.groups) || s.groups.length < 1 || s.groups.length > 16)
-    return 'spec.groups must hold 1-16 groups';
-  if (new Set(s.groups).size !== s.groups.length) return 'spec.groups has duplicates';
-  for (const g of s.groups)
-    if (!isPartnerGroup(g) || !g.startsWith(`partner/${s.policyId}/`))
-      return `group ${JSON.stringify(g)} is not partner/${s.policyId}/<group>`;
-  return classificationsValid(s.allowedClassifications, s.agreementRef);
+  if (!s) return 'spec is required';
+  return firstProblem([
+    ...checkClient(s),
+    ...checkPartnerGroups(s.groups, s.policyId, 'spec.groups'),
+    ...checkCeiling(s.allowedClassifications, s.agreementRef),
+  ]);
+}
+
+function platformProblem(s: Resources['platforms'][number]['spec']): string | undefined {
+  if (!s?.gateway?.localListener) return 'gateway.localListener is required';
+  return firstProblem([
+    ...checkPublicTimeout(s.publicRetrievalTimeoutSeconds, 'spec.publicRetrievalTimeoutSeconds'),
+    ...checkLocalGroups(s.localGroups, 'spec.localGroups'),
+    ...(isServerName(s.bridge?.localServer ?? '')
+      ? []
+      : [problem('server-name', 'spec.bridge.localServer', 'not a Matrix server name')]),
+    ...(s.jwt ? checkIssuer(s.jwt.issuer, 'spec.jwt.issuer') : []),
+  ]);
 }
 
 export interface Analysis {
@@ -68,9 +91,10 @@ export interface Analysis {
   conflicts: Conflict[];
 }
 
+/** Validate, then resolve the platform, agents, rooms and partners; conflicts are reported, not rendered. */
 export function analyse(input: Resources): Analysis {
   const conflicts: Conflict[] = [];
-  const report = (kind: OwnKind, m: { namespace?: string; name: string }, reason: string, message: string) =>
+  const report: Report = (kind, m, reason, message) =>
     conflicts.push({
       kind,
       ...(m.namespace !== undefined ? { namespace: m.namespace } : {}),
@@ -78,212 +102,221 @@ export function analyse(input: Resources): Analysis {
       reason,
       message,
     });
+  const chosen = choosePlatform(input, report);
+  if (!chosen) {
+    const msg = 'no valid RetrievalPlatform "default": nothing is rendered';
+    for (const [kind, items] of [
+      ['RetrievalAgent', input.agents],
+      ['RetrievalRoom', input.rooms],
+      ['PartnerClient', input.partners],
+    ] as const)
+      for (const i of items) report(kind, i.metadata, 'NoPlatform', msg);
+    return { conflicts: sortConflicts(conflicts) };
+  }
+  const { platform, res } = chosen;
+  const agents = resolveAgents(input.agents, report);
+  const agentIndex = new Map(agents.map((a) => [`${a.namespace}/${a.name}`, a]));
+  const rooms = resolveRooms(input.rooms, report);
+  const partners = resolvePartners(input.partners, platform, agentIndex, report);
+  bindPartners(partners, platform, agentIndex);
+  return {
+    model: { platform, platformRes: res, agents, rooms, partners },
+    conflicts: sortConflicts(conflicts),
+  };
+}
 
-  // Platform: exactly one, named default.
-  let platform: Platform | undefined;
-  const platforms = input.platforms.filter((p) => {
-    if (p.metadata.name !== 'default') {
-      report('RetrievalPlatform', p.metadata, 'InvalidName', 'the RetrievalPlatform must be named default');
-      return false;
+/**
+ * Items that pass `problemOf`, grouped by `key`; an invalid item is reported `Invalid`, every item of
+ * a key claimed more than once is reported by `duplicate` and dropped.
+ */
+function uniqueValid<T extends { metadata: Meta }>(
+  items: readonly T[],
+  kind: OwnKind,
+  problemOf: (item: T) => string | undefined,
+  keyOf: (item: T) => string,
+  duplicate: (list: readonly T[], key: string) => { reason: string; message: string },
+  report: Report,
+): T[] {
+  const byKey = new Map<string, T[]>();
+  for (const item of items) {
+    const problem = problemOf(item);
+    if (problem) report(kind, item.metadata, 'Invalid', problem);
+    else byKey.set(keyOf(item), [...(byKey.get(keyOf(item)) ?? []), item]);
+  }
+  const out: T[] = [];
+  for (const [key, list] of byKey) {
+    if (list.length === 1) out.push(list[0] as T);
+    else {
+      const d = duplicate(list, key);
+      for (const item of list) report(kind, item.metadata, d.reason, d.message);
     }
-    return true;
+  }
+  return out;
+}
+
+/** Exactly one RetrievalPlatform, named default, valid; defaults applied. */
+function choosePlatform(
+  input: Resources,
+  report: Report,
+): { platform: Platform; res: Resources['platforms'][number] } | undefined {
+  const platforms = input.platforms.filter((p) => {
+    if (p.metadata.name === 'default') return true;
+    report('RetrievalPlatform', p.metadata, 'InvalidName', 'the RetrievalPlatform must be named default');
+    return false;
   });
   if (platforms.length > 1) {
     for (const p of platforms)
       report('RetrievalPlatform', p.metadata, 'Duplicate', 'more than one RetrievalPlatform named default');
-  } else if (platforms.length === 1) {
-    const p = platforms[0] as (typeof platforms)[number];
-    const s = p.spec;
-    const t = s.publicRetrievalTimeoutSeconds ?? 30;
-    const gw = s.gateway;
-    let problem: string | undefined;
-    if (!Number.isInteger(t) || t < 1 || t > 60)
-      problem = 'publicRetrievalTimeoutSeconds must be within 1-60';
-    else if (!gw?.localListener) problem = 'gateway.localListener is required';
-    else if ((s.localGroups ?? []).some((g) => g.startsWith('partner/')))
-      problem = 'localGroups may not use the partner/ namespace';
-    if (problem) report('RetrievalPlatform', p.metadata, 'Invalid', problem);
-    else {
-      platform = {
-        name: p.metadata.name,
-        ...(p.metadata.uid ? { uid: p.metadata.uid } : {}),
-        spec: s,
-        timeout: t,
-        a2aBackend: s.a2aBackend ?? 'controller',
-        projector: { service: s.projector?.service ?? 'fgentic-projector', port: s.projector?.port ?? 8080 },
-        retrieval: {
-          service: s.retrieval?.service ?? 'knowledge-retrieval',
-          port: s.retrieval?.port ?? 8080,
-        },
-        proxyPodLabels: gw.proxyPodLabels ?? { 'app.kubernetes.io/name': 'agentgateway-proxy' },
-        mcpListener: gw.mcpListener ?? gw.localListener,
-        mcpUrl: (gw.mcpUrl ?? `http://${gw.name}.${gw.namespace}.svc.cluster.local:8080`).replace(/\/+$/, ''),
-      };
-      if (s.jwt) {
-        if (s.jwt.jwksUri) {
-          const svc = serviceFromUrl(s.jwt.jwksUri);
-          if (svc) platform.jwks = svc;
-          else
-            report(
-              'RetrievalPlatform',
-              p.metadata,
-              'JwksUnresolved',
-              'jwt.jwksUri must name an in-cluster Service URL',
-            );
-        } else if (input.jwksInline) platform.jwks = { inline: input.jwksInline };
-        else report('RetrievalPlatform', p.metadata, 'JwksUnresolved', 'the JWKS Secret could not be read');
-      }
-    }
+    return undefined;
   }
-  const all = (kind: OwnKind, items: { metadata: { namespace?: string; name: string } }[], msg: string) => {
-    for (const i of items) report(kind, i.metadata, 'NoPlatform', msg);
+  const p = platforms[0];
+  if (!p) return undefined;
+  const s = p.spec;
+  const problem = platformProblem(s);
+  if (problem) {
+    report('RetrievalPlatform', p.metadata, 'Invalid', problem);
+    return undefined;
+  }
+  const gw = s.gateway;
+  const platform: Platform = {
+    name: p.metadata.name,
+    ...(p.metadata.uid ? { uid: p.metadata.uid } : {}),
+    spec: s,
+    timeout: s.publicRetrievalTimeoutSeconds ?? PUBLIC_TIMEOUT.default,
+    a2aBackend: s.a2aBackend ?? 'controller',
+    projector: { service: s.projector?.service ?? 'fgentic-projector', port: s.projector?.port ?? 8080 },
+    retrieval: {
+      service: s.retrieval?.service ?? 'knowledge-retrieval',
+      port: s.retrieval?.port ?? 8080,
+    },
+    proxyPodLabels: gw.proxyPodLabels ?? { 'app.kubernetes.io/name': 'agentgateway-proxy' },
+    mcpListener: gw.mcpListener ?? gw.localListener,
+    mcpUrl: (gw.mcpUrl ?? `http://${gw.name}.${gw.namespace}.svc.cluster.local:8080`).replace(/\/+$/, ''),
   };
-  if (!platform) {
-    const msg = 'no valid RetrievalPlatform "default": nothing is rendered';
-    all('RetrievalAgent', input.agents, msg);
-    all('RetrievalRoom', input.rooms, msg);
-    all('PartnerClient', input.partners, msg);
-    return { conflicts: sortConflicts(conflicts) };
-  }
-
-  // Agents: valid, unique per kagent Agent (namespace/name).
-  const byAgent = new Map<string, RetrievalAgent[]>();
-  for (const a of input.agents) {
-    const problem = agentProblem(a);
-    if (problem) {
-      report('RetrievalAgent', a.metadata, 'Invalid', problem);
-      continue;
-    }
-    const k = `${a.metadata.namespace}/${a.metadata.name}`;
-    byAgent.set(k, [...(byAgent.get(k) ?? []), a]);
-  }
-  const agents: Agent[] = [];
-  for (const [k, list] of byAgent) {
-    if (list.length > 1) {
-      for (const a of list)
+  if (s.jwt) {
+    if (s.jwt.jwksUri) {
+      const svc = serviceFromUrl(s.jwt.jwksUri);
+      if (svc) platform.jwks = svc;
+      else
         report(
-          'RetrievalAgent',
-          a.metadata,
-          'DuplicateAgent',
-          `${list.length} RetrievalAgents claim kagent Agent ${k}`,
+          'RetrievalPlatform',
+          p.metadata,
+          'JwksUnresolved',
+          'jwt.jwksUri must name an in-cluster Service URL',
         );
-      continue;
-    }
-    const a = list[0] as RetrievalAgent;
+    } else if (input.jwksInline) platform.jwks = { inline: input.jwksInline };
+    else report('RetrievalPlatform', p.metadata, 'JwksUnresolved', 'the JWKS Secret could not be read');
+  }
+  return { platform, res: p };
+}
+
+/** Valid RetrievalAgents, one per kagent Agent (namespace/name), sorted. */
+function resolveAgents(items: readonly RetrievalAgent[], report: Report): Agent[] {
+  const agents = uniqueValid(
+    items,
+    'RetrievalAgent',
+    agentProblem,
+    (a) => `${a.metadata.namespace}/${a.metadata.name}`,
+    (list, k) => ({
+      reason: 'DuplicateAgent',
+      message: `${list.length} RetrievalAgents claim kagent Agent ${k}`,
+    }),
+    report,
+  ).map((a): Agent => {
     const ns = a.metadata.namespace as string;
     const name = a.metadata.name;
-    const localPath = `/api/a2a/${ns}/${name}`;
-    agents.push({
+    return {
       namespace: ns,
       name,
       ...(a.metadata.uid ? { uid: a.metadata.uid } : {}),
       res: a,
       rpm: a.spec.rateLimit?.requestsPerMinute ?? 60,
       public: a.spec.public === true,
-      localPath,
+      localPath: `/api/a2a/${ns}/${name}`,
       publicPath: `/a2a/${ns}/${name}`,
       partners: [],
-    });
-  }
-  agents.sort((x, y) => cmpStr(x.namespace, y.namespace) || cmpStr(x.name, y.name));
-  const agentIndex = new Map(agents.map((a) => [`${a.namespace}/${a.name}`, a]));
+    };
+  });
+  return agents.sort((x, y) => cmpStr(x.namespace, y.namespace) || cmpStr(x.name, y.name));
+}
 
-  // Rooms: valid, one record per exact room ID.
-  const byRoom = new Map<string, RetrievalRoom[]>();
-  for (const r of input.rooms) {
-    const problem = roomProblem(r);
-    if (problem) {
-      report('RetrievalRoom', r.metadata, 'Invalid', problem);
-      continue;
-    }
-    byRoom.set(r.spec.roomId, [...(byRoom.get(r.spec.roomId) ?? []), r]);
-  }
-  const rooms: Room[] = [];
-  for (const [id, list] of byRoom) {
-    if (list.length > 1) {
-      for (const r of list)
-        report(
-          'RetrievalRoom',
-          r.metadata,
-          'DuplicateRoom',
-          `${list.length} RetrievalRooms claim room ${id}`,
-        );
-      continue;
-    }
-    const r = list[0] as RetrievalRoom;
-    rooms.push({
+/** Valid RetrievalRooms, one record per exact room ID, sorted by room ID. */
+function resolveRooms(items: readonly RetrievalRoom[], report: Report): Room[] {
+  return uniqueValid(
+    items,
+    'RetrievalRoom',
+    roomProblem,
+    (r) => r.spec.roomId,
+    (list, id) => ({ reason: 'DuplicateRoom', message: `${list.length} RetrievalRooms claim room ${id}` }),
+    report,
+  )
+    .map((r) => ({
       name: r.metadata.name,
       res: r,
-      roomId: id,
-      classifications: normClassifications(r.spec.allowedClassifications),
-    });
-  }
-  rooms.sort((x, y) => cmpStr(x.roomId, y.roomId));
+      roomId: r.spec.roomId,
+      classifications: normCeiling(r.spec.allowedClassifications),
+    }))
+    .sort((x, y) => cmpStr(x.roomId, y.roomId));
+}
 
-  // Partners: valid, unique (issuer, audience, azp), groups disjoint from local groups, verifiable issuer.
+/** Valid PartnerClients whose groups are not local groups, unique per (issuer, audience, azp), sorted. */
+function resolvePartners(
+  items: readonly PartnerClient[],
+  platform: Platform,
+  agentIndex: ReadonlyMap<string, Agent>,
+  report: Report,
+): Partner[] {
   const localGroups = new Set(platform.spec.localGroups ?? []);
-  const byKey = new Map<string, PartnerClient[]>();
-  for (const p of input.partners) {
-    const problem = partnerProblem(p);
-    if (problem) {
-      report('PartnerClient', p.metadata, 'Invalid', problem);
-      continue;
-    }
-    const clash = p.spec.groups.find((g) => localGroups.has(g));
-    if (clash) {
-      report('PartnerClient', p.metadata, 'GroupCollision', `group ${clash} is also a local group`);
-      continue;
-    }
-    byKey.set(partnerKey(p), [...(byKey.get(partnerKey(p)) ?? []), p]);
-  }
-  const partners: Partner[] = [];
-  for (const list of byKey.values()) {
-    if (list.length > 1) {
-      for (const p of list)
-        report(
-          'PartnerClient',
-          p.metadata,
-          'DuplicateClient',
-          `${list.length} PartnerClients share issuer/audience/azp (${list
-            .map((x) => x.metadata.name)
-            .sort()
-            .join(', ')})`,
-        );
-      continue;
-    }
-    const p = list[0] as PartnerClient;
-    const refs = (p.spec.agents ?? [])
-      .filter((r) => agentIndex.has(`${r.namespace}/${r.name}`))
-      .map((r) => ({ namespace: r.namespace, name: r.name }))
-      .sort((x, y) => cmpStr(x.namespace, y.namespace) || cmpStr(x.name, y.name));
-    partners.push({
+  const valid = items.filter((p) => {
+    const invalid = partnerProblem(p);
+    if (invalid) report('PartnerClient', p.metadata, 'Invalid', invalid);
+    const clash = invalid ? undefined : groupCollision(p.spec.groups, localGroups);
+    if (clash) report('PartnerClient', p.metadata, 'GroupCollision', `group ${clash} is also a local group`);
+    return !invalid && !clash;
+  });
+  return uniqueValid(
+    valid,
+    'PartnerClient',
+    () => undefined,
+    partnerKey,
+    (list) => ({
+      reason: 'DuplicateClient',
+      message: `${list.length} PartnerClients share issuer/audience/azp (${list
+        .map((x) => x.metadata.name)
+        .sort()
+        .join(', ')})`,
+    }),
+    report,
+  )
+    .map((p) => ({
       name: p.metadata.name,
       res: p,
-      classifications: normClassifications(p.spec.allowedClassifications),
-      agents: refs,
-    });
-  }
-  partners.sort(
-    (x, y) =>
-      cmpStr(x.res.spec.issuer, y.res.spec.issuer) ||
-      cmpStr(x.res.spec.audience, y.res.spec.audience) ||
-      cmpStr(x.res.spec.azp, y.res.spec.azp),
-  );
+      classifications: normCeiling(p.spec.allowedClassifications),
+      agents: (p.spec.agents ?? [])
+        .filter((r) => agentIndex.has(`${r.namespace}/${r.name}`))
+        .map((r) => ({ namespace: r.namespace, name: r.name }))
+        .sort((x, y) => cmpStr(x.namespace, y.namespace) || cmpStr(x.name, y.name)),
+    }))
+    .sort(
+      (x, y) =>
+        cmpStr(x.res.spec.issuer, y.res.spec.issuer) ||
+        cmpStr(x.res.spec.audience, y.res.spec.audience) ||
+        cmpStr(x.res.spec.azp, y.res.spec.azp),
+    );
+}
+
+/** A partner reaches its agents' public routes only with the platform's issuer, JWKS and public listener. */
+function bindPartners(
+  partners: readonly Partner[],
+  platform: Platform,
+  agentIndex: ReadonlyMap<string, Agent>,
+) {
   const jwtIssuer = platform.spec.jwt?.issuer;
+  if (!platform.jwks || !platform.spec.gateway.publicListener) return;
   for (const p of partners) {
-    if (p.res.spec.issuer !== jwtIssuer || !platform.jwks || !platform.spec.gateway.publicListener) continue;
+    if (p.res.spec.issuer !== jwtIssuer) continue;
     for (const r of p.agents) agentIndex.get(`${r.namespace}/${r.name}`)?.partners.push(p);
   }
-  return {
-    model: {
-      platform,
-      platformRes: platforms[0] as NonNullable<(typeof platforms)[0]>,
-      agents,
-      rooms,
-      partners,
-    },
-    conflicts: sortConflicts(conflicts),
-  };
 }
 
 function sortConflicts(c: Conflict[]): Conflict[] {

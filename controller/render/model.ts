@@ -1,4 +1,14 @@
 /** Normalised, defaulted view of the resources that survived conflict detection; shared by the renderers. */
+
+import {
+  partnerKey as clientKey,
+  MANAGED_BY_LABEL,
+  PROJECT,
+  PROJECT_LABELS,
+  RENDERED_LABEL,
+  RETRIEVAL_SERVER,
+  RETRIEVAL_TOOL,
+} from '../../rules/index.ts';
 import type {
   AgentRef,
   Classifications,
@@ -12,21 +22,14 @@ import type {
 } from '../types.ts';
 import { API_VERSION } from '../types.ts';
 
-/** Marks objects the reconciler owns and prunes (in addition to the labels of docs/interfaces.md). */
-export const RENDERED_LABEL = 'retrieval.fgentic.dev/rendered';
-export const MANAGED_LABELS = {
-  'app.kubernetes.io/managed-by': 'fgentic-retrieval',
-  'app.kubernetes.io/part-of': 'fgentic-retrieval',
-  [RENDERED_LABEL]: 'true',
-} as const;
-export const PRUNE_SELECTOR = `app.kubernetes.io/managed-by=fgentic-retrieval,${RENDERED_LABEL}=true`;
-export const ROLE_LABEL = 'retrieval.fgentic.dev/role';
-export const AGENT_POD_LABEL = 'retrieval.fgentic.dev/agent';
-export const MCP_KEY_LABEL = 'retrieval.fgentic.dev/api-key';
+export { AGENT_POD_LABEL, MCP_KEY_LABEL, RENDERED_LABEL, ROLE_LABEL } from '../../rules/index.ts';
+
+export const MANAGED_LABELS = { ...PROJECT_LABELS, [RENDERED_LABEL]: 'true' } as const;
+export const PRUNE_SELECTOR = `${MANAGED_BY_LABEL}=${PROJECT},${RENDERED_LABEL}=true`;
 
 export const MCP_ROUTE_PATH = '/mcp/knowledge-retrieval';
-export const MCP_TOOL = 'search_knowledge';
-export const REMOTE_MCP_SERVER = 'knowledge-retrieval';
+export const MCP_TOOL = RETRIEVAL_TOOL;
+export const REMOTE_MCP_SERVER = RETRIEVAL_SERVER;
 export const KAGENT_CONTROLLER = { service: 'kagent-controller', port: 8083 } as const;
 export const AGENT_PORT = 8080;
 
@@ -125,16 +128,13 @@ export function agentOwner(a: Agent): OwnerReference | undefined {
     : undefined;
 }
 
-export function normClassifications(v: string[] | undefined): Classifications {
-  return v && v.length === 2 ? ['approved_non_public', 'public'] : ['public'];
-}
-
 export function cmpStr(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The registry key of a PartnerClient (rules/partners.ts). */
 export function partnerKey(p: PartnerClient): string {
-  return JSON.stringify([p.spec.issuer, p.spec.audience, p.spec.azp]);
+  return clientKey(p.spec.issuer, p.spec.audience, p.spec.azp);
 }
 
 /** Parses `http(s)://<svc>.<ns>.svc[.cluster.local][:port]/path` into a Service reference. */

@@ -3,11 +3,16 @@
  * CEL cannot express because they look at other objects. Pure.
  */
 import {
-  isAllowedClassifications,
-  isPartnerGroup,
+  checkCeiling,
+  checkClient,
+  checkIssuer,
+  checkLocalGroups,
+  checkPartnerGroups,
+  checkPublicTimeout,
+  groupCollision,
   isRoomId,
-  partnerGroupPolicy,
-} from '../../contract/index.ts';
+  isServerName,
+} from '../../rules/index.ts';
 import {
   type AdmissionInput,
   type ClusterView,
@@ -36,30 +41,6 @@ function specOf(f: Findings, obj: KubeObject): JsonObject | undefined {
   return spec;
 }
 
-/** `approved_non_public` only with an agreement reference, and an agreement reference only with it. */
-function checkClassifications(f: Findings, spec: JsonObject): void {
-  const ac = spec['allowedClassifications'] ?? ['public'];
-  if (!isAllowedClassifications(ac)) {
-    f.deny(
-      'classifications',
-      'spec.allowedClassifications',
-      'must be ["public"] or exactly ["approved_non_public","public"]',
-    );
-    return;
-  }
-  const ref = spec['agreementRef'];
-  const hasRef =
-    ref !== undefined && ref !== null && ref !== '' && !(isObject(ref) && Object.keys(ref).length === 0);
-  if (ac.length === 2 && !hasRef)
-    f.deny('agreement-required', 'spec.agreementRef', 'approved_non_public requires an agreementRef');
-  if (ac.length === 1 && hasRef)
-    f.deny(
-      'agreement-unexpected',
-      'spec.agreementRef',
-      'agreementRef is only valid with approved_non_public',
-    );
-}
-
 function sameIdentity(a: KubeObject, name: string, namespace = ''): boolean {
   return nameOf(a) === name && namespaceOf(a) === namespace;
 }
@@ -82,7 +63,7 @@ function reviewRoom(f: Findings, obj: KubeObject, view: ClusterView): void {
       f.deny('room-duplicate', 'spec.roomId', `room ID already declared by RetrievalRoom ${nameOf(other)}`);
       break;
     }
-  checkClassifications(f, spec);
+  f.add(checkCeiling(spec['allowedClassifications'], spec['agreementRef']));
 }
 
 function reviewPartner(f: Findings, obj: KubeObject, view: ClusterView): void {
@@ -101,25 +82,19 @@ function reviewPartner(f: Findings, obj: KubeObject, view: ClusterView): void {
     );
     break;
   }
-  const policyId = str(spec, 'policyId') ?? '';
+  f.add(checkClient(spec));
   const groups = spec['groups'];
-  const locals = localGroups(view);
-  if (!Array.isArray(groups) || groups.length < 1 || groups.length > 16)
-    f.deny('partner-groups', 'spec.groups', 'must list 1 to 16 groups');
-  else {
-    const seen = new Set<string>();
-    groups.forEach((g, i) => {
-      const p = `spec.groups[${i}]`;
-      if (!isPartnerGroup(g)) f.deny('partner-groups', p, 'must be partner/<policyId>/<group>');
-      else if (partnerGroupPolicy(g) !== policyId)
-        f.deny('partner-groups', p, `must start with partner/${policyId}/`);
-      else if (seen.has(g)) f.deny('partner-groups', p, 'duplicate group');
-      else if (locals.has(g))
-        f.deny('group-collision', p, 'collides with a local group of the RetrievalPlatform');
-      if (typeof g === 'string') seen.add(g);
-    });
-  }
-  checkClassifications(f, spec);
+  const groupProblems = checkPartnerGroups(groups, spec['policyId'], 'spec.groups');
+  f.add(groupProblems);
+  const clash =
+    groupProblems.length === 0 && Array.isArray(groups) && groupCollision(groups, localGroups(view));
+  if (clash)
+    f.deny(
+      'group-collision',
+      `spec.groups[${groups.indexOf(clash)}]`,
+      'collides with a local group of the RetrievalPlatform',
+    );
+  f.add(checkCeiling(spec['allowedClassifications'], spec['agreementRef']));
   const agents = spec['agents'];
   if (Array.isArray(agents))
     agents.forEach((a, i) => {
@@ -141,28 +116,30 @@ function reviewPlatform(f: Findings, obj: KubeObject, view: ClusterView): void {
     f.deny('platform-name', 'metadata.name', 'the RetrievalPlatform must be named default');
   const spec = specOf(f, obj);
   if (!spec) return;
+  f.add(checkPublicTimeout(spec['publicRetrievalTimeoutSeconds'], 'spec.publicRetrievalTimeoutSeconds'));
+  const bridge = field(spec, 'bridge');
+  if (isObject(bridge) && !isServerName(str(bridge, 'localServer') ?? ''))
+    f.deny('server-name', 'spec.bridge.localServer', 'not a Matrix server name');
+  const jwt = field(spec, 'jwt');
+  if (isObject(jwt)) f.add(checkIssuer(jwt['issuer'], 'spec.jwt.issuer'));
   const lg = spec['localGroups'];
-  if (lg === undefined) return;
-  if (!Array.isArray(lg)) {
-    f.deny('schema', 'spec.localGroups', 'must be an array of strings');
-    return;
-  }
-  const partnerGroups = new Map<string, string>();
+  const localProblems = checkLocalGroups(lg, 'spec.localGroups');
+  f.add(localProblems);
+  if (localProblems.length > 0 || !Array.isArray(lg)) return;
+  const locals = new Set(lg as string[]);
   for (const p of view.partners()) {
-    const gs = field(field(p, 'spec'), 'groups');
-    if (Array.isArray(gs)) for (const g of gs) if (typeof g === 'string') partnerGroups.set(g, nameOf(p));
+    const clash = groupCollision(asArray(field(field(p, 'spec'), 'groups')), locals);
+    if (clash)
+      f.deny(
+        'group-collision',
+        `spec.localGroups[${lg.indexOf(clash)}]`,
+        `equals a group of PartnerClient ${nameOf(p)}`,
+      );
   }
-  const seen = new Set<string>();
-  lg.forEach((g, i) => {
-    const p = `spec.localGroups[${i}]`;
-    if (typeof g !== 'string' || g === '') f.deny('schema', p, 'must be a non-empty string');
-    else if (g.startsWith('partner/'))
-      f.deny('group-collision', p, 'local groups must not start with partner/');
-    else if (partnerGroups.has(g))
-      f.deny('group-collision', p, `equals a group of PartnerClient ${partnerGroups.get(g)}`);
-    else if (seen.has(g)) f.deny('schema', p, 'duplicate local group');
-    if (typeof g === 'string') seen.add(g);
-  });
+}
+
+function asArray(v: unknown): readonly unknown[] {
+  return Array.isArray(v) ? v : [];
 }
 
 function reviewRetrievalAgent(f: Findings, obj: KubeObject, view: ClusterView, input: AdmissionInput): void {

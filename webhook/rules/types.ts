@@ -2,6 +2,22 @@
  * Shared shapes of the admission rules: the request the rules see, their verdict, and the view of the
  * other objects in the cluster (or in the offline file set). No I/O here.
  */
+import {
+  IDENTITY_HEADER_NAME,
+  PROJECT,
+  type Problem,
+  type Problems,
+  RETRIEVAL_SERVER,
+  RETRIEVAL_TOOL,
+} from '../../rules/index.ts';
+
+export {
+  formatProblem as formatFinding,
+  MANAGED_BY_LABEL,
+  partnerKey,
+  ROLE_LABEL,
+  ROLE_VALUE,
+} from '../../rules/index.ts';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -31,12 +47,8 @@ export interface AdmissionInput {
   username: string;
 }
 
-/** One finding: a stable reason code (bounded set, used as a metric label), a field path and a message. */
-export interface Finding {
-  reason: string;
-  path: string;
-  message: string;
-}
+/** One finding is one rule problem (rules/result.ts): reason code, field path, message. */
+export type Finding = Problem;
 
 export interface Verdict {
   denials: Finding[];
@@ -58,11 +70,6 @@ export interface ClusterView {
   partnersWithKey(issuer: string, audience: string, azp: string): readonly KubeObject[];
 }
 
-/** The partner mapping key (issuer, audience, azp) as one string. */
-export function partnerKey(issuer: string, audience: string, azp: string): string {
-  return JSON.stringify([issuer, audience, azp]);
-}
-
 export interface RulesConfig {
   /** The reconciler's user; the only one allowed to change retrieval Agents. */
   controllerUser: string;
@@ -74,10 +81,7 @@ export interface RulesConfig {
 }
 
 export const CONTROLLER_USER = 'system:serviceaccount:fgentic-system:fgentic-retrieval-controller';
-export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
-export const MANAGED_BY_VALUE = 'fgentic-retrieval';
-export const ROLE_LABEL = 'retrieval.fgentic.dev/role';
-export const ROLE_VALUE = 'retrieval-agent';
+export const MANAGED_BY_VALUE = PROJECT;
 export const RETRIEVAL_GROUP = 'retrieval.fgentic.dev';
 export const KAGENT_GROUP = 'kagent.dev';
 
@@ -87,9 +91,9 @@ export const DEFAULT_RULES_CONFIG: RulesConfig = {
     'system:serviceaccount:kube-system:generic-garbage-collector',
     'system:serviceaccount:kube-system:namespace-controller',
   ],
-  retrievalServerName: 'knowledge-retrieval',
-  identityHeader: 'X-Fgentic-Identity',
-  retrievalTool: 'search_knowledge',
+  retrievalServerName: RETRIEVAL_SERVER,
+  identityHeader: IDENTITY_HEADER_NAME,
+  retrievalTool: RETRIEVAL_TOOL,
 };
 
 export function isObject(v: unknown): v is JsonObject {
@@ -133,8 +137,8 @@ export class Findings implements Verdict {
   warn(reason: string, path: string, message: string): void {
     this.warnings.push({ reason, path, message });
   }
-}
-
-export function formatFinding(f: Finding): string {
-  return f.path ? `${f.path}: ${f.message} [${f.reason}]` : `${f.message} [${f.reason}]`;
+  /** Deny with every problem a rule module reported. */
+  add(problems: Problems): void {
+    this.denials.push(...problems);
+  }
 }
