@@ -2,7 +2,7 @@
  * PartnerClient rules: the client identifiers (issuer, audience, azp), the mapping key, the policy ID
  * and the partner groups, and the local groups they must never collide with.
  *
- * `audience` and `azp` are 1-255 printable ASCII characters other than space (docs/decisions.md#d12):
+ * `audience` and `azp` are 1-255 printable ASCII characters other than space (docs/decisions.md#d12-client-identifiers):
  * the contract carries them in `client` only in that form (`contract/projection.ts` `isTokenText`),
  * so a wider value would pass apply time and then deny every request of the partner at run time.
  */
