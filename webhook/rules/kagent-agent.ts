@@ -1,12 +1,16 @@
 /**
  * Admission rules for kagent.dev Agents (v1alpha2, and v1alpha1 which kagent v0.9.11 serves without
  * conversion) and for the retrieval RemoteMCPServer. Pure: the request, the view of the other objects
- * and the configuration in; findings out.
+ * and the configuration in; findings out. These are the security rules; kagent's own schema is
+ * reproduced in kagent-schema.ts and the advisory warnings are in kagent-advice.ts.
  *
  * ADR 0017 decision 10 (docs/decisions.md#adr-10): only the rendered retrieval Agent may carry `allowedHeaders`, exactly
  * `[X-Fgentic-Identity]`, on its single tool entry for the exact `knowledge-retrieval` RemoteMCPServer;
  * `requireApproval` stays absent there (the HITL resume turn skips the header refresh).
  */
+import { controllerWarnings } from './kagent-advice.ts';
+import { arr, type Ctx, findKeys, refNamespace, settledByOwnership, writtenObject } from './kagent-common.ts';
+import { checkCrdV1alpha2, checkRemoteMcpServerSchema } from './kagent-schema.ts';
 import {
   type AdmissionInput,
   type ClusterView,
@@ -46,54 +50,6 @@ function claimsRetrieval(o: KubeObject | null): boolean {
 function hasExactRetrievalLabels(o: KubeObject): boolean {
   const l = labels(o);
   return l[ROLE_LABEL] === ROLE_VALUE && l[MANAGED_BY_LABEL] === MANAGED_BY_VALUE;
-}
-
-/** Deterministic serialisation with sorted keys, for comparing two objects. */
-function stable(v: Json | undefined): string {
-  if (v === undefined) return 'undefined';
-  if (Array.isArray(v)) return `[${v.map(stable).join(',')}]`;
-  if (isObject(v))
-    return `{${Object.keys(v)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${stable(v[k])}`)
-      .join(',')}}`;
-  return JSON.stringify(v);
-}
-
-const BOOKKEEPING_META = new Set([
-  'finalizers',
-  'managedFields',
-  'resourceVersion',
-  'generation',
-  'deletionTimestamp',
-  'deletionGracePeriodSeconds',
-]);
-
-/**
- * An UPDATE that only removes finalizers (or touches server-maintained metadata/status) changes nothing
- * the agent runtime reads; anyone with RBAC for it may do it, so a stuck deletion can be finished.
- */
-function onlyFinalizerRemoval(oldObj: KubeObject | null, newObj: KubeObject | null): boolean {
-  if (!oldObj || !newObj) return false;
-  const strip = (o: KubeObject): JsonObject => {
-    const out: JsonObject = {};
-    for (const [k, v] of Object.entries(o)) {
-      if (k === 'status') continue;
-      if (k === 'metadata' && isObject(v)) {
-        const m: JsonObject = {};
-        for (const [mk, mv] of Object.entries(v)) if (!BOOKKEEPING_META.has(mk)) m[mk] = mv;
-        out[k] = m;
-      } else out[k] = v;
-    }
-    return out;
-  };
-  if (stable(strip(oldObj)) !== stable(strip(newObj))) return false;
-  const fin = (o: KubeObject): Json[] => {
-    const f = field(meta(o), 'finalizers');
-    return Array.isArray(f) ? f : [];
-  };
-  const before = new Set(fin(oldObj).map((x) => stable(x)));
-  return fin(newObj).every((x) => before.has(stable(x)));
 }
 
 interface HeaderProblem {
@@ -162,160 +118,6 @@ function explainHeaders(f: Findings, path: string, value: Json, cfg: RulesConfig
     );
 }
 
-/**
- * Calls `visit` for every key of an object tree whose lower-cased name is `wanted`, with its dotted
- * path. Paths are only built for matches (this runs on every reviewed Agent).
- */
-function findKeys(root: Json, wanted: string, visit: (key: string, value: Json, path: string) => void): void {
-  const segments: string[] = [];
-  const pathOf = () => segments.join('').replace(/^\./, '');
-  const walk = (node: Json): void => {
-    if (Array.isArray(node)) {
-      for (let i = 0; i < node.length; i++) {
-        const v = node[i] as Json;
-        if (typeof v !== 'object' || v === null) continue;
-        segments.push(`[${i}]`);
-        walk(v);
-        segments.pop();
-      }
-      return;
-    }
-    if (!isObject(node)) return;
-    for (const k in node) {
-      const v = node[k] as Json;
-      if (k.length === wanted.length && k.toLowerCase() === wanted) {
-        segments.push(`.${k}`);
-        visit(k, v, pathOf());
-        segments.pop();
-      }
-      if (typeof v === 'object' && v !== null) {
-        segments.push(`.${k}`);
-        walk(v);
-        segments.pop();
-      }
-    }
-  };
-  walk(root);
-}
-
-function arr(v: Json | undefined): Json[] | undefined {
-  return Array.isArray(v) ? v : undefined;
-}
-
-/** The namespace a tool reference resolves in (kagent: omitted or empty means the Agent's own). */
-function refNamespace(ref: JsonObject, agentNamespace: string): string {
-  const ns = str(ref, 'namespace');
-  return ns === undefined || ns === '' ? agentNamespace : ns;
-}
-
-interface Ctx {
-  f: Findings;
-  cfg: RulesConfig;
-  view: ClusterView;
-  ns: string;
-  name: string;
-}
-
-/** The reproduced CRD layer (schema + CEL of kagent v0.9.11 v1alpha2); kagent's own messages. */
-function checkCrdV1alpha2(c: Ctx, spec: JsonObject): void {
-  const { f } = c;
-  const type = field(spec, 'type');
-  if (type !== undefined && type !== 'Declarative' && type !== 'BYO')
-    f.deny(
-      'kagent-schema',
-      'spec.type',
-      `Unsupported value: ${JSON.stringify(type)}: supported values: "Declarative", "BYO"`,
-    );
-  const effective = type ?? 'Declarative';
-  if (
-    !(effective === 'Declarative' && isObject(spec['declarative'])) &&
-    !(effective === 'BYO' && isObject(spec['byo']))
-  )
-    f.deny(
-      'kagent-schema',
-      'spec',
-      'declarative must be specified if type is Declarative, or byo must be specified if type is BYO',
-    );
-  const byo = field(spec, 'byo');
-  if (isObject(byo) && Object.hasOwn(byo, 'tools'))
-    f.deny('kagent-schema', 'spec.byo.tools', 'unknown field "spec.byo.tools": BYO Agents have no tools');
-  const decl = field(spec, 'declarative');
-  if (!isObject(decl)) return;
-  const runtime = field(decl, 'runtime');
-  if (runtime !== undefined && runtime !== 'python' && runtime !== 'go')
-    f.deny('kagent-schema', 'spec.declarative.runtime', `Unsupported value: ${JSON.stringify(runtime)}`);
-  if (Object.hasOwn(decl, 'systemMessage') && Object.hasOwn(decl, 'systemMessageFrom'))
-    f.deny('kagent-schema', 'spec.declarative', 'systemMessage and systemMessageFrom are mutually exclusive');
-  const tools = field(decl, 'tools');
-  if (tools === undefined) return;
-  if (!Array.isArray(tools)) {
-    f.deny('kagent-schema', 'spec.declarative.tools', 'must be of type array');
-    return;
-  }
-  if (tools.length > 20) f.deny('kagent-schema', 'spec.declarative.tools', 'must have at most 20 items');
-  tools.forEach((t, i) => {
-    const p = `spec.declarative.tools[${i}]`;
-    if (!isObject(t)) {
-      f.deny('kagent-schema', p, 'must be of type object');
-      return;
-    }
-    const tt = field(t, 'type');
-    const hasMcp = Object.hasOwn(t, 'mcpServer');
-    const hasAgent = Object.hasOwn(t, 'agent');
-    if (tt === undefined) {
-      if (hasMcp || hasAgent)
-        f.deny('kagent-schema', `${p}.type`, 'no such key: type (tools[].type has no default)');
-    } else if (tt !== 'McpServer' && tt !== 'Agent') {
-      f.deny(
-        'kagent-schema',
-        `${p}.type`,
-        `Unsupported value: ${JSON.stringify(tt)}: supported values: "McpServer", "Agent"`,
-      );
-    } else {
-      if (hasMcp && tt !== 'McpServer')
-        f.deny('kagent-schema', p, 'type.mcpServer must be nil if the type is not McpServer');
-      if (!hasMcp && tt === 'McpServer')
-        f.deny('kagent-schema', p, 'type.mcpServer must be specified for McpServer filter.type');
-      if (hasAgent && tt !== 'Agent')
-        f.deny('kagent-schema', p, 'type.agent must be nil if the type is not Agent');
-      if (!hasAgent && tt === 'Agent')
-        f.deny('kagent-schema', p, 'type.agent must be specified for Agent filter.type');
-    }
-    const mcp = field(t, 'mcpServer');
-    if (hasMcp && !isObject(mcp)) f.deny('kagent-schema', `${p}.mcpServer`, 'must be of type object');
-    if (isObject(mcp)) {
-      const mp = `${p}.mcpServer`;
-      if (typeof mcp['name'] !== 'string') f.deny('kagent-schema', `${mp}.name`, 'Required value');
-      for (const key of ['toolNames', 'requireApproval', 'allowedHeaders'] as const) {
-        const v = field(mcp, key);
-        if (v === undefined) continue;
-        if (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))
-          f.deny('kagent-schema', `${mp}.${key}`, 'must be of type array of strings');
-        else if (key !== 'allowedHeaders' && v.length > 50)
-          f.deny('kagent-schema', `${mp}.${key}`, 'must have at most 50 items');
-      }
-      const ra = arr(field(mcp, 'requireApproval'));
-      const tn = arr(field(mcp, 'toolNames'));
-      if (ra && !ra.every((x) => tn?.includes(x)))
-        f.deny('kagent-schema', mp, 'each RequireApproval entry must also appear in ToolNames');
-    }
-    const hf = field(t, 'headersFrom');
-    if (hf !== undefined) {
-      if (!Array.isArray(hf)) f.deny('kagent-schema', `${p}.headersFrom`, 'must be of type array');
-      else
-        hf.forEach((h, j) => {
-          const hp = `${p}.headersFrom[${j}]`;
-          if (!isObject(h) || typeof h['name'] !== 'string') {
-            f.deny('kagent-schema', hp, 'name: Required value');
-            return;
-          }
-          if (Object.hasOwn(h, 'value') === Object.hasOwn(h, 'valueFrom'))
-            f.deny('kagent-schema', hp, 'Exactly one of value or valueFrom must be specified');
-        });
-    }
-  });
-}
-
 /** A static header named like the identity header would stand in for the projector's. */
 function checkStaticIdentityHeader(
   f: Findings,
@@ -332,83 +134,6 @@ function checkStaticIdentityHeader(
         `${path}[${j}].name`,
         `a static ${cfg.identityHeader} header would forge the projected identity`,
       );
-  });
-}
-
-/** Warnings for what kagent's controller or runtime would only report (or silently do) later. */
-function controllerWarnings(c: Ctx, decl: JsonObject): void {
-  const { f, ns } = c;
-  const p = 'spec.declarative';
-  if (!Object.hasOwn(decl, 'systemMessage') && !Object.hasOwn(decl, 'systemMessageFrom'))
-    f.warn(
-      'kagent-no-system-message',
-      p,
-      'at least one system message source (SystemMessage or SystemMessageFrom) must be specified',
-    );
-  const mc = field(decl, 'modelConfig');
-  if (typeof mc !== 'string' || mc === '')
-    f.warn(
-      'kagent-no-model-config',
-      `${p}.modelConfig`,
-      'no modelConfig: the controller will fail to resolve one',
-    );
-  const runtime = field(decl, 'runtime');
-  if (runtime === undefined)
-    f.warn(
-      'kagent-runtime-default',
-      `${p}.runtime`,
-      'runtime unset: python on kagent v0.9.11 but go from v0.10',
-    );
-  if (runtime === 'go') {
-    if (decl['executeCodeBlocks'] === true)
-      f.warn('kagent-unsupported-feature', `${p}.executeCodeBlocks`, 'not supported by the go runtime');
-    if (isObject(decl['context']) && Object.hasOwn(decl['context'], 'compaction'))
-      f.warn('kagent-unsupported-feature', `${p}.context.compaction`, 'not supported by the go runtime');
-  }
-  const tools = arr(field(decl, 'tools')) ?? [];
-  const gated = new Set<string>();
-  for (const t of tools)
-    for (const n of arr(field(field(t, 'mcpServer'), 'requireApproval')) ?? [])
-      if (typeof n === 'string') gated.add(n);
-  tools.forEach((t, i) => {
-    const mcp = field(t, 'mcpServer');
-    if (!isObject(mcp)) return;
-    const mp = `${p}.tools[${i}].mcpServer`;
-    const kind = str(mcp, 'kind') ?? '';
-    const group = str(mcp, 'apiGroup') ?? '';
-    const kagentKind =
-      (kind === 'MCPServer' || kind === 'RemoteMCPServer') && (group === '' || group === KAGENT_GROUP);
-    const serviceKind = kind === 'Service' && (group === '' || group === 'core');
-    if (kind === '' && group === '')
-      f.warn('kagent-kind-empty', mp, 'empty kind resolves to a kmcp MCPServer, not a RemoteMCPServer');
-    else if (!kagentKind && !serviceKind)
-      f.warn('kagent-unknown-server-type', mp, `unknown tool server type: ${kind}.${group}`.slice(0, 200));
-    const target = refNamespace(mcp, ns);
-    if (target !== ns) {
-      if (kind === 'RemoteMCPServer')
-        f.warn(
-          'kagent-cross-namespace',
-          `${mp}.namespace`,
-          `cross-namespace reference to RemoteMCPServer ${target}/${str(mcp, 'name') ?? ''} is allowed only if its spec.allowedNamespaces admits ${ns}`,
-        );
-      else
-        f.warn(
-          'kagent-cross-namespace',
-          `${mp}.namespace`,
-          `${kind || 'MCPServer'} does not support cross-namespace references`,
-        );
-    }
-    const tn = arr(field(mcp, 'toolNames'));
-    if (!tn || tn.length === 0)
-      f.warn('kagent-all-tools', `${mp}.toolNames`, 'empty toolNames exposes every tool of the server');
-    const own = new Set(arr(field(mcp, 'requireApproval')) ?? []);
-    for (const n of tn ?? [])
-      if (typeof n === 'string' && gated.has(n) && !own.has(n))
-        f.warn(
-          'kagent-approval-global',
-          `${mp}.toolNames`,
-          `tool ${JSON.stringify(n)} is gated by requireApproval on another server; the gate applies to every server`,
-        );
   });
 }
 
@@ -625,7 +350,7 @@ function checkV1alpha1(c: Ctx, obj: KubeObject, retrieval: boolean): void {
 
 export function reviewAgent(input: AdmissionInput, view: ClusterView, cfg: RulesConfig): Verdict {
   const f = new Findings();
-  const { operation, object: obj, oldObject: old } = input;
+  const { object: obj, oldObject: old } = input;
   const version = input.kind.version;
   if (version !== 'v1alpha1' && version !== 'v1alpha2') {
     f.deny(
@@ -640,26 +365,24 @@ export function reviewAgent(input: AdmissionInput, view: ClusterView, cfg: Rules
   const c: Ctx = { f, cfg, view, ns, name };
   const declared = view.retrievalAgent(ns, name) !== undefined;
   const retrieval = declared || claimsRetrieval(obj) || claimsRetrieval(old);
-  if (retrieval && input.username !== cfg.controllerUser) {
-    if (operation === 'DELETE' && cfg.deleteUsers.includes(input.username)) return f;
-    if (operation === 'UPDATE' && onlyFinalizerRemoval(old, obj)) return f;
-    const why = declared
-      ? `declared by RetrievalAgent ${ns}/${name}`
-      : 'labelled as a rendered retrieval Agent';
-    f.deny(
+  const why = declared
+    ? `declared by RetrievalAgent ${ns}/${name}`
+    : 'labelled as a rendered retrieval Agent';
+  if (
+    retrieval &&
+    settledByOwnership(
+      f,
+      input,
+      cfg,
       'retrieval-agent-owner',
-      'metadata',
-      `Agent ${ns}/${name} is a retrieval Agent (${why}); only ${cfg.controllerUser} may ${operation.toLowerCase()} it`,
-    );
+      `Agent ${ns}/${name} is a retrieval Agent (${why})`,
+    )
+  )
     return f;
-  }
-  if (operation === 'DELETE' || operation === 'CONNECT') return f;
-  if (!obj) {
-    f.deny('malformed', 'object', `${operation} without an object`);
-    return f;
-  }
-  if (version === 'v1alpha1') checkV1alpha1(c, obj, retrieval);
-  else checkV1alpha2(c, obj, retrieval);
+  const written = writtenObject(f, input);
+  if (!written) return f;
+  if (version === 'v1alpha1') checkV1alpha1(c, written, retrieval);
+  else checkV1alpha2(c, written, retrieval);
   return f;
 }
 
@@ -674,38 +397,25 @@ export function reviewRemoteMcpServer(input: AdmissionInput, view: ClusterView, 
   const name = input.name || nameOf(obj ?? input.oldObject);
   const platformNs = str(field(field(view.platform(), 'spec'), 'namespaces'), 'kagent');
   const protectedServer = name === cfg.retrievalServerName && (platformNs === undefined || platformNs === ns);
-  if (protectedServer && input.username !== cfg.controllerUser) {
-    if (input.operation === 'DELETE' && cfg.deleteUsers.includes(input.username)) return f;
-    if (input.operation === 'UPDATE' && onlyFinalizerRemoval(input.oldObject, obj)) return f;
-    f.deny(
+  if (
+    protectedServer &&
+    settledByOwnership(
+      f,
+      input,
+      cfg,
       'retrieval-server-owner',
-      'metadata',
-      `RemoteMCPServer ${ns}/${name} receives the projected identity; only ${cfg.controllerUser} may ${input.operation.toLowerCase()} it`,
-    );
+      `RemoteMCPServer ${ns}/${name} receives the projected identity`,
+    )
+  )
     return f;
-  }
-  if (input.operation === 'DELETE' || input.operation === 'CONNECT') return f;
-  if (!obj) {
-    f.deny('malformed', 'object', `${input.operation} without an object`);
-    return f;
-  }
-  const spec = field(obj, 'spec');
+  const written = writtenObject(f, input);
+  if (!written) return f;
+  const spec = field(written, 'spec');
   if (!isObject(spec)) {
     f.deny('kagent-schema', 'spec', 'spec must be an object');
     return f;
   }
-  if (typeof spec['description'] !== 'string') f.deny('kagent-schema', 'spec.description', 'Required value');
-  const url = spec['url'];
-  if (typeof url !== 'string' || url === '') f.deny('kagent-schema', 'spec.url', 'Required value');
-  const proto = spec['protocol'];
-  if (proto !== undefined && proto !== 'SSE' && proto !== 'STREAMABLE_HTTP')
-    f.deny(
-      'kagent-schema',
-      'spec.protocol',
-      `Unsupported value: ${JSON.stringify(proto)}: supported values: "SSE", "STREAMABLE_HTTP"`,
-    );
-  if (typeof url === 'string' && url.startsWith('http://') && Object.hasOwn(spec, 'tls'))
-    f.deny('kagent-schema', 'spec.tls', 'spec.tls must be unset when spec.url has http:// scheme');
+  checkRemoteMcpServerSchema(f, spec);
   checkStaticIdentityHeader(f, field(spec, 'headersFrom'), 'spec.headersFrom', cfg);
   return f;
 }

@@ -1,6 +1,8 @@
 /**
- * Cross-object rules for our own resources (retrieval.fgentic.dev/v1alpha1) that the CRDs' OpenAPI and
- * CEL cannot express because they look at other objects. Pure.
+ * Rules for our own resources (retrieval.fgentic.dev/v1alpha1): the per-field rules of rules/ (the
+ * same ones the CRD schema is generated from, so a review refuses what the API server would, with a
+ * reason code), and the cross-object rules the CRDs cannot express because they look at other
+ * objects (unique room IDs and partner keys, group collisions). Pure.
  */
 import {
   checkCeiling,
