@@ -7,6 +7,7 @@
  * is bytes and `json()` parses it; `has(a.b.c)` errors when `a.b` is missing. No binding helpers
  * (`.with`, `default`, `coalesce`) are used (docs/decisions.md#d11-cel-subset).
  */
+import { IDENTITY_HEADER, ROOM_CONTEXT_HEADER, USER_ID_HEADER } from '../../rules/index.ts';
 
 export type A2AProtocol = '1.0' | '0.3';
 
@@ -17,9 +18,9 @@ export const A2A_METHODS: Record<A2AProtocol, { send: string; get: string; cance
 };
 
 export const HEADER = {
-  identity: 'x-fgentic-identity',
-  roomContext: 'x-fgentic-room-context',
-  userId: 'x-user-id',
+  identity: IDENTITY_HEADER,
+  roomContext: ROOM_CONTEXT_HEADER,
+  userId: USER_ID_HEADER,
   dataClassification: 'x-fgentic-data-classification',
   retrievalAgent: 'x-retrieval-agent',
 } as const;

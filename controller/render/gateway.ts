@@ -139,7 +139,7 @@ function localObjects(m: Model, a: Agent): K8sObject[] {
           http: {
             allowedRequestHeaders: ['x-user-id', 'x-fgentic-room-context'],
             addRequestHeaders: cel.localCheckHeaders(r),
-            allowedResponseHeaders: ['x-fgentic-identity', 'x-user-id'],
+            allowedResponseHeaders: [cel.HEADER.identity, cel.HEADER.userId],
           },
         },
         authorization: { action: 'Require', policy: { matchExpressions: cel.localAuthorization(r) } },
@@ -256,7 +256,7 @@ function publicObjects(m: Model, a: Agent): K8sObject[] {
             // Never empty (an empty list means "forward Authorization"); the one entry is overwritten by CEL.
             allowedRequestHeaders: ['x-fgentic-check-route'],
             addRequestHeaders: cel.publicCheckHeaders(r),
-            allowedResponseHeaders: ['x-fgentic-identity', 'x-user-id'],
+            allowedResponseHeaders: [cel.HEADER.identity, cel.HEADER.userId],
           },
         },
         authorization: { action: 'Require', policy: { matchExpressions: cel.publicAuthorization(r) } },
@@ -378,7 +378,7 @@ function sharedObjects(m: Model): K8sObject[] {
   // strip skips exactly the MCP path, where the Agent pod sends the carrier legitimately.
   const a2aListeners = [gw.localListener, ...(gw.publicListener ? [gw.publicListener] : [])];
   const ref = (l: string) => ({ group: GW_GROUP, kind: 'Gateway', name: gw.name, sectionName: l });
-  const remove = { request: { remove: ['x-fgentic-identity'] } };
+  const remove = { request: { remove: [cel.HEADER.identity] } };
   const plain = a2aListeners.filter((l) => l !== p.mcpListener);
   if (plain.length)
     out.push(

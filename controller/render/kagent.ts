@@ -3,6 +3,8 @@
  * gateway's MCP route) and the whole retrieval Agent, so that nobody hand-edits the one kind of Agent
  * allowed to propagate a header (docs/upstream.md#kagent-agent-crd, docs/decisions.md#adr-10, docs/decisions.md#d6-python-runtime).
  */
+
+import { IDENTITY_HEADER_NAME } from '../../rules/index.ts';
 import type { K8sObject } from '../types.ts';
 import { HEADER } from './cel.ts';
 import {
@@ -63,7 +65,7 @@ function agent(a: Agent): K8sObject {
               kind: 'RemoteMCPServer',
               name: REMOTE_MCP_SERVER,
               toolNames: [MCP_TOOL],
-              allowedHeaders: ['X-Fgentic-Identity'],
+              allowedHeaders: [IDENTITY_HEADER_NAME],
             },
             headersFrom: [
               {
