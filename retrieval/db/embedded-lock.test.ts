@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -108,5 +108,12 @@ describe('embedded data directory lock', () => {
       /cannot be read; remove it if no process uses the directory/,
     );
     assert.equal(readFileSync(lockPath(dataDir), 'utf8'), '', 'a refused opener leaves the lock alone');
+  });
+
+  test('a lock that exists but cannot be read (here a directory: EISDIR) counts as held, not free', async () => {
+    const dataDir = join(root, 'unreadable');
+    mkdirSync(lockPath(dataDir), { recursive: true });
+    assert.deepEqual(readLock(dataDir), { pid: 0, host: 'unknown' });
+    await assert.rejects(startEmbeddedDatabase({ dataDir }), /cannot be read/);
   });
 });
