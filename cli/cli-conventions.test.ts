@@ -4,7 +4,6 @@
  * `serve` errors that say which configuration they tried.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -17,36 +16,15 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { type RunResult, runCli } from '../common/testing/index.ts';
 
-const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 const repo = new URL('..', import.meta.url).pathname;
 const examples = join(repo, 'examples');
 const work = mkdtempSync(join(tmpdir(), 'fgentic-cli-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      cwd: work,
-      env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent', DATABASE_URL: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+function cli(args: string[], env: Record<string, string | undefined> = {}): Promise<RunResult> {
+  return runCli(args, { cwd: work, env });
 }
 
 const COMMANDS = [
@@ -87,7 +65,7 @@ describe('help, version and usage errors', () => {
   });
 
   // One `help COMMAND` per command, shared by the tests below (each spawn costs a TypeScript start).
-  let helps: Promise<Result[]> | undefined;
+  let helps: Promise<RunResult[]> | undefined;
   const helpOf = () => {
     helps ??= Promise.all(COMMANDS.map((c) => cli(['help', ...c.split(' ')])));
     return helps;

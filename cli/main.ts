@@ -32,11 +32,11 @@ directory is refused; ingest into a running stack with \`ingest --data-dir DIR/p
       let mod: typeof import('../e2e/start.ts');
       try {
         mod = await import('../e2e/start.ts');
-      } catch {
-        process.stderr.write(
-          'start: the local stack needs a source checkout with dev dependencies (npm install)\n',
-        );
-        return 2;
+      } catch (err) {
+        const { devDependencies, startLoadFailure } = await import('./load-error.ts');
+        const failure = startLoadFailure(err, devDependencies());
+        process.stderr.write(`${failure.message}\n`);
+        return failure.exitCode;
       }
       return mod.startCommand(argv);
     },

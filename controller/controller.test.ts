@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { waitFor } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
 import { render } from './render/index.ts';
@@ -14,16 +15,6 @@ import { type Attributes, type Grant, unusedGrants } from './testsupport/rbac.ts
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 const MCP_KEY = 'mcp-key-0123456789abcdef';
-
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 function cond(o: any, type: string): any {
   return o?.status?.conditions?.find((c: any) => c.type === type);

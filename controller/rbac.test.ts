@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../common/log.ts';
+import { waitFor } from '../common/testing/index.ts';
 import { KubeClusterView } from '../webhook/kube-view.ts';
 import { ApiServerDouble, WEBHOOK_USER } from './testsupport/apiserver.ts';
 import { examples } from './testsupport/fixtures.ts';
@@ -237,14 +238,12 @@ describe('webhook ClusterView as its ServiceAccount under the shipped RBAC', () 
   });
 
   it('syncs, confirms a RetrievalAgent live, and uses exactly its grants', async () => {
-    for (let i = 0; i < 200 && !view.ready(); i++) await new Promise((r) => setTimeout(r, 25));
-    assert.equal(view.ready(), true);
+    await waitFor('informers synced', () => view.ready());
     assert.equal(view.rooms().length, examples().rooms.length);
     api.put({ ...examples().agents[0], metadata: { name: 'late', namespace: 'team-a' } } as never);
     assert.equal(await view.confirmRetrievalAgent('team-a', 'late', 5000), true);
     // Informers watch after listing; give the watches a moment to open.
-    for (let i = 0; i < 200 && !api.calls.some((c) => c.verb === 'watch' && c.resource === 'agents'); i++)
-      await new Promise((r) => setTimeout(r, 25));
+    await waitFor('agents watch', () => api.calls.some((c) => c.verb === 'watch' && c.resource === 'agents'));
     assert.deepEqual(api.denied, []);
     assert.deepEqual(unusedGrants(api.rbac, WEBHOOK_USER, api.calls), []);
   });

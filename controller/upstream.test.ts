@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { waitFor } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { readUpstream } from './kube/discovery.ts';
 import { ApiServerDouble } from './testsupport/apiserver.ts';
@@ -20,16 +21,6 @@ import { judgeUpstream } from './upstream.ts';
 
 type Y = any;
 const RV = 'retrieval.fgentic.dev/v1alpha1';
-
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 const cond = (o: Y, type: string) => o?.status?.conditions?.find((c: Y) => c.type === type);
 
 async function factsOf(p: UpstreamProfile) {

@@ -14,6 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { parser } from '@prometheus-io/lezer-promql';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
+import { waitFor } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from '../controller/cli.ts';
 import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
@@ -301,7 +302,7 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
     await api.start();
     for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners, room])
       api.put(r);
-    controller = await startController({
+    const started = await startController({
       kubeConfig: api.kubeConfig(),
       port: 0,
       leaseNamespace: 'fgentic-system',
@@ -310,9 +311,8 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
       renewIntervalMs: 150,
       debounceMs: 20,
     });
-    const deadline = Date.now() + 30_000;
-    while (controller.reconciles() === 0 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
+    controller = started;
+    await waitFor('first reconcile', () => started.reconciles() > 0);
     await controller.idle();
     exported.set('controller', sampleNames(await scrape(`http://127.0.0.1:${controller.port}/metrics`)));
 

@@ -6,60 +6,23 @@
  * `start` on the same directory is refused.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { AgentCard } from '@a2a-js/sdk';
+import { runCli as cli, freePortBase, START_PORT_OFFSETS, startCli } from '../common/testing/index.ts';
 import { bridgeSend } from './doubles/bridge.ts';
 import { ALICE, GENERAL_ROOM, groundedSources, roomSnapshot } from './helpers.ts';
 import type { StackFile } from './start.ts';
 
-const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
-const env = { ...process.env, FGENTIC_LOG_LEVEL: 'silent', DATABASE_URL: '' };
-
 function start(dataDir: string, portBase: number) {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    [bin, 'start', '--data-dir', dataDir, '--port-base', String(portBase), '--no-webhook'],
-    { env, stdio: ['ignore', 'ignore', 'pipe'] },
+  const service = startCli(
+    ['start', '--data-dir', dataDir, '--port-base', String(portBase), '--no-webhook'],
+    // Generous: creating and migrating PGlite takes minutes on a saturated shared machine.
+    { ready: ({ stderr }) => stderr.includes('is ready'), readyTimeoutMs: 480_000 },
   );
-  let log = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    log += c.toString();
-  });
-  const stopped = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  // Generous: creating and migrating PGlite takes minutes on a saturated shared machine.
-  const ready = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not ready:\n${log}`)), 480_000);
-    child.stderr?.on('data', () => {
-      if (log.includes('is ready')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited ${code}:\n${log}`));
-    });
-  });
-  return { child, ready, stopped, log: () => log };
-}
-
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
+  return { ...service, log: service.stderr };
 }
 
 async function search(info: StackFile): Promise<string[]> {
@@ -77,7 +40,7 @@ async function search(info: StackFile): Promise<string[]> {
 test('an ingest while the stack runs is searchable at once and survives a restart; a second start is refused', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'fgentic-live-ingest-'));
   const dataDir = join(dir, 'data');
-  const portBase = 20000 + Math.floor(Math.random() * 3000) * 10;
+  const portBase = await freePortBase(START_PORT_OFFSETS);
   const file = join(dir, 'zebra.jsonl');
   writeFileSync(
     file,
@@ -111,8 +74,7 @@ test('an ingest while the stack runs is searchable at once and survives a restar
     assert.equal(JSON.parse(again.stdout).upserted, 0);
 
     // A second stack on another port base, same data directory: refused, naming the holder.
-    const second = start(dataDir, portBase + 5000 > 29990 ? portBase - 5000 : portBase + 5000);
-    second.ready.catch(() => {});
+    const second = start(dataDir, await freePortBase(START_PORT_OFFSETS));
     assert.equal(await second.stopped, 1);
     assert.match(
       second.log(),
@@ -121,15 +83,13 @@ test('an ingest while the stack runs is searchable at once and survives a restar
     assert.match(info.databaseUrl ?? '', /^postgres:\/\/postgres@127\.0\.0\.1:\d+\//);
     assert.ok(first.log().includes(info.databaseUrl ?? '?'), 'the banner prints the database URL');
 
-    first.child.kill('SIGINT');
-    assert.equal(await first.stopped, 0);
+    assert.equal(await first.stop('SIGINT'), 0);
     first = start(dataDir, portBase);
     await first.ready;
     const restarted = JSON.parse(readFileSync(join(dataDir, 'stack.json'), 'utf8')) as StackFile;
     assert.ok((await search(restarted)).includes('field/zebra-census'), 'the chunk survived the restart');
   } finally {
-    first.child.kill('SIGTERM');
-    await first.stopped;
+    await first.stop('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -1,55 +1,30 @@
 /** `fgentic-retrieval start` as a real process (ready, persistent corpus, clean Ctrl-C) and the walkthrough. */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { freePortBase, START_PORT_OFFSETS, startCli } from '../common/testing/index.ts';
 import { type DemoTarget, runDemo } from './demo.ts';
 import type { StackFile } from './start.ts';
 
-const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
-
 function startProcess(dataDir: string, portBase: number) {
-  const child = spawn(
-    process.execPath,
-    [bin, 'start', '--data-dir', dataDir, '--port-base', String(portBase)],
-    {
-      env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  let log = '';
-  child.stderr.on('data', (c: Buffer) => {
-    log += c.toString();
+  const service = startCli(['start', '--data-dir', dataDir, '--port-base', String(portBase)], {
+    ready: ({ stderr }) => stderr.includes('is ready'),
+    readyTimeoutMs: 150_000,
   });
-  const ready = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not ready:\n${log}`)), 150000);
-    child.stderr.on('data', () => {
-      if (log.includes('is ready')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited ${code}:\n${log}`));
-    });
-  });
-  // The exit code, or the signal's name when a signal ended the process (so a failure says which).
-  const stopped = new Promise<number | string | null>((resolve) =>
-    child.once('exit', (code, signal) => resolve(code ?? signal)),
-  );
-  return { child, ready, stopped, log: () => log };
+  return { ...service, log: service.stderr };
 }
 
 describe('npm start', () => {
   test('reaches ready, serves the walkthrough, keeps its corpus, and stops cleanly on Ctrl-C', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'fgentic-start-'));
+    const running: ReturnType<typeof startProcess>[] = [];
     try {
-      // A random base keeps parallel runs of the suite (several checkouts on one machine) apart.
-      const portBase = 20000 + Math.floor(Math.random() * 3000) * 10;
+      // Ports that are free now, so parallel runs of the suite (several checkouts) do not meet.
+      const portBase = await freePortBase(START_PORT_OFFSETS);
       const first = startProcess(dataDir, portBase);
+      running.push(first);
       await first.ready;
       assert.match(first.log(), /\[1\/6\] render examples/);
       assert.match(first.log(), /seed demo corpus/);
@@ -59,17 +34,18 @@ describe('npm start', () => {
       // The walkthrough's explain step reads the running stack's database and projector configuration.
       assert.match(info.databaseUrl ?? '', /^postgres:\/\/postgres@127\.0\.0\.1:/);
       assert.ok(info.projectorConfigFile && existsSync(info.projectorConfigFile));
-      first.child.kill('SIGINT');
-      assert.equal(await first.stopped, 0);
+      assert.equal(await first.stop('SIGINT'), 0);
       assert.equal(existsSync(join(dataDir, 'stack.json')), false);
       assert.equal(existsSync(join(dataDir, 'projector.json')), false);
 
       const second = startProcess(dataDir, portBase);
+      running.push(second);
       await second.ready;
       assert.doesNotMatch(second.log(), /seed demo corpus/, 'the corpus persisted in the data directory');
-      second.child.kill('SIGTERM');
-      assert.equal(await second.stopped, 0);
+      assert.equal(await second.stop('SIGTERM'), 0);
     } finally {
+      // Whatever failed above, no stack outlives the test (stop is a no-op for one already gone).
+      await Promise.all(running.map((s) => s.stop('SIGKILL')));
       rmSync(dataDir, { recursive: true, force: true });
     }
   });

@@ -4,12 +4,12 @@
  * hold the load with a gate and read from memory, so only loading could exceed the deadline.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { type Service, startProcess, waitFor } from '../common/testing/index.ts';
 import { validateConfig } from './config.ts';
 import { ConfiguredReader, liveRoomCheck, type loadMatrixSdk } from './homeserver.ts';
 import { sendCheck } from './test-doubles/client.ts';
@@ -36,9 +36,14 @@ function liveConfig(tokenFile: string, timeoutMs: number): MutableJson {
   return c;
 }
 
-/** Start `serve projector` in a child process; resolves with its URL as soon as it listens. */
-function serveChild(configFile: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(
+const LISTENING = /projector listening on (http:\/\/\S+)/;
+const listeningUrl = (s: Service) => LISTENING.exec(s.stderr())![1]!;
+/** One turn of the event loop: every pending promise reaction has run (setImmediate is not mocked). */
+const flush = () => new Promise<void>((r) => setImmediate(r));
+
+/** Start `serve projector` in a child process; resolves as soon as it listens. */
+async function serveChild(configFile: string): Promise<Service> {
+  const service = startProcess(
     process.execPath,
     [
       '--import',
@@ -53,26 +58,10 @@ function serveChild(configFile: string): Promise<{ url: string; child: ChildProc
       '--host',
       '127.0.0.1',
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent' } },
+    { ready: ({ stderr }) => LISTENING.test(stderr) },
   );
-  return new Promise((resolve, reject) => {
-    let err = '';
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (d: string) => {
-      err += d;
-      const m = /projector listening on (http:\/\/\S+)/.exec(err);
-      if (m) resolve({ url: m[1]!, child });
-    });
-    child.once('exit', (code) => reject(new Error(`projector exited early (${code})`)));
-  });
-}
-
-function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill('SIGTERM');
-  });
+  await service.ready;
+  return service;
 }
 
 describe('cold start with the live room-state check', () => {
@@ -100,22 +89,17 @@ describe('cold start with the live room-state check', () => {
     // The homeserver reads themselves get a generous deadline here (a busy test machine); what this
     // test pins down is readiness while the client library loads.
     writeFileSync(file, JSON.stringify(liveConfig(join(dir, 'token'), 2_000)));
-    const { url, child } = await serveChild(file);
+    const child = await serveChild(file);
+    const url = listeningUrl(child);
     try {
       const first = await fetch(`${url}/readyz`);
       assert.equal(first.status, 503, 'ready before the Matrix client is loaded');
-      const deadline = Date.now() + 30_000;
-      let ready = false;
-      while (!ready && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 25));
-        ready = (await fetch(`${url}/readyz`)).status === 200;
-      }
-      assert.ok(ready, 'never became ready');
+      await waitFor('ready', async () => (await fetch(`${url}/readyz`)).status === 200, { intervalMs: 25 });
       const r = await sendCheck(url, localRequest());
       assert.equal(r.status, 200, r.body);
       assert.ok(r.headers['x-fgentic-identity']);
     } finally {
-      await stop(child);
+      await child.stop();
     }
   });
 
@@ -143,7 +127,9 @@ describe('cold start with the live room-state check', () => {
     return { load, attempts: () => attempts };
   }
 
-  test('a check that arrives while the client loads waits for the load outside its 150 ms deadline', async () => {
+  // Simulated time: the load "takes" 400 ms by advancing the mocked clock while the gate is held, so
+  // a deadline started before the load ends would fire (and deny) without a real sleep.
+  test('a check that arrives while the client loads waits for the load outside its 150 ms deadline', async (t) => {
     const parsed = validateConfig(liveConfig(join(dir, 'token'), 150));
     assert.ok(parsed.ok);
     if (!parsed.ok) return;
@@ -155,6 +141,7 @@ describe('cold start with the live room-state check', () => {
       false,
     );
     const reader = new ConfiguredReader(10_000, sdk.load);
+    t.mock.timers.enable({ apis: ['setTimeout'] });
     const pending = liveRoomCheck(
       reader.get(parsed.config, 1)!,
       parsed.config,
@@ -162,12 +149,13 @@ describe('cold start with the live room-state check', () => {
       roomContext(),
       150,
     );
-    await new Promise((r) => setTimeout(r, 400)); // the load takes longer than the deadline
+    await flush();
+    t.mock.timers.tick(400); // the load takes longer than the deadline
     release();
     assert.deepEqual(await pending, { ok: true });
   });
 
-  test('readiness follows the loader: false until it resolves, and a failed load is retried', async () => {
+  test('readiness follows the loader: false until it resolves, and a failed load is retried', async (t) => {
     const parsed = validateConfig(liveConfig(join(dir, 'token'), 150));
     assert.ok(parsed.ok);
     if (!parsed.ok) return;
@@ -180,8 +168,9 @@ describe('cold start with the live room-state check', () => {
     );
     const reader = new ConfiguredReader(10_000, sdk.load);
     assert.equal(reader.usable(parsed.config, 1), false);
-    await new Promise((r) => setTimeout(r, 10));
+    await flush();
     // The first load failed; the next read retries and waits for the (gated) load.
+    t.mock.timers.enable({ apis: ['setTimeout'] });
     const pending = liveRoomCheck(
       reader.get(parsed.config, 1)!,
       parsed.config,
@@ -190,7 +179,8 @@ describe('cold start with the live room-state check', () => {
       150,
     );
     assert.equal(reader.usable(parsed.config, 1), false);
-    await new Promise((r) => setTimeout(r, 400));
+    await flush();
+    t.mock.timers.tick(400);
     release();
     assert.deepEqual(await pending, { ok: true });
     assert.equal(reader.usable(parsed.config, 1), true);

@@ -6,6 +6,7 @@
  */
 import { type FSWatcher, readdirSync, readFileSync, watch } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { errorFields } from '../common/error-fields.ts';
 import type { ConfigResult, ProjectorConfig } from './config.ts';
 import { createAssembler, REGISTRY_SHARD_PREFIX } from './registry.ts';
 
@@ -54,10 +55,13 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
   const assemble = createAssembler();
   const reload = () => {
     let text: string | undefined;
+    let unreadable = '';
     try {
       text = readFileSync(path, 'utf8');
-    } catch {
+    } catch (err) {
+      // ENOENT (not written yet) and EACCES alike deny everything below; the code says which.
       text = undefined;
+      unreadable = errorFields(err).code ?? errorFields(err).error;
     }
     const shards = text?.includes('"registry"') ? readShards() : new Map<string, string>();
     const fingerprint = text === undefined ? undefined : [text, ...[...shards].flat()].join('\u0000');
@@ -73,7 +77,11 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
       generation += 1;
       lastGood = undefined;
       inconsistentSince = undefined;
-      publish({ ready: false, error: 'configuration file missing or unreadable', generation });
+      publish({
+        ready: false,
+        error: `configuration file missing or unreadable (${unreadable})`,
+        generation,
+      });
       return;
     }
     const result = assemble(text, shards);

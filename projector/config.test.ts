@@ -3,6 +3,7 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { waitFor } from '../common/testing/index.ts';
 import { parseConfig, validateConfig } from './config.ts';
 import { fileConfigStore } from './config-store.ts';
 import { configJson, type MutableJson } from './test-doubles/fixtures.ts';
@@ -110,26 +111,18 @@ describe('projector configuration', () => {
         renameSync(join(dir, 'tmp'), file);
       };
       write(JSON.stringify(configJson()));
-      await waitFor(() => store.current().ready);
+      await waitFor('ready', () => store.current().ready);
       write('{"version":1}');
-      await waitFor(() => !store.current().ready);
+      await waitFor('not ready', () => !store.current().ready);
       const s = store.current();
       assert.equal(s.ready, false);
       write(JSON.stringify(configJson()));
-      await waitFor(() => store.current().ready);
+      await waitFor('ready', () => store.current().ready);
       rmSync(file);
-      await waitFor(() => !store.current().ready);
+      await waitFor('not ready', () => !store.current().ready);
     } finally {
       store.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
 });
-
-async function waitFor(cond: () => boolean, ms = 3000) {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

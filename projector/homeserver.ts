@@ -10,6 +10,8 @@
  * `snapshotFromState` and `compareLiveState` are pure; the reader is the only I/O.
  */
 import { readFileSync } from 'node:fs';
+import { errorFields } from '../common/error-fields.ts';
+import { createLogger } from '../common/log.ts';
 import {
   checkSnapshotPolicy,
   comparePrincipals,
@@ -23,6 +25,8 @@ import {
 } from '../contract/index.ts';
 import { classifyMxid } from './classify.ts';
 import type { ProjectorConfig, RoomEntry } from './config.ts';
+
+const log = createLogger('projector');
 
 /** The two client-server reads: `GET /rooms/{id}/state` and `GET /rooms/{id}/joined_members`. */
 export interface RawRoomState {
@@ -188,7 +192,9 @@ export async function liveRoomCheck(
     const raw = await Promise.race([reader.readRoomState(room.roomId), deadline]);
     if (raw === 'timeout') return UNAVAILABLE;
     return compareLiveState(raw, config, room, context);
-  } catch {
+  } catch (err) {
+    // Unavailable (deny) whatever failed; the class and code tell an outage from a client bug.
+    log.warn('live room-state read failed', errorFields(err));
     return UNAVAILABLE;
   } finally {
     if (timer) clearTimeout(timer);

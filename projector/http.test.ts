@@ -9,6 +9,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { waitFor } from '../common/testing/index.ts';
 import { decodeProjection, encodeRoomContext } from '../contract/index.ts';
 import { type RunningProjector, startProjector } from './index.ts';
 import { countHeader, sendCheck } from './test-doubles/client.ts';
@@ -227,30 +228,23 @@ describe('configuration reload through the server', () => {
       renameSync(join(dir, 'tmp'), file);
     };
     const s = await startProjector({ configPath: file, now: () => NOW, pollMs: 20 });
-    const waitFor = async (cond: () => Promise<boolean>) => {
-      const end = Date.now() + 3000;
-      while (!(await cond())) {
-        if (Date.now() > end) throw new Error('timed out');
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
     try {
       assert.equal((await get(`${s.url}/readyz`)).status, 503);
       assert.equal((await sendCheck(s.url, localRequest())).body, '{"error":"denied","reason":"config"}');
       write(JSON.stringify(configJson()));
-      await waitFor(async () => (await get(`${s.url}/readyz`)).status === 200);
+      await waitFor('ready', async () => (await get(`${s.url}/readyz`)).status === 200);
       assert.equal((await sendCheck(s.url, localRequest())).status, 200);
       // Invalid timeout setting: deny everything (both routes) and not ready.
       const bad = configJson() as Record<string, unknown>;
       bad['publicRetrievalTimeoutSeconds'] = 61;
       write(JSON.stringify(bad));
-      await waitFor(async () => (await get(`${s.url}/readyz`)).status === 503);
+      await waitFor('not ready', async () => (await get(`${s.url}/readyz`)).status === 503);
       assert.equal((await sendCheck(s.url, localRequest())).body, '{"error":"denied","reason":"config"}');
       assert.equal((await sendCheck(s.url, publicRequest())).body, '{"error":"denied","reason":"config"}');
       write(JSON.stringify(configJson()));
-      await waitFor(async () => (await get(`${s.url}/readyz`)).status === 200);
+      await waitFor('ready', async () => (await get(`${s.url}/readyz`)).status === 200);
       rmSync(file);
-      await waitFor(async () => (await get(`${s.url}/readyz`)).status === 503);
+      await waitFor('not ready', async () => (await get(`${s.url}/readyz`)).status === 503);
       assert.equal((await sendCheck(s.url, publicRequest())).status, 403);
     } finally {
       await s.close();

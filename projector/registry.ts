@@ -12,6 +12,7 @@
  * inconsistent: the caller keeps its last good registry for a bounded time (README "Registry").
  */
 import { createHash } from 'node:crypto';
+import { errorFields } from '../common/error-fields.ts';
 import { isPlainObject, type JsonValue, parseStrictJson } from '../contract/index.ts';
 import {
   type ConfigResult,
@@ -181,8 +182,9 @@ export function createAssembler(): Assembler {
       }
       cache = next;
       return { ok: true, config: { ...core.config, rooms, partners, partnerIndex } };
-    } catch {
-      return invalid('invalid configuration');
+    } catch (err) {
+      // Deny-all either way; the class (never the message) tells a bug from bad input in the log.
+      return invalid(`invalid configuration (${errorFields(err).error})`);
     }
   };
 }

@@ -3,6 +3,7 @@
  * matches), /metrics (own registry). Nothing here logs request content.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { errorFields } from '../common/error-fields.ts';
 import { createLogger } from '../common/log.ts';
 import { handleMcp, type McpContext } from './mcp/server.ts';
 
@@ -34,7 +35,7 @@ export function createHttpServer(ctx: HttpContext): Server {
     try {
       if (path === '/mcp') {
         handleMcp(req, res, ctx).catch((err: unknown) => {
-          log.error('mcp request failed', { error: err instanceof Error ? err.name : 'unknown' });
+          log.error('mcp request failed', errorFields(err));
           fail();
         });
         return;
@@ -57,7 +58,8 @@ export function createHttpServer(ctx: HttpContext): Server {
         return;
       }
       send(res, 404, 'not found\n');
-    } catch {
+    } catch (err) {
+      log.error('request failed', { route, ...errorFields(err) });
       fail();
     }
   });

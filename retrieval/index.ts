@@ -4,6 +4,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
+import { errorFields } from '../common/error-fields.ts';
 import { createLogger } from '../common/log.ts';
 import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
 import type { AgentRef } from '../contract/index.ts';
@@ -113,7 +114,9 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
         const s = await ensureProfile(servingPool, embedder.profile, false);
         profileOk = s.ok;
         return s.ok;
-      } catch {
+      } catch (err) {
+        // Not ready; the SQLSTATE or errno says whether the database is down or refusing us.
+        log.warn('readiness probe failed', errorFields(err));
         return false;
       }
     };

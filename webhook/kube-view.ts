@@ -9,6 +9,7 @@ import {
   type KubernetesObject,
   makeInformer,
 } from '@kubernetes/client-node';
+import { errorFields } from '../common/error-fields.ts';
 import type { Logger } from '../common/log.ts';
 import type { ClusterView, KubeObject } from './rules/types.ts';
 import { StaticClusterView } from './view.ts';
@@ -136,7 +137,9 @@ export class KubeClusterView implements ClusterView {
         until: Date.now() + 30_000,
       });
       return true;
-    } catch {
+    } catch (err) {
+      // Not confirmed, so the caller treats the agent as unknown (fail closed); say why in the log.
+      this.log.warn('RetrievalAgent lookup failed', errorFields(err));
       return false;
     } finally {
       clearTimeout(timer);

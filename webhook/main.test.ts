@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createLogger } from '../common/log.ts';
+import { waitFor } from '../common/testing/index.ts';
 import {
   admissionReview,
   CONTROLLER,
@@ -127,8 +128,7 @@ describe('in-cluster ClusterView (informers against a fake API server)', () => {
     const view = new KubeClusterView(kc, createLogger('test'));
     try {
       await view.start();
-      for (let i = 0; i < 100 && !view.ready(); i++) await new Promise((r) => setTimeout(r, 20));
-      assert.equal(view.ready(), true);
+      await waitFor('informers synced', () => view.ready());
       assert.ok(view.retrievalAgent('kagent', 'knowledge-agent'));
       assert.ok(view.agent('kagent', 'knowledge-agent'));
       assert.equal(view.rooms().length, 1);

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { makeSelfSignedCert } from '../common/dev-tls.ts';
+import { waitFor } from '../common/testing/index.ts';
 import { admissionReview, plainAgent, platform, retrievalAgentCr } from './fixtures.ts';
 import { reviewBytes } from './review.ts';
 import { startWebhookServer, type WebhookServer } from './server.ts';
@@ -180,12 +181,11 @@ describe('HTTPS webhook server', { skip }, () => {
     const second = makeCert(join(dir, 'gen2'), 'fgentic-webhook-2');
     publish('v2', join(dir, 'gen2'));
     const want = new X509Certificate(second.cert).fingerprint256;
-    let seen = '';
-    for (let i = 0; i < 50 && seen !== want; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      seen = (await call(srv.port, [first.cert, second.cert], 'GET', '/healthz')).fingerprint;
-    }
-    assert.equal(seen, want, 'new certificate served after rotation');
+    await waitFor(
+      'new certificate served after rotation',
+      async () => (await call(srv.port, [first.cert, second.cert], 'GET', '/healthz')).fingerprint === want,
+      { intervalMs: 100 },
+    );
     // A certificate that does not match its key (a half-written rotation) keeps the current pair.
     mkdirSync(join(dir, 'gen3'));
     const third = makeCert(join(dir, 'gen3x'), 'fgentic-webhook-3');

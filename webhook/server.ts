@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { errorFields } from '../common/error-fields.ts';
 import { createLogger, type Logger } from '../common/log.ts';
 import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
 import type { ReviewOutcome } from './review.ts';
@@ -174,11 +175,12 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
       let result: ReviewOutcome | Promise<ReviewOutcome>;
       try {
         result = opts.handler(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-      } catch {
-        result = Promise.reject(new Error('handler failed'));
+      } catch (err) {
+        result = Promise.reject(err);
       }
       if (result instanceof Promise)
-        result.then(send, () => {
+        result.then(send, (err: unknown) => {
+          log.error('admission review failed; denied', errorFields(err));
           metrics.reviews.inc({ kind: 'unknown', verdict: 'error', reason: 'internal' });
           res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
         });
@@ -197,7 +199,8 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
       // Mid-rotation (one file written, not the other) or a broken Secret: keep serving the old pair.
       metrics.reloads.inc({ result: 'failed' });
       log.warn('certificate reload failed; keeping the previous certificate', {
-        error: (err as NodeJS.ErrnoException).code ?? (err as Error).message,
+        // The class and errno only: a message names paths and can quote file content.
+        ...errorFields(err),
       });
       return false;
     }

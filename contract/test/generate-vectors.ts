@@ -1,9 +1,12 @@
 /**
  * Writes contract/vectors/*.json: language-neutral conformance cases for the identity contract.
  * Inputs are built here; every expected verdict is stated here by hand from the ADR, never computed
- * by the decoder under test. Run: node --import tsx contract/test/generate-vectors.ts
+ * by the decoder under test. Run: node --import tsx contract/test/generate-vectors.ts [--out-dir DIR]
+ * (`scripts/vectors-fresh.test.ts` regenerates into a temporary folder and compares with the committed files).
  */
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { jcs } from '../jcs.ts';
 import {
   AGENT,
@@ -414,9 +417,10 @@ const jcsVectors = {
   ],
 };
 
-const dir = new URL('../vectors/', import.meta.url);
+const { values } = parseArgs({ options: { 'out-dir': { type: 'string' } } });
+const dir = values['out-dir'] ?? join(import.meta.dirname, '../vectors');
 const write = (name: string, data: unknown) =>
-  writeFileSync(new URL(name, dir), `${JSON.stringify(data, null, 2)}\n`, 'utf8');
+  writeFileSync(join(dir, name), `${JSON.stringify(data, null, 2)}\n`, 'utf8');
 write('projection.json', projection);
 write('room-context.json', roomContext);
 write('snapshot.json', snapshot);

@@ -3,37 +3,19 @@
  * an ingest) is refused with the holder's PID instead of silently working on its own copy.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { runCli, type Service, startCli } from '../../common/testing/index.ts';
 import { DatabaseInUseError, lockPath, readLock, startEmbeddedDatabase } from './embedded.ts';
 
-const bin = new URL('../../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 const root = mkdtempSync(join(tmpdir(), 'fgentic-lock-'));
 after(() => rmSync(root, { recursive: true, force: true }));
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent', DATABASE_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 /** `serve retrieval` on a data directory, as a real process; resolves once it listens. */
-async function serve(dataDir: string): Promise<{ child: ChildProcess; stopped: Promise<number | null> }> {
+async function serve(dataDir: string): Promise<Service> {
   const config = join(root, 'retrieval.json');
   writeFileSync(
     config,
@@ -43,35 +25,13 @@ async function serve(dataDir: string): Promise<{ child: ChildProcess; stopped: P
       embeddings: { profile: 'local-hash-1024-v1' },
     }),
   );
-  const child = spawn(
-    process.execPath,
-    [bin, 'serve', 'retrieval', '--config', config, '--data-dir', dataDir, '--port', '0'],
-    {
-      env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent', DATABASE_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  const stopped = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  let out = '';
-  let err = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    err += c.toString();
+  const service = startCli(['serve', 'retrieval', '--config', config, '--data-dir', dataDir, '--port', '0'], {
+    ready: ({ stdout }) => stdout.includes('listening'),
+    // A bound, not an expectation: PGlite's first start takes minutes on a saturated machine.
+    readyTimeoutMs: 300_000,
   });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not listen:\n${err}`)), 120_000);
-    child.stdout?.on('data', (c: Buffer) => {
-      out += c.toString();
-      if (out.includes('listening')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`serve exited ${code}:\n${err}`));
-    });
-  });
-  return { child, stopped };
+  await service.ready;
+  return service;
 }
 
 describe('embedded data directory lock', () => {
@@ -95,7 +55,7 @@ describe('embedded data directory lock', () => {
         return true;
       });
       // Another real process: a second server on the same directory exits non-zero, naming the holder.
-      const second = await run([
+      const second = await runCli([
         'serve',
         'retrieval',
         '--config',
@@ -148,5 +108,12 @@ describe('embedded data directory lock', () => {
       /cannot be read; remove it if no process uses the directory/,
     );
     assert.equal(readFileSync(lockPath(dataDir), 'utf8'), '', 'a refused opener leaves the lock alone');
+  });
+
+  test('a lock that exists but cannot be read (here a directory: EISDIR) counts as held, not free', async () => {
+    const dataDir = join(root, 'unreadable');
+    mkdirSync(lockPath(dataDir), { recursive: true });
+    assert.deepEqual(readLock(dataDir), { pid: 0, host: 'unknown' });
+    await assert.rejects(startEmbeddedDatabase({ dataDir }), /cannot be read/);
   });
 });

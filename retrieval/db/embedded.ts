@@ -105,8 +105,10 @@ export function readLock(dataDir: string): LockHolder | undefined {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
+  } catch (err) {
+    // Only an absent lock means free; one we cannot read (EACCES, EISDIR, EIO) counts as held.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    return { pid: 0, host: 'unknown' };
   }
   if (held.has(path)) return parseHolder(text) ?? { pid: process.pid, host: hostname() };
   const holder = parseHolder(text);
@@ -167,6 +169,7 @@ export function acquireLock(dataDir: string): Lock {
       try {
         return parseHolder(readFileSync(path, 'utf8'));
       } catch {
+        // Gone or unreadable: not provably ours, so it is left alone below.
         return undefined;
       }
     })();

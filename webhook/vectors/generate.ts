@@ -1,10 +1,12 @@
 /**
  * Writes webhook/vectors/admission-cases.json: shared AdmissionReview v1 conformance cases (request in,
  * expected verdict and reason codes out) with the cluster objects each case assumes. Run with
- * `node --import tsx webhook/vectors/generate.ts`; `vectors.test.ts` replays them against review().
+ * `node --import tsx webhook/vectors/generate.ts [--out-dir DIR]`; `vectors.test.ts` replays them
+ * against review(), and `scripts/vectors-fresh.test.ts` checks the committed file is what this writes.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import {
   admissionReview,
   CONTROLLER,
@@ -128,4 +130,8 @@ const out = {
     };
   }),
 };
-writeFileSync(join(import.meta.dirname, 'admission-cases.json'), `${JSON.stringify(out, null, 2)}\n`);
+const { values } = parseArgs({ options: { 'out-dir': { type: 'string' } } });
+writeFileSync(
+  join(values['out-dir'] ?? import.meta.dirname, 'admission-cases.json'),
+  `${JSON.stringify(out, null, 2)}\n`,
+);

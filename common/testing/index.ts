@@ -1,0 +1,240 @@
+/**
+ * Test plumbing shared by every suite: polling a condition, finding free loopback ports, and running
+ * the CLI as a child process. Tests only: nothing the CLI reaches imports this folder, so the build
+ * never ships it (`common/testing/not-shipped.test.ts` keeps it that way).
+ *
+ * Deadlines here are generous failure bounds, never expectations: a test waits for a state, not for
+ * a time, so a loaded machine makes it slower but not red.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+
+/** The repository's binary shim (tsx in a checkout, dist/ otherwise). */
+export const BIN = new URL('../../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
+
+/** The environment children get unless a test says otherwise: quiet logs, no ambient database. */
+export const CHILD_ENV: Readonly<Record<string, string | undefined>> = {
+  ...process.env,
+  FGENTIC_LOG_LEVEL: 'silent',
+  DATABASE_URL: '',
+};
+
+export interface WaitOptions {
+  /** Upper bound before the wait fails, naming what it waited for. */
+  readonly timeoutMs?: number;
+  /** Pause between probes. */
+  readonly intervalMs?: number;
+}
+
+/**
+ * Polls `probe` until it returns a truthy value, and returns that. A probe that throws counts as
+ * "not yet" (a server still starting refuses connections); the last error is named in the timeout
+ * message so a real fault is not hidden behind the timeout. A number is the timeout in milliseconds.
+ */
+export async function waitFor<T>(
+  what: string,
+  probe: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  options: WaitOptions | number = {},
+): Promise<T> {
+  const { timeoutMs = 30_000, intervalMs = 20 } =
+    typeof options === 'number' ? { timeoutMs: options } : options;
+  const deadline = performance.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (performance.now() >= deadline) {
+      const cause =
+        last instanceof Error ? ` (last error: ${last.name}${errCode(last)}: ${last.message})` : '';
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${cause}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+function errCode(err: Error): string {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' ? ` ${code}` : '';
+}
+
+/** Whether `host:port` can be bound right now (released again at once). */
+function listenOnce(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port the kernel just handed out on `host` (bind to 0, read it back, release it). */
+export function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen({ port: 0, host }, () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => (port > 0 ? resolve(port) : reject(new Error('no port assigned'))));
+    });
+  });
+}
+
+/**
+ * A base N such that N + each offset is free on loopback right now, for commands that take a port
+ * base (`start --port-base`). Bases are drawn at random from the unprivileged range below the usual
+ * ephemeral range, so parallel runs on one machine rarely meet; a taken port draws again.
+ */
+export async function freePortBase(offsets: readonly number[], host = '127.0.0.1'): Promise<number> {
+  const span = Math.max(...offsets);
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * (32_000 - 20_000 - span));
+    let free = true;
+    for (const off of offsets) {
+      if (!(await listenOnce(base + off, host))) {
+        free = false;
+        break;
+      }
+    }
+    if (free) return base;
+  }
+  throw new Error(`no free port base for offsets ${offsets.join(',')}`);
+}
+
+/** The loopback ports `start --port-base N` binds, as offsets from N (see `fgentic-retrieval help start`). */
+export const START_PORT_OFFSETS = [0, 1, 10, 20, 30, 363] as const;
+
+export interface RunResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export interface ChildOptions {
+  readonly cwd?: string;
+  readonly env?: Record<string, string | undefined>;
+  /** Text written to the child's stdin, which is then closed. */
+  readonly input?: string;
+}
+
+/** Runs `fgentic-retrieval ARGS` to completion and collects its output. */
+export function runCli(args: readonly string[], options: ChildOptions = {}): Promise<RunResult> {
+  return runProcess(process.execPath, [BIN, ...args], options);
+}
+
+/** Runs any command to completion and collects its output. */
+export function runProcess(
+  command: string,
+  args: readonly string[],
+  options: ChildOptions = {},
+): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: { ...CHILD_ENV, ...options.env },
+      stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr?.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
+    child.once('error', reject);
+    // 'close' rather than 'exit': the pipes are drained, so the output is complete.
+    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+    if (options.input !== undefined) child.stdin?.end(options.input);
+  });
+}
+
+export interface ServiceOptions extends ChildOptions {
+  /** True once the collected output (stdout then stderr) shows the process is ready. */
+  readonly ready: (output: { stdout: string; stderr: string }) => boolean;
+  /** Upper bound for readiness; on expiry the child is killed and `ready` rejects. */
+  readonly readyTimeoutMs?: number;
+}
+
+export interface Service {
+  readonly child: ChildProcess;
+  /** Resolves when ready; rejects (and the child is gone) if it exits first or never gets ready. */
+  readonly ready: Promise<void>;
+  /** The exit code, or the signal's name when a signal ended the process (so a failure says which). */
+  readonly stopped: Promise<number | string | null>;
+  readonly stdout: () => string;
+  readonly stderr: () => string;
+  /** Sends `signal` if the child still runs and waits for its exit. */
+  stop(signal?: NodeJS.Signals): Promise<number | string | null>;
+}
+
+/** Starts `fgentic-retrieval ARGS` as a long-running process and watches its output for readiness. */
+export function startCli(args: readonly string[], options: ServiceOptions): Service {
+  return startProcess(process.execPath, [BIN, ...args], options);
+}
+
+/** Starts any long-running command and watches its output for readiness. */
+export function startProcess(command: string, args: readonly string[], options: ServiceOptions): Service {
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: { ...CHILD_ENV, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  let exited = false;
+  const stopped = new Promise<number | string | null>((resolve) =>
+    child.once('exit', (code, signal) => {
+      exited = true;
+      resolve(code ?? signal);
+    }),
+  );
+  const ready = new Promise<void>((resolve, reject) => {
+    let done = false;
+    const settle = (err?: Error) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (err) reject(err);
+      else resolve();
+    };
+    const check = () => {
+      if (options.ready({ stdout, stderr })) settle();
+    };
+    child.stdout?.on('data', (c: Buffer) => {
+      stdout += c.toString();
+      check();
+    });
+    child.stderr?.on('data', (c: Buffer) => {
+      stderr += c.toString();
+      check();
+    });
+    const timeoutMs = options.readyTimeoutMs ?? 120_000;
+    const timer = setTimeout(() => {
+      // A process that never got ready must not outlive the test that started it.
+      child.kill('SIGKILL');
+      settle(new Error(`not ready after ${timeoutMs} ms:\n${stderr}`));
+    }, timeoutMs);
+    child.once('exit', (code, signal) =>
+      settle(new Error(`exited ${code ?? signal} before ready:\n${stderr}`)),
+    );
+    child.once('error', (err) => settle(err));
+  });
+  // A caller that only awaits `stopped` (a start expected to be refused) must not see an unhandled rejection.
+  ready.catch(() => {});
+  return {
+    child,
+    ready,
+    stopped,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (!exited) child.kill(signal);
+      return stopped;
+    },
+  };
+}
