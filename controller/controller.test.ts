@@ -318,22 +318,40 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     );
   });
 
-  it('a failing apply marks resources Degraded and prunes nothing', async () => {
-    api.failApply.add('AgentgatewayPolicy');
+  it('a failing apply marks resources Degraded, prunes nothing, and is retried until it succeeds', async () => {
+    // Only an object whose desired content changed is applied, so the change must reach a rendered
+    // object: the room's classifications are in the projector's registry ConfigMap.
+    api.failApply.add('ConfigMap');
     const r = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general') as any;
-    api.put({ ...r, spec: { ...r.spec, description: 'changed' } });
+    api.put({
+      ...r,
+      spec: {
+        ...r.spec,
+        allowedClassifications: ['approved_non_public', 'public'],
+        agreementRef: 'adr-0015/org-a-general',
+      },
+    });
     const p = await waitFor('Degraded', () => {
       const x = api.get(RV, 'RetrievalPlatform', undefined, 'default');
       return cond(x, 'Degraded')?.status === 'True' && x;
     });
     assert.equal(cond(p, 'Ready').reason, 'ApplyFailed');
+    assert.match(cond(p, 'Degraded').message, /^apply ConfigMap knowledge\/fgentic-projector-config: /);
     assert.ok(api.get('kagent.dev/v1alpha2', 'Agent', 'kagent', 'knowledge-agent'));
+    // Retried on its own backoff, without any further change.
+    const attempts = api.applies.filter((a) => a.kind === 'ConfigMap').length;
+    await waitFor('a retry', () => api.applies.filter((a) => a.kind === 'ConfigMap').length > attempts);
     api.failApply.clear();
-    api.put({ ...r, spec: { ...r.spec, description: 'changed again' } });
     await waitFor(
       'recovered',
       () => cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Degraded')?.status === 'False',
+      20_000,
     );
+    assert.match(
+      api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config')?.['data']['projector.json'],
+      /"roomId":"!room:org-a\.example","allowedClassifications":\["approved_non_public","public"\]/,
+    );
+    api.put({ ...r, spec: { ...r.spec, description: 'changed again' } }); // back to public
     await waitFor('room observedGeneration', () => {
       const room = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general') as any;
       return room.status.observedGeneration === room.metadata.generation && room.metadata.generation === 3;

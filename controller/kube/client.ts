@@ -99,7 +99,8 @@ export class KubeClient {
     }
   }
 
-  async patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<void> {
+  /** Merge-patches the status subresource; resolves to the object as stored. */
+  async patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<K8sObject> {
     const info = kindInfo(res.kind);
     if (!info) throw new Error(`unknown kind ${res.kind}`);
     const opts = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -110,12 +111,14 @@ export class KubeClient {
       name: res.metadata.name,
       body: { status },
     };
-    if (info.scope === 'Cluster') await this.custom.patchClusterCustomObjectStatus(base, opts);
-    else
-      await this.custom.patchNamespacedCustomObjectStatus(
-        { ...base, namespace: res.metadata.namespace as string },
-        opts,
-      );
+    const stored =
+      info.scope === 'Cluster'
+        ? await this.custom.patchClusterCustomObjectStatus(base, opts)
+        : await this.custom.patchNamespacedCustomObjectStatus(
+            { ...base, namespace: res.metadata.namespace as string },
+            opts,
+          );
+    return stored as K8sObject;
   }
 
   async event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
@@ -156,14 +159,10 @@ export class KubeClient {
   }
 }
 
-/** Watch paths (list+watch URLs) for our kinds and for the rendered kinds (label-selected). */
-export function watchPaths(): { path: string; labelSelector?: string }[] {
-  const own = ['retrievalplatforms', 'retrievalagents', 'retrievalrooms', 'partnerclients'].map((p) => ({
-    path: `/apis/${GROUP}/${VERSION}/${p}`,
-  }));
-  const rendered = RENDERED_KINDS.map((k) => ({
-    path: `${k.apiVersion.includes('/') ? '/apis' : '/api'}/${k.apiVersion}/${k.plural}`,
-    labelSelector: PRUNE_SELECTOR,
-  }));
-  return [...own, ...rendered];
-}
+/** Our four kinds, as the informers list and watch them. */
+export const OWN_KINDS_INFO: { apiVersion: string; kind: OwnKind; plural: string }[] = [
+  { apiVersion: API_VERSION, kind: 'RetrievalPlatform', plural: 'retrievalplatforms' },
+  { apiVersion: API_VERSION, kind: 'RetrievalAgent', plural: 'retrievalagents' },
+  { apiVersion: API_VERSION, kind: 'RetrievalRoom', plural: 'retrievalrooms' },
+  { apiVersion: API_VERSION, kind: 'PartnerClient', plural: 'partnerclients' },
+];
