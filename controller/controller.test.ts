@@ -134,6 +134,24 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     }
   });
 
+  it('every rendered object reaches the API server exactly as rendered (NetworkPolicy `from` included)', async () => {
+    // client-node's typed serialiser renames NetworkPolicy `from` to `_from` and drops the plain
+    // field: applied through it, every ingress rule would admit any source.
+    const body = (o: Record<string, unknown>) => {
+      const { metadata: _m, status: _s, ...rest } = o;
+      return rest;
+    };
+    for (const o of expected) {
+      const live = await waitFor(`${o.kind} ${o.metadata.name} as rendered`, () => {
+        const x = api.get(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name);
+        return x && JSON.stringify(body(x)) === JSON.stringify(body(o)) && x;
+      });
+      assert.deepEqual(body(live), body(o));
+    }
+    const np = api.get('networking.k8s.io/v1', 'NetworkPolicy', 'knowledge', 'fgentic-projector-ingress');
+    assert.ok(np?.['spec'].ingress.every((r: { from?: unknown[] }) => (r.from ?? []).length > 0));
+  });
+
   it('sets owner references: the kagent Agent to its RetrievalAgent, the rest to the platform', () => {
     const ra = api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent');
     const platform = api.get(RV, 'RetrievalPlatform', undefined, 'default');

@@ -51,7 +51,7 @@ export interface ClusterWriter {
   /** Deletes; resolves to false when the object did not exist. */
   delete(obj: K8sObject): Promise<boolean>;
   /** Merge-patches status; resolves to the stored object when the API returns it. */
-  patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<K8sObject | undefined | void>;
+  patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<K8sObject | undefined>;
   event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
   readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined>;
   /** The kagent and agentgateway APIs the cluster serves. */

@@ -16,6 +16,7 @@ import {
 } from '../types.ts';
 import type { UpstreamFacts } from '../upstream.ts';
 import { readUpstream } from './discovery.ts';
+import { collectionPath, requestJson } from './raw.ts';
 
 /** Every kind the render can produce (pruning lists these). */
 export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string }[] = [
@@ -28,6 +29,19 @@ export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string 
   { apiVersion: 'kagent.dev/v1alpha2', kind: 'RemoteMCPServer', plural: 'remotemcpservers' },
   { apiVersion: 'kagent.dev/v1alpha2', kind: 'Agent', plural: 'agents' },
 ];
+
+/** Kinds the controller writes: the rendered kinds and the MCP key mirrors. */
+const WRITTEN_KINDS = [...RENDERED_KINDS, { apiVersion: 'v1', kind: 'Secret', plural: 'secrets' }];
+
+export function pluralOf(apiVersion: string, kind: string): string {
+  const k = WRITTEN_KINDS.find((x) => x.apiVersion === apiVersion && x.kind === kind);
+  if (!k) throw new Error(`not a kind the controller writes: ${apiVersion} ${kind}`);
+  return k.plural;
+}
+
+function objectPath(o: K8sObject): string {
+  return `${collectionPath(o.apiVersion, pluralOf(o.apiVersion, o.kind), o.metadata.namespace)}/${encodeURIComponent(o.metadata.name)}`;
+}
 
 export function isNotFound(e: unknown): boolean {
   return (e as { code?: number })?.code === 404;
@@ -56,42 +70,36 @@ export class KubeClient {
     return (list.items as unknown as T[]).map((o) => ({ ...o, apiVersion: API_VERSION, kind }));
   }
 
+  /** Server-side apply as plain JSON (kube/raw.ts says why not through the typed client). */
   async apply(obj: K8sObject): Promise<K8sObject> {
-    return (await this.objects.patch(
-      obj as k8s.KubernetesObject,
-      undefined,
-      undefined,
-      FIELD_MANAGER,
-      true,
-      k8s.PatchStrategy.ServerSideApply,
-    )) as unknown as K8sObject;
+    const stored = await requestJson<K8sObject>(this.kc, {
+      method: 'PATCH',
+      path: objectPath(obj),
+      query: { fieldManager: FIELD_MANAGER, force: 'true' },
+      body: obj,
+      contentType: 'application/apply-patch+yaml',
+    });
+    return { ...stored, apiVersion: obj.apiVersion, kind: obj.kind };
   }
 
-  /** Rendered objects of one kind, cluster-wide or in one namespace. */
+  /** Rendered objects of one kind, cluster-wide or in one namespace, exactly as the API stores them. */
   async listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]> {
-    const list = await this.objects.list(
-      apiVersion,
-      kind,
-      namespace,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      PRUNE_SELECTOR,
-    );
-    return (list.items as unknown as K8sObject[]).map((o) => ({ ...o, apiVersion, kind }));
+    const plural = pluralOf(apiVersion, kind);
+    const list = await requestJson<{ items?: K8sObject[] }>(this.kc, {
+      method: 'GET',
+      path: collectionPath(apiVersion, plural, namespace),
+      query: { labelSelector: PRUNE_SELECTOR },
+    });
+    return (list.items ?? []).map((o) => ({ ...o, apiVersion, kind }));
   }
 
   async delete(obj: K8sObject): Promise<boolean> {
     try {
-      await this.objects.delete(
-        obj as k8s.KubernetesObject,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        'Background',
-      );
+      await requestJson(this.kc, {
+        method: 'DELETE',
+        path: objectPath(obj),
+        query: { propagationPolicy: 'Background' },
+      });
       return true;
     } catch (e) {
       if (!isNotFound(e)) throw e;

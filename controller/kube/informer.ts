@@ -13,6 +13,7 @@ import * as k8s from '@kubernetes/client-node';
 import { createLogger } from '../../common/log.ts';
 import { type BackoffPolicy, backoffDelay, WATCH_BACKOFF } from '../backoff.ts';
 import type { K8sObject } from '../types.ts';
+import { collectionPath, requestJson } from './raw.ts';
 
 const log = createLogger('controller');
 
@@ -56,15 +57,12 @@ export class Informer {
   private hasSettled = false;
   private syncWaiters: (() => void)[] = [];
   private settleWaiters: (() => void)[] = [];
-  private readonly objects: k8s.KubernetesObjectApi;
   /** Lists made (the first one and every re-list after 410 Gone); for metrics and tests. */
   lists = 0;
   /** Watches opened. */
   watches = 0;
 
-  constructor(private readonly o: InformerOptions) {
-    this.objects = k8s.KubernetesObjectApi.makeApiClient(o.kubeConfig);
-  }
+  constructor(private readonly o: InformerOptions) {}
 
   get apiVersion(): string {
     return this.o.apiVersion;
@@ -154,26 +152,22 @@ export class Informer {
 
   private async relist(): Promise<void> {
     if (this.stopped) return;
-    let res: k8s.KubernetesListObject<k8s.KubernetesObject>;
+    let res: { items?: K8sObject[]; metadata?: { resourceVersion?: string } };
     try {
       this.lists++;
-      res = await this.objects.list(
-        this.o.apiVersion,
-        this.o.kind,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        this.o.labelSelector,
-      );
+      // Plain JSON, as the watch delivers it (kube/raw.ts: the typed client renames some fields).
+      res = await requestJson(this.o.kubeConfig, {
+        method: 'GET',
+        path: collectionPath(this.o.apiVersion, this.o.plural),
+        query: { labelSelector: this.o.labelSelector },
+      });
     } catch (e) {
       this.settle();
       return this.retry('list', e, () => void this.relist());
     }
     if (this.stopped) return;
     const seen = new Set<string>();
-    for (const item of res.items as unknown as K8sObject[]) {
+    for (const item of res.items ?? []) {
       const obj = { ...item, apiVersion: this.o.apiVersion, kind: this.o.kind };
       const k = objectKey(obj);
       seen.add(k);
