@@ -288,10 +288,13 @@ export class Reconciler {
     this.now = o.now ?? (() => new Date());
   }
 
-  /** Forgets every remembered read and mirror: the next pass checks them all (periodic resync). */
+  /**
+   * Periodic resync: forgets every remembered Secret read, so rotated MCP keys and JWKS are picked
+   * up, and re-checks stale mirrors. Mirrors whose content is unchanged are not re-applied: their
+   * hash is remembered for the life of the leadership term.
+   */
   resync(): void {
     this.secrets.forget();
-    this.mirrors.clear();
     this.goneMirrors.clear();
   }
 
