@@ -20,12 +20,15 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startController } from '../controller/cli.ts';
 import { KubeClient, RENDERED_KINDS } from '../controller/kube/client.ts';
+import { readUpstream } from '../controller/kube/discovery.ts';
+import { type ClusterState, type ClusterWriter, Reconciler } from '../controller/reconcile.ts';
 import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { kustomizeDocs, RbacAuthorizer } from '../controller/testsupport/rbac.ts';
 import type {
   K8sObject,
+  OwnResource,
   PartnerClient,
   Resources,
   RetrievalAgent,
@@ -265,6 +268,66 @@ function renderedDiff(before: Resources, after: Resources): K8sObject[] {
   );
 }
 
+/**
+ * Puts the cluster in the state a reconcile leaves behind (every rendered object, every status), as
+ * storage writes that bypass the API: an initial sync of 12,000 objects through the double would take
+ * most of the run on a loaded machine and is not what the scenarios measure. The state is what the
+ * current reconciler computes (in memory), so the rendered objects carry their desired-hash annotation;
+ * the previous pass ignores it. The MCP key mirrors are left out: the controller cannot read them.
+ */
+async function seedReconciled(api: ApiServerDouble): Promise<void> {
+  const RVK = 'retrieval.fgentic.dev/v1alpha1';
+  const own = {
+    platforms: api.list(RVK, 'RetrievalPlatform'),
+    agents: api.list(RVK, 'RetrievalAgent'),
+    rooms: api.list(RVK, 'RetrievalRoom'),
+    partners: api.list(RVK, 'PartnerClient'),
+  } as unknown as Resources;
+  const objects = new Map<string, K8sObject>();
+  const k = (o: K8sObject) => `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
+  const byKind: Record<string, OwnResource[]> = {
+    RetrievalPlatform: own.platforms,
+    RetrievalAgent: own.agents,
+    RetrievalRoom: own.rooms,
+    PartnerClient: own.partners,
+  };
+  let uid = 0;
+  const memory: ClusterWriter & ClusterState = {
+    own: <T extends OwnResource>(kind: string) => (byKind[kind] ?? []) as T[],
+    rendered: (apiVersion, kind) =>
+      [...objects.values()].filter((o) => o.apiVersion === apiVersion && o.kind === kind),
+    live: (apiVersion, kind, namespace, name) =>
+      objects.get(`${apiVersion}|${kind}|${namespace ?? ''}|${name}`),
+    apply: async (o) => {
+      const stored = { ...o, metadata: { ...o.metadata, uid: `seed-${uid++}` } };
+      objects.set(k(o), stored);
+      return stored;
+    },
+    delete: async (o) => objects.delete(k(o)),
+    patchStatus: async (res, status) => {
+      res.status = { ...(res.status ?? {}), ...status };
+      return undefined;
+    },
+    event: async () => undefined,
+    readSecretKey: async (namespace, name, key) => {
+      const s = api.get('v1', 'Secret', namespace, name) as { data?: Record<string, string> } | undefined;
+      const v = s?.data?.[key];
+      return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
+    },
+    upstream: () => readUpstream(api.kubeConfig()),
+  };
+  const seeded = await new Reconciler(memory).pass(memory);
+  process.stderr.write(
+    `seeded ${objects.size} objects, ${seeded.statusWrites} statuses, ${seeded.errors.length} errors, unsupported ${seeded.unsupported !== undefined}\n`,
+  );
+  for (const o of objects.values()) {
+    if (o.kind === 'Secret') continue;
+    const { uid: _u, ...metadata } = o.metadata;
+    api.put({ ...o, metadata });
+  }
+  for (const r of Object.values(byKind).flat()) api.put(r);
+}
+
 async function runArm(arm: string, input: Resources): Promise<Arm> {
   gc();
   const api = await new ApiServerDouble({ latencyMs: LATENCY, rbac: rbac() }).start();
@@ -281,6 +344,7 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
         authorization: Buffer.from(`Bearer mcp-key-${String(i).padStart(16, '0')}`).toString('base64'),
       },
     });
+  await seedReconciled(api);
   let peakRss = 0;
   let peakHeap = 0;
   const sampler = setInterval(() => {
@@ -310,28 +374,35 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
       ...(own ? { foreignWrites: foreign(slice, own) } : {}),
     });
     process.stderr.write(`${arm}: ${name} done\n`);
+    save([...done, { arm, scenarios, peakRssMiB: mib(peakRss), peakHeapMiB: mib(peakHeap) }]);
   };
 
   const client = watchedClient(api, sw);
   let stop = async () => undefined as unknown as void;
+  let start: () => Promise<void>;
   let settle: () => Promise<void>;
   let resync: () => Promise<void>;
   if (arm === 'previous') {
     const pass = () => previousPass(client).then(() => undefined);
+    start = pass;
     settle = pass;
     resync = pass;
   } else {
-    const handle = await startController({
-      kubeConfig: api.kubeConfig(),
-      port: 0,
-      leaseNamespace: 'fgentic-system',
-      identity: 'bench',
-      writer: () => client,
-    });
-    stop = () => handle.stop();
+    let handle: Awaited<ReturnType<typeof startController>> | undefined;
+    start = async () => {
+      handle = await startController({
+        kubeConfig: api.kubeConfig(),
+        port: 0,
+        leaseNamespace: 'fgentic-system',
+        identity: 'bench',
+        writer: () => client,
+      });
+      await quiet(api);
+    };
+    stop = async () => handle?.stop();
     settle = () => quiet(api);
     resync = async () => {
-      handle.resync();
+      handle?.resync();
       await quiet(api);
     };
   }
@@ -341,7 +412,7 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
       v.includes(`{"roomId":"${id}","allowedClassifications":["approved_non_public","public"]}`),
     );
 
-  await measure('initial sync', settle);
+  await measure('first pass (cluster already reconciled)', start);
   await measure('no-op resync', resync);
 
   // One RetrievalRoom upgraded (public → approved_non_public with an agreement).
@@ -401,13 +472,36 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
   return { arm, scenarios, peakRssMiB: mib(peakRss), peakHeapMiB: mib(peakHeap) };
 }
 
+const done: Arm[] = [];
+/** Written after every scenario, so a run cut short still leaves its measurements. */
+function save(arms: Arm[]): void {
+  mkdirSync(join(HERE, 'results'), { recursive: true });
+  writeFileSync(
+    join(HERE, 'results/controller.json'),
+    `${JSON.stringify(
+      {
+        benchmark: 'controller',
+        date: new Date().toISOString(),
+        node: process.version,
+        input: { agents: AGENTS, rooms: ROOMS, partners: PARTNERS, objects: objectCount },
+        apiLatencyMs: LATENCY,
+        arms,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+}
+
 const input = corpus();
 const objects = render(input);
+const objectCount = objects.objects.length;
 process.stderr.write(
   `${AGENTS} agents, ${ROOMS} rooms, ${PARTNERS} partners → ${objects.objects.length} objects, ${objects.conflicts.length} conflicts; API latency ${LATENCY} ms\n`,
 );
-const arms: Arm[] = [];
+const arms: Arm[] = done;
 for (const arm of ARMS) arms.push(await runArm(arm, input));
+save(arms);
 
 const cell = (s: Scenario | undefined) =>
   s
@@ -427,7 +521,7 @@ const rows: string[][] = names.map((n) => {
   return [n, ...cells.map(cell), ratio];
 });
 rows.push([
-  'pass duration (s): initial / no-op / room / agent',
+  'duration (s): first / no-op / room / agent',
   ...arms.map((a) => a.scenarios.map((s) => (s.durationMs / 1000).toFixed(1)).join(' / ')),
   '',
 ]);
@@ -449,20 +543,3 @@ rows.push([
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
 const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
 process.stdout.write(`${line(header)}\n${rows.map(line).join('\n')}\n`);
-
-mkdirSync(join(HERE, 'results'), { recursive: true });
-writeFileSync(
-  join(HERE, 'results/controller.json'),
-  `${JSON.stringify(
-    {
-      benchmark: 'controller',
-      date: new Date().toISOString(),
-      node: process.version,
-      input: { agents: AGENTS, rooms: ROOMS, partners: PARTNERS, objects: objects.objects.length },
-      apiLatencyMs: LATENCY,
-      arms,
-    },
-    null,
-    2,
-  )}\n`,
-);
