@@ -352,16 +352,21 @@ export class Reconciler {
     const t = () => this.now().getTime();
     const uids = new Map<string, string>();
     const desiredKeys = new Set(objects.map(objKey));
-    // Failures of objects no longer desired (apply) or no longer there (delete) are forgotten, so
-    // they cannot hold pruning back forever.
+    for (const { secret } of mirror.secrets) desiredKeys.add(objKey(secret));
+    const staleKeys = new Set(mirror.stale.map(objKey));
+    // Failures of objects no longer desired (apply) or no longer to delete are forgotten, so they
+    // cannot hold pruning back forever.
     for (const k of this.backoff.keys()) {
-      const [op, key] = [k.slice(0, k.indexOf(' ')), k.slice(k.indexOf(' ') + 1)];
+      const op = k.slice(0, k.indexOf(' '));
+      const key = k.slice(k.indexOf(' ') + 1);
       const [apiVersion, kind, namespace, name] = key.split('|') as [string, string, string, string];
       const gone =
         op === 'apply'
-          ? !desiredKeys.has(key) && kind !== 'Secret'
+          ? !desiredKeys.has(key)
           : desiredKeys.has(key) ||
-            (kind !== 'Secret' && !state.live(apiVersion, kind, namespace || undefined, name));
+            (kind === 'Secret'
+              ? !staleKeys.has(key)
+              : !state.live(apiVersion, kind, namespace || undefined, name));
       if (gone) this.forget(k);
     }
     const failed = (k: string, what: string, e: unknown) => {
