@@ -378,7 +378,7 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
   };
 
   const client = watchedClient(api, sw);
-  let stop = async () => undefined as unknown as void;
+  let stop = async (): Promise<void> => {};
   let start: () => Promise<void>;
   let settle: () => Promise<void>;
   let resync: () => Promise<void>;

@@ -63,7 +63,10 @@ describe('informer: list once, then watch from the list resourceVersion', () => 
     api.put({ ...room('a', '!a:org-a.example'), spec: { roomId: '!a:org-a.example', description: 'x' } });
     api.remove(RV, 'RetrievalRoom', undefined, 'b');
     await waitFor('events', () => inf.size === 2 && inf.get(undefined, 'c') && events.length >= 5);
-    assert.equal((inf.get(undefined, 'a')?.['spec'] as { description?: string }).description, 'x');
+    assert.equal(
+      (inf.get(undefined, 'a')?.['spec'] as { description?: string } | undefined)?.description,
+      'x',
+    );
     assert.deepEqual(events.slice(2), [
       ['ADDED', 'c'],
       ['MODIFIED', 'a'],

@@ -29,10 +29,14 @@ function supportedFacts(): UpstreamFacts {
   const groups: UpstreamFacts['groups'] = {};
   for (const k of p.kinds) {
     const [g, v] = k.apiVersion.split('/') as [string, string];
-    const versions = (groups[g] ??= []);
-    const served =
-      versions.find((x) => x.version === v) ?? versions[versions.push({ version: v, resources: [] }) - 1];
-    served?.resources.push(k.plural);
+    const versions = groups[g] ?? [];
+    groups[g] = versions;
+    let served = versions.find((x) => x.version === v);
+    if (!served) {
+      served = { version: v, resources: [] };
+      versions.push(served);
+    }
+    served.resources.push(k.plural);
   }
   return { groups, ...(p.agentSchema ? { kagentAgentSchema: p.agentSchema } : {}) };
 }

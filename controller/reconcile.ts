@@ -70,12 +70,6 @@ export interface ClusterState {
   removed?(obj: K8sObject): void;
 }
 
-/** The list-based interface of a one-shot pass (`reconcileOnce`): ClusterWriter plus lists. */
-export interface ClusterApi extends ClusterWriter {
-  listOwn<T extends OwnResource>(kind: OwnKind): Promise<T[]>;
-  listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]>;
-}
-
 export interface ReconcileResult {
   /** Objects written by server-side apply in this pass. */
   applied: number;
@@ -540,49 +534,6 @@ export class Reconciler {
     this.backoff.forget(k);
     this.failing.delete(k);
   }
-}
-
-/** A ClusterState over plain lists (one-shot passes and tests). */
-export function listState(
-  own: Partial<Record<OwnKind, OwnResource[]>>,
-  rendered: Map<string, K8sObject[]>,
-): ClusterState {
-  const index = new Map<string, K8sObject>();
-  for (const [kind, items] of rendered)
-    for (const o of items)
-      index.set(
-        objKey({ ...o, apiVersion: kind.split('|')[0] as string, kind: kind.split('|')[1] as string }),
-        o,
-      );
-  return {
-    own: <T extends OwnResource>(kind: OwnKind) => (own[kind] ?? []) as T[],
-    rendered: (apiVersion, kind) => rendered.get(`${apiVersion}|${kind}`),
-    live: (apiVersion, kind, namespace, name) =>
-      index.get(`${apiVersion}|${kind}|${namespace ?? ''}|${name}`),
-  };
-}
-
-/** One pass from fresh lists (no caches): what `render`-style one-shot callers and tests use. */
-export async function reconcileOnce(api: ClusterApi, now = () => new Date()): Promise<ReconcileResult> {
-  const [platforms, agents, rooms, partners] = await Promise.all([
-    api.listOwn<RetrievalPlatform>('RetrievalPlatform'),
-    api.listOwn<RetrievalAgent>('RetrievalAgent'),
-    api.listOwn<RetrievalRoom>('RetrievalRoom'),
-    api.listOwn<PartnerClient>('PartnerClient'),
-  ]);
-  const rendered = new Map<string, K8sObject[]>();
-  for (const k of RENDERED_KINDS) {
-    try {
-      rendered.set(`${k.apiVersion}|${k.kind}`, await api.listRendered(k.apiVersion, k.kind));
-    } catch {
-      // A kind that cannot be listed is not pruned.
-    }
-  }
-  const state = listState(
-    { RetrievalPlatform: platforms, RetrievalAgent: agents, RetrievalRoom: rooms, PartnerClient: partners },
-    rendered,
-  );
-  return new Reconciler(api, { now }).pass(state);
 }
 
 function upstreamCondition(res: OwnResource, v: UpstreamVerdict, now: string): Condition {
