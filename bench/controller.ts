@@ -219,6 +219,8 @@ interface Scenario {
   latencyMs?: number;
   /** ms until the API server saw no more requests (the whole pass or passes). */
   durationMs: number;
+  /** CPU time of the process meanwhile (controller and double together). */
+  cpuMs: number;
   /** Writes to objects other than the changed resource's own rendered objects and status. */
   foreignWrites?: number;
 }
@@ -361,6 +363,7 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
     own?: Set<string>,
   ) => {
     const n = api.requests.length;
+    const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const applied = marker ? sw.arm(marker) : undefined;
     await act();
@@ -370,6 +373,7 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
       name,
       counts: count(slice),
       durationMs: Math.round(performance.now() - t0),
+      cpuMs: Math.round((process.cpuUsage(cpu0).user + process.cpuUsage(cpu0).system) / 1000),
       ...(t1 !== undefined ? { latencyMs: Math.round(t1 - t0) } : {}),
       ...(own ? { foreignWrites: foreign(slice, own) } : {}),
     });
@@ -397,13 +401,20 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
         identity: 'bench',
         writer: () => client,
       });
-      await quiet(api);
+      await new Promise((r) => setTimeout(r, 500)); // the lists and the first debounce
+      await settle();
     };
     stop = async () => handle?.stop();
-    settle = () => quiet(api);
+    // A pass can compute for seconds without a request: quiet alone could end a scenario early.
+    settle = async () => {
+      for (let i = 0; i < 3; i++) {
+        await handle?.idle();
+        await quiet(api);
+      }
+    };
     resync = async () => {
       handle?.resync();
-      await quiet(api);
+      await settle();
     };
   }
   const shard = (id: string) => (o: K8sObject) =>
@@ -523,6 +534,11 @@ const rows: string[][] = names.map((n) => {
 rows.push([
   'duration (s): first / no-op / room / agent',
   ...arms.map((a) => a.scenarios.map((s) => (s.durationMs / 1000).toFixed(1)).join(' / ')),
+  '',
+]);
+rows.push([
+  'process CPU (s, double included): first / no-op / room / agent',
+  ...arms.map((a) => a.scenarios.map((s) => (s.cpuMs / 1000).toFixed(1)).join(' / ')),
   '',
 ]);
 rows.push([

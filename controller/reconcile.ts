@@ -6,8 +6,8 @@
  * pass reads the informer caches instead of listing, and writes an object only when the live copy is
  * not already what it would write:
  *
- * - each desired object carries `retrieval.fgentic.dev/desired-hash` (SHA-256 of its canonical JSON
- *   without that annotation). The apply is skipped when the live object has the same hash and still
+ * - each desired object carries `retrieval.fgentic.dev/desired-hash` (SHA-256 of its JSON without
+ *   that annotation). The apply is skipped when the live object has the same hash and still
  *   holds every field and value the desired object sets (so an edit by someone else is re-applied);
  * - status is patched only when the conditions (ignoring lastTransitionTime) or observedGeneration
  *   differ from what the resource already says;
@@ -18,7 +18,6 @@
  *   never removes a working route.
  */
 import { createHash } from 'node:crypto';
-import canonicalize from 'canonicalize';
 import { createLogger } from '../common/log.ts';
 import { ItemBackoff } from './backoff.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
@@ -108,14 +107,16 @@ export function selectPlatform(platforms: RetrievalPlatform[]): RetrievalPlatfor
   return named.length === 1 ? named[0] : undefined;
 }
 
-/** SHA-256 (hex) of the object's canonical JSON (RFC 8785), without the hash annotation itself. */
+/**
+ * SHA-256 (hex) of the object's JSON, without the hash annotation itself. The render builds every
+ * object in a fixed key order, so plain JSON is stable and costs a fraction of RFC 8785
+ * canonicalisation at 12,000 objects per pass; a key order that did change would cost one apply.
+ */
 export function desiredHash(o: K8sObject): string {
   const annotations = { ...(o.metadata.annotations ?? {}) };
   delete annotations[DESIRED_HASH];
   const bare = { ...o, metadata: { ...o.metadata, annotations } };
-  return createHash('sha256')
-    .update(canonicalize(bare) ?? '')
-    .digest('hex');
+  return createHash('sha256').update(JSON.stringify(bare)).digest('hex');
 }
 
 /** The object as it is applied: the desired object with its hash annotation. */
