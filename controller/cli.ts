@@ -301,6 +301,9 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     const ready = Promise.all(all.map((i) => i.settled())).then(() => undefined);
     term = { own, rendered, reconciler, ready };
     for (const i of all) i.start();
+    // A kind whose first list failed and later succeeds with no objects sends no event: its
+    // synchronisation alone must start the pass that was deferred for it.
+    for (const i of own.values()) void i.synced().then(() => schedule());
   };
 
   const stopTerm = () => {
