@@ -1,6 +1,7 @@
 /**
- * `fgentic-retrieval serve controller`: leader election on a Lease; the leader watches our four kinds
- * and every rendered kind, reconciles (debounced, one pass at a time, plus a periodic resync), and
+ * `fgentic-retrieval serve controller`: leader election on a Lease; the leader keeps list+watch
+ * caches (informers) of our four kinds and of every rendered kind, reconciles from them (debounced,
+ * one pass at a time, plus a periodic resync), retries failed objects when their backoff is due, and
  * serves /healthz, /readyz and /metrics.
  */
 
@@ -12,9 +13,13 @@ import { parseArgs } from 'node:util';
 import * as k8s from '@kubernetes/client-node';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createLogger } from '../common/log.ts';
-import { KubeClient, watchPaths } from './kube/client.ts';
+import { ItemBackoff } from './backoff.ts';
+import { KubeClient, OWN_KINDS_INFO, RENDERED_KINDS } from './kube/client.ts';
+import { Informer, type InformerOptions } from './kube/informer.ts';
 import { LeaderElector } from './kube/lease.ts';
-import { reconcileOnce } from './reconcile.ts';
+import { type ClusterState, type ClusterWriter, Reconciler } from './reconcile.ts';
+import { PRUNE_SELECTOR } from './render/model.ts';
+import type { K8sObject, OwnKind, OwnResource, RetrievalAgent, RetrievalPlatform } from './types.ts';
 
 const log = createLogger('controller');
 
@@ -28,6 +33,10 @@ export interface ControllerOptions {
   renewIntervalMs?: number;
   resyncIntervalMs?: number;
   debounceMs?: number;
+  /** Applies and deletes in flight at once (default 8). */
+  concurrency?: number;
+  /** The writer the reconciler uses (default: the KubeClient); tests and benchmarks count through it. */
+  writer?: (client: KubeClient) => ClusterWriter;
 }
 
 export interface ControllerHandle {
@@ -37,11 +46,29 @@ export interface ControllerHandle {
   /** Resolves when no reconcile is pending or running. */
   idle(): Promise<void>;
   reconciles(): number;
+  /** The informers of the current leadership term (empty while standby). */
+  informers(): Informer[];
+  /** Starts a full resync now (what the periodic timer does). */
+  resync(): void;
   stop(): Promise<void>;
+}
+
+/** What an update to one of our resources changed, apart from status and bookkeeping. */
+function specOf(o: K8sObject): string {
+  const { status: _s, metadata, ...rest } = o as K8sObject & { status?: unknown };
+  const {
+    resourceVersion: _rv,
+    managedFields: _mf,
+    ...meta
+  } = metadata as K8sObject['metadata'] & {
+    managedFields?: unknown;
+  };
+  return JSON.stringify([rest, meta]);
 }
 
 export async function startController(o: ControllerOptions): Promise<ControllerHandle> {
   const client = new KubeClient(o.kubeConfig);
+  const writer = o.writer ? o.writer(client) : client;
   const registry = new Registry();
   const m = {
     reconciles: new Counter({
@@ -57,7 +84,29 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }),
     applied: new Gauge({
       name: 'fgentic_controller_rendered_objects',
-      help: 'Objects applied in the last pass',
+      help: 'Objects rendered in the last pass (applied, or already up to date)',
+      registers: [registry],
+    }),
+    writes: new Counter({
+      name: 'fgentic_controller_api_writes_total',
+      help: 'Writes to the API server by the reconciler',
+      labelNames: ['op'],
+      registers: [registry],
+    }),
+    skipped: new Counter({
+      name: 'fgentic_controller_unchanged_objects_total',
+      help: 'Desired objects not applied because the live object already matched',
+      registers: [registry],
+    }),
+    failing: new Gauge({
+      name: 'fgentic_controller_failing_objects',
+      help: 'Objects whose apply or delete failed and waits for its retry',
+      registers: [registry],
+    }),
+    watchRetries: new Counter({
+      name: 'fgentic_controller_watch_retries_total',
+      help: 'Failed lists and watches of the informers, retried after a backoff',
+      labelNames: ['kind', 'what'],
       registers: [registry],
     }),
     conflicts: new Gauge({
@@ -93,9 +142,18 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   let running: Promise<void> | undefined;
   let pending = false;
   let timer: NodeJS.Timeout | undefined;
+  let retryTimer: NodeJS.Timeout | undefined;
   let passes = 0;
-  let watches: AbortController[] = [];
   let idleWaiters: (() => void)[] = [];
+  // One leadership term: its caches and its reconciler (backoff, remembered mirrors).
+  let term:
+    | {
+        own: Map<OwnKind, Informer>;
+        rendered: Map<string, Informer>;
+        reconciler: Reconciler;
+        ready: Promise<void>;
+      }
+    | undefined;
 
   const settleIdle = () => {
     if (!running && !pending && !timer) {
@@ -104,12 +162,43 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }
   };
 
+  const stateOf = (t: NonNullable<typeof term>): ClusterState => {
+    const renderedOf = (apiVersion: string, kind: string) => t.rendered.get(`${apiVersion}|${kind}`);
+    return {
+      own: <T extends OwnResource>(kind: OwnKind) => (t.own.get(kind)?.list() ?? []) as unknown as T[],
+      rendered: (apiVersion, kind) => {
+        const inf = renderedOf(apiVersion, kind);
+        return inf?.isSynced() ? inf.list() : undefined;
+      },
+      live: (apiVersion, kind, namespace, name) => renderedOf(apiVersion, kind)?.get(namespace, name),
+      stored: (obj) => {
+        if (obj.apiVersion === OWN_KINDS_INFO[0]?.apiVersion) t.own.get(obj.kind as OwnKind)?.upsert(obj);
+        else renderedOf(obj.apiVersion, obj.kind)?.upsert(obj);
+      },
+      removed: (obj) => renderedOf(obj.apiVersion, obj.kind)?.drop(obj.metadata.namespace, obj.metadata.name),
+    };
+  };
+
   const runPass = async () => {
+    const t = term;
+    if (!t) return;
+    await t.ready;
+    if (![...t.own.values()].every((i) => i.isSynced())) {
+      // Never render from a partial view of our own resources: it would prune what the missing
+      // resources render. The informers retry; their first list schedules a pass.
+      log.warn('reconcile deferred: resources not listed yet');
+      return;
+    }
     const end = m.duration.startTimer();
     try {
-      const r = await reconcileOnce(client);
+      const r = await t.reconciler.pass(stateOf(t));
       m.reconciles.inc({ result: r.errors.length ? 'error' : 'ok' });
-      m.applied.set(r.applied);
+      m.applied.set(r.applied + r.unchanged);
+      m.writes.inc({ op: 'apply' }, r.applied);
+      m.writes.inc({ op: 'delete' }, r.pruned);
+      m.writes.inc({ op: 'status' }, r.statusWrites);
+      m.skipped.inc(r.unchanged);
+      m.failing.set(t.reconciler.backoff.size);
       m.conflicts.set(r.conflicts.length);
       const counts = new Map<string, number>();
       for (const c of r.conditions) {
@@ -122,6 +211,18 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
         m.conditions.set({ kind, type, status, reason }, n);
       }
       synced = true;
+      if (retryTimer) clearTimeout(retryTimer);
+      retryTimer = undefined;
+      if (r.retryAt !== undefined) {
+        retryTimer = setTimeout(
+          () => {
+            retryTimer = undefined;
+            schedule();
+          },
+          Math.max(0, r.retryAt - Date.now()),
+        );
+        retryTimer.unref();
+      }
     } catch (e) {
       m.reconciles.inc({ result: 'error' });
       log.error('reconcile failed', { error: (e as Error).message });
@@ -151,36 +252,65 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }, o.debounceMs ?? 200);
   };
 
-  const startWatches = () => {
-    const watch = new k8s.Watch(o.kubeConfig);
-    const open = (path: string, labelSelector?: string) => {
-      if (stopped || !leader) return;
-      watch
-        .watch(
-          path,
-          { allowWatchBookmarks: true, ...(labelSelector ? { labelSelector } : {}) },
-          (phase, obj) => {
-            log.debug('watch event', { path, phase, name: obj?.metadata?.name });
-            if (phase !== 'BOOKMARK') schedule();
-          },
-          (err) => {
-            if (stopped || !leader) return;
-            if (err) log.warn('watch ended', { path, error: String((err as Error).message ?? err) });
-            setTimeout(() => open(path, labelSelector), 1000).unref();
-          },
-        )
-        .then((ac) => watches.push(ac))
-        .catch((e) => {
-          log.warn('watch failed', { path, error: (e as Error).message });
-          if (!stopped && leader) setTimeout(() => open(path, labelSelector), 1000).unref();
-        });
-    };
-    for (const w of watchPaths()) open(w.path, w.labelSelector);
+  const startTerm = () => {
+    const reconciler = new Reconciler(writer, {
+      concurrency: o.concurrency ?? 8,
+      backoff: new ItemBackoff(),
+    });
+    const make = (
+      k: { apiVersion: string; kind: string; plural: string },
+      onEvent: InformerOptions['onEvent'],
+      labelSelector?: string,
+    ) =>
+      new Informer({
+        kubeConfig: o.kubeConfig,
+        apiVersion: k.apiVersion,
+        kind: k.kind,
+        plural: k.plural,
+        ...(labelSelector ? { labelSelector } : {}),
+        onEvent,
+        onRetry: (what) => m.watchRetries.inc({ kind: k.kind, what }),
+      });
+    const own = new Map<OwnKind, Informer>();
+    for (const k of OWN_KINDS_INFO)
+      own.set(
+        k.kind,
+        make(k, (type, obj, prev) => {
+          // A status-only update (ours, mostly) changes nothing the render reads.
+          if (type === 'MODIFIED' && prev && specOf(prev) === specOf(obj)) return;
+          // A changed RetrievalAgent or platform may name another Secret, or a rotated one: read again.
+          if (k.kind === 'RetrievalAgent') {
+            const ref = (obj as unknown as RetrievalAgent).spec?.mcpApiKeySecretRef;
+            if (ref) reconciler.secrets.forget(obj.metadata.namespace, ref.name);
+          }
+          if (k.kind === 'RetrievalPlatform') {
+            const ns = (obj as unknown as RetrievalPlatform).spec?.gateway?.namespace;
+            if (ns) reconciler.secrets.forget(ns);
+          }
+          schedule();
+        }),
+      );
+    const rendered = new Map<string, Informer>();
+    for (const k of RENDERED_KINDS)
+      rendered.set(
+        `${k.apiVersion}|${k.kind}`,
+        make(k, () => schedule(), PRUNE_SELECTOR),
+      );
+    const all = [...own.values(), ...rendered.values()];
+    // Wait for every cache to be listed once (or to have failed once) before the first pass.
+    const ready = Promise.all(all.map((i) => i.settled())).then(() => undefined);
+    term = { own, rendered, reconciler, ready };
+    for (const i of all) i.start();
+    // A kind whose first list failed and later succeeds with no objects sends no event: its
+    // synchronisation alone must start the pass that was deferred for it.
+    for (const i of own.values()) void i.synced().then(() => schedule());
   };
 
-  const stopWatches = () => {
-    for (const w of watches) w.abort();
-    watches = [];
+  const stopTerm = () => {
+    for (const i of [...(term?.own.values() ?? []), ...(term?.rendered.values() ?? [])]) i.stop();
+    term = undefined;
+    if (retryTimer) clearTimeout(retryTimer);
+    retryTimer = undefined;
   };
 
   let electing = false;
@@ -196,23 +326,29 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       electing = false;
     }
     electedOnce = true;
+    if (stopped) return;
     if (now && !leader) {
       leader = true;
       m.leader.set(1);
       log.info('became leader');
-      startWatches();
+      startTerm();
       schedule();
     } else if (!now && leader) {
       leader = false;
       m.leader.set(0);
       log.warn('lost leadership');
-      stopWatches();
+      stopTerm();
     }
+  };
+
+  const resync = () => {
+    term?.reconciler.resync();
+    schedule();
   };
 
   await elect();
   const renew = setInterval(() => void elect(), o.renewIntervalMs ?? 5000);
-  const resync = setInterval(schedule, o.resyncIntervalMs ?? 300_000);
+  const resyncTimer = setInterval(resync, o.resyncIntervalMs ?? 300_000);
 
   const server: Server = createServer(async (req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -234,6 +370,8 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     registry,
     isLeader: () => leader,
     reconciles: () => passes,
+    informers: () => [...(term?.own.values() ?? []), ...(term?.rendered.values() ?? [])],
+    resync,
     idle: () =>
       new Promise<void>((r) => {
         idleWaiters.push(r);
@@ -242,10 +380,11 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     stop: async () => {
       stopped = true;
       clearInterval(renew);
-      clearInterval(resync);
+      clearInterval(resyncTimer);
       if (timer) clearTimeout(timer);
       timer = undefined;
-      stopWatches();
+      pending = false;
+      stopTerm();
       await running;
       await new Promise<void>((r) => server.close(() => r()));
     },

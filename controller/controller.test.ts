@@ -125,6 +125,24 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     }
   });
 
+  it('every rendered object reaches the API server exactly as rendered (NetworkPolicy `from` included)', async () => {
+    // client-node's typed serialiser renames NetworkPolicy `from` to `_from` and drops the plain
+    // field: applied through it, every ingress rule would admit any source.
+    const body = (o: Record<string, unknown>) => {
+      const { metadata: _m, status: _s, ...rest } = o;
+      return rest;
+    };
+    for (const o of expected) {
+      const live = await waitFor(`${o.kind} ${o.metadata.name} as rendered`, () => {
+        const x = api.get(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name);
+        return x && JSON.stringify(body(x)) === JSON.stringify(body(o)) && x;
+      });
+      assert.deepEqual(body(live), body(o));
+    }
+    const np = api.get('networking.k8s.io/v1', 'NetworkPolicy', 'knowledge', 'fgentic-projector-ingress');
+    assert.ok(np?.['spec'].ingress.every((r: { from?: unknown[] }) => (r.from ?? []).length > 0));
+  });
+
   it('sets owner references: the kagent Agent to its RetrievalAgent, the rest to the platform', () => {
     const ra = api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent');
     const platform = api.get(RV, 'RetrievalPlatform', undefined, 'default');
@@ -309,22 +327,40 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     );
   });
 
-  it('a failing apply marks resources Degraded and prunes nothing', async () => {
-    api.failApply.add('AgentgatewayPolicy');
+  it('a failing apply marks resources Degraded, prunes nothing, and is retried until it succeeds', async () => {
+    // Only an object whose desired content changed is applied, so the change must reach a rendered
+    // object: the room's classifications are in the projector's registry ConfigMap.
+    api.failApply.add('ConfigMap');
     const r = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general') as any;
-    api.put({ ...r, spec: { ...r.spec, description: 'changed' } });
+    api.put({
+      ...r,
+      spec: {
+        ...r.spec,
+        allowedClassifications: ['approved_non_public', 'public'],
+        agreementRef: 'adr-0015/org-a-general',
+      },
+    });
     const p = await waitFor('Degraded', () => {
       const x = api.get(RV, 'RetrievalPlatform', undefined, 'default');
       return cond(x, 'Degraded')?.status === 'True' && x;
     });
     assert.equal(cond(p, 'Ready').reason, 'ApplyFailed');
+    assert.match(cond(p, 'Degraded').message, /^apply ConfigMap knowledge\/fgentic-projector-config: /);
     assert.ok(api.get('kagent.dev/v1alpha2', 'Agent', 'kagent', 'knowledge-agent'));
+    // Retried on its own backoff, without any further change.
+    const attempts = api.applies.filter((a) => a.kind === 'ConfigMap').length;
+    await waitFor('a retry', () => api.applies.filter((a) => a.kind === 'ConfigMap').length > attempts);
     api.failApply.clear();
-    api.put({ ...r, spec: { ...r.spec, description: 'changed again' } });
     await waitFor(
       'recovered',
       () => cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Degraded')?.status === 'False',
+      20_000,
     );
+    assert.match(
+      api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config')?.['data']['projector.json'],
+      /"roomId":"!room:org-a\.example","allowedClassifications":\["approved_non_public","public"\]/,
+    );
+    api.put({ ...r, spec: { ...r.spec, description: 'changed again' } }); // back to public
     await waitFor('room observedGeneration', () => {
       const room = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general') as any;
       return room.status.observedGeneration === room.metadata.generation && room.metadata.generation === 3;

@@ -16,6 +16,7 @@ import {
 } from '../types.ts';
 import type { UpstreamFacts } from '../upstream.ts';
 import { readUpstream } from './discovery.ts';
+import { collectionPath, requestJson } from './raw.ts';
 
 /** Every kind the render can produce (pruning lists these). */
 export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string }[] = [
@@ -28,6 +29,19 @@ export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string 
   { apiVersion: 'kagent.dev/v1alpha2', kind: 'RemoteMCPServer', plural: 'remotemcpservers' },
   { apiVersion: 'kagent.dev/v1alpha2', kind: 'Agent', plural: 'agents' },
 ];
+
+/** Kinds the controller writes: the rendered kinds and the MCP key mirrors. */
+const WRITTEN_KINDS = [...RENDERED_KINDS, { apiVersion: 'v1', kind: 'Secret', plural: 'secrets' }];
+
+export function pluralOf(apiVersion: string, kind: string): string {
+  const k = WRITTEN_KINDS.find((x) => x.apiVersion === apiVersion && x.kind === kind);
+  if (!k) throw new Error(`not a kind the controller writes: ${apiVersion} ${kind}`);
+  return k.plural;
+}
+
+function objectPath(o: K8sObject): string {
+  return `${collectionPath(o.apiVersion, pluralOf(o.apiVersion, o.kind), o.metadata.namespace)}/${encodeURIComponent(o.metadata.name)}`;
+}
 
 export function isNotFound(e: unknown): boolean {
   return (e as { code?: number })?.code === 404;
@@ -56,42 +70,36 @@ export class KubeClient {
     return (list.items as unknown as T[]).map((o) => ({ ...o, apiVersion: API_VERSION, kind }));
   }
 
+  /** Server-side apply as plain JSON (kube/raw.ts says why not through the typed client). */
   async apply(obj: K8sObject): Promise<K8sObject> {
-    return (await this.objects.patch(
-      obj as k8s.KubernetesObject,
-      undefined,
-      undefined,
-      FIELD_MANAGER,
-      true,
-      k8s.PatchStrategy.ServerSideApply,
-    )) as unknown as K8sObject;
+    const stored = await requestJson<K8sObject>(this.kc, {
+      method: 'PATCH',
+      path: objectPath(obj),
+      query: { fieldManager: FIELD_MANAGER, force: 'true' },
+      body: obj,
+      contentType: 'application/apply-patch+yaml',
+    });
+    return { ...stored, apiVersion: obj.apiVersion, kind: obj.kind };
   }
 
-  /** Rendered objects of one kind, cluster-wide or in one namespace. */
+  /** Rendered objects of one kind, cluster-wide or in one namespace, exactly as the API stores them. */
   async listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]> {
-    const list = await this.objects.list(
-      apiVersion,
-      kind,
-      namespace,
-      undefined,
-      undefined,
-      undefined,
-      undefined,
-      PRUNE_SELECTOR,
-    );
-    return (list.items as unknown as K8sObject[]).map((o) => ({ ...o, apiVersion, kind }));
+    const plural = pluralOf(apiVersion, kind);
+    const list = await requestJson<{ items?: K8sObject[] }>(this.kc, {
+      method: 'GET',
+      path: collectionPath(apiVersion, plural, namespace),
+      query: { labelSelector: PRUNE_SELECTOR },
+    });
+    return (list.items ?? []).map((o) => ({ ...o, apiVersion, kind }));
   }
 
   async delete(obj: K8sObject): Promise<boolean> {
     try {
-      await this.objects.delete(
-        obj as k8s.KubernetesObject,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        'Background',
-      );
+      await requestJson(this.kc, {
+        method: 'DELETE',
+        path: objectPath(obj),
+        query: { propagationPolicy: 'Background' },
+      });
       return true;
     } catch (e) {
       if (!isNotFound(e)) throw e;
@@ -99,7 +107,8 @@ export class KubeClient {
     }
   }
 
-  async patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<void> {
+  /** Merge-patches the status subresource; resolves to the object as stored. */
+  async patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<K8sObject> {
     const info = kindInfo(res.kind);
     if (!info) throw new Error(`unknown kind ${res.kind}`);
     const opts = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
@@ -110,12 +119,14 @@ export class KubeClient {
       name: res.metadata.name,
       body: { status },
     };
-    if (info.scope === 'Cluster') await this.custom.patchClusterCustomObjectStatus(base, opts);
-    else
-      await this.custom.patchNamespacedCustomObjectStatus(
-        { ...base, namespace: res.metadata.namespace as string },
-        opts,
-      );
+    const stored =
+      info.scope === 'Cluster'
+        ? await this.custom.patchClusterCustomObjectStatus(base, opts)
+        : await this.custom.patchNamespacedCustomObjectStatus(
+            { ...base, namespace: res.metadata.namespace as string },
+            opts,
+          );
+    return stored as K8sObject;
   }
 
   async event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
@@ -156,14 +167,10 @@ export class KubeClient {
   }
 }
 
-/** Watch paths (list+watch URLs) for our kinds and for the rendered kinds (label-selected). */
-export function watchPaths(): { path: string; labelSelector?: string }[] {
-  const own = ['retrievalplatforms', 'retrievalagents', 'retrievalrooms', 'partnerclients'].map((p) => ({
-    path: `/apis/${GROUP}/${VERSION}/${p}`,
-  }));
-  const rendered = RENDERED_KINDS.map((k) => ({
-    path: `${k.apiVersion.includes('/') ? '/apis' : '/api'}/${k.apiVersion}/${k.plural}`,
-    labelSelector: PRUNE_SELECTOR,
-  }));
-  return [...own, ...rendered];
-}
+/** Our four kinds, as the informers list and watch them. */
+export const OWN_KINDS_INFO: { apiVersion: string; kind: OwnKind; plural: string }[] = [
+  { apiVersion: API_VERSION, kind: 'RetrievalPlatform', plural: 'retrievalplatforms' },
+  { apiVersion: API_VERSION, kind: 'RetrievalAgent', plural: 'retrievalagents' },
+  { apiVersion: API_VERSION, kind: 'RetrievalRoom', plural: 'retrievalrooms' },
+  { apiVersion: API_VERSION, kind: 'PartnerClient', plural: 'partnerclients' },
+];

@@ -167,6 +167,8 @@ export class ApiServerDouble {
   readonly requests: string[] = [];
   /** Kinds whose server-side apply fails with 500 (fault injection). */
   readonly failApply = new Set<string>();
+  /** Single objects (`Kind/namespace/name`, namespace empty when cluster-scoped) whose apply fails with 500. */
+  readonly failApplyObjects = new Set<string>();
   port = 0;
 
   private kinds: KindInfo[] = [];
@@ -316,6 +318,20 @@ export class ApiServerDouble {
   compact(rv = this.rv + 1): void {
     this.compactedRv = Math.max(this.compactedRv, rv);
     this.history = this.history.filter((e) => e.rv >= rv);
+  }
+
+  /**
+   * Ends every open watch normally, as kube-apiserver does when a watch reaches its timeout; clients
+   * resume from the last resourceVersion they saw.
+   */
+  endWatches(): void {
+    for (const w of this.watchers) w.res.end();
+    this.watchers.clear();
+  }
+
+  /** The current resourceVersion (the highest one written). */
+  get resourceVersion(): number {
+    return this.rv;
   }
 
   /** Sends a BOOKMARK with the current resourceVersion to every watch that allowed bookmarks. */
@@ -758,7 +774,7 @@ export class ApiServerDouble {
         force: url.searchParams.get('force'),
         contentType: ct,
       });
-      if (this.failApply.has(info.kind))
+      if (this.failApply.has(info.kind) || this.failApplyObjects.has(`${info.kind}/${ns ?? ''}/${name}`))
         return status(res, 500, 'InternalError', `apply of ${info.kind} failed`);
       if (!url.searchParams.get('fieldManager'))
         return status(

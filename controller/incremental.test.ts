@@ -1,0 +1,190 @@
+/**
+ * O(change) writes, against the API-server double as the controller's ServiceAccount under the
+ * shipped RBAC: a no-op pass writes nothing, a RetrievalRoom change rewrites the registry and the
+ * room's status only, a RetrievalAgent change writes its own objects only, and a failing object
+ * neither stops the others nor is given up: it is retried on its backoff until it applies.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type ControllerHandle, startController } from './cli.ts';
+import { render } from './render/index.ts';
+import { ApiServerDouble, CONTROLLER_USER } from './testsupport/apiserver.ts';
+import { agent, examples, room } from './testsupport/fixtures.ts';
+import type { Attributes } from './testsupport/rbac.ts';
+
+const RV = 'retrieval.fgentic.dev/v1alpha1';
+const MCP_KEY = 'mcp-key-0123456789abcdef';
+const WRITES = new Set(['create', 'patch', 'update', 'delete']);
+
+async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 15_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+const cond = (o: any, type: string) => o?.status?.conditions?.find((c: any) => c.type === type);
+const show = (a: Attributes) =>
+  `${a.verb} ${a.resource}${a.subresource ? `/${a.subresource}` : ''} ${a.namespace ?? ''}/${a.name ?? ''}`;
+
+describe('controller writes O(change), as its ServiceAccount under the shipped RBAC', () => {
+  const api = new ApiServerDouble();
+  let ctl: ControllerHandle;
+  const input = examples();
+  // A second agent that shares the example's MCP key Secret (the shipped Role names that one).
+  input.agents.push(agent('kagent', 'second-agent'));
+  for (let i = 0; i < 20; i++) input.rooms.push(room(`extra-${i}`, `!extra${i}:org-a.example`));
+  const expected = render(input).objects;
+
+  /** The controller's writes (leader election aside) during `act`, once it is idle again. */
+  const writesDuring = async (act: () => void | Promise<void>): Promise<string[]> => {
+    await settle();
+    const n = api.calls.length;
+    await act();
+    await settle();
+    return api.calls
+      .slice(n)
+      .filter((c) => c.user === CONTROLLER_USER && WRITES.has(c.verb) && c.resource !== 'leases')
+      .map(show)
+      .sort();
+  };
+  /** Idle, and no request but leader election for 400 ms (a watch event may still be on its way). */
+  const settle = async () => {
+    let seen = api.requests.length;
+    let quietSince = Date.now();
+    for (;;) {
+      await ctl.idle();
+      await new Promise((r) => setTimeout(r, 50));
+      const fresh = api.requests.slice(seen).filter((r) => !r.includes('/leases'));
+      seen = api.requests.length;
+      if (fresh.length > 0) quietSince = Date.now();
+      else if (Date.now() - quietSince >= 400) return;
+    }
+  };
+
+  before(async () => {
+    await api.start();
+    for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners]) api.put(r);
+    api.put({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'knowledge-agent-mcp-credential', namespace: 'kagent' },
+      type: 'Opaque',
+      data: { authorization: Buffer.from(`Bearer ${MCP_KEY}`).toString('base64') },
+    });
+    ctl = await startController({
+      kubeConfig: api.kubeConfig(),
+      port: 0,
+      leaseNamespace: 'fgentic-system',
+      identity: 'incremental',
+      renewIntervalMs: 500,
+      debounceMs: 20,
+    });
+    await waitFor(
+      'every object applied and every resource Ready',
+      () =>
+        expected.every((o) => api.get(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name)) &&
+        [...input.agents, ...input.rooms].every(
+          (r) => cond(api.get(RV, r.kind, r.metadata.namespace, r.metadata.name), 'Ready')?.status === 'True',
+        ),
+    );
+  });
+  after(async () => {
+    await ctl?.stop();
+    await api.stop();
+  });
+
+  it('a no-op resync writes nothing (every desired object matches its live hash)', async () => {
+    assert.deepEqual(await writesDuring(() => ctl.resync()), []);
+    const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config');
+    assert.match(cm?.['metadata'].annotations['retrieval.fgentic.dev/desired-hash'], /^[0-9a-f]{64}$/);
+  });
+
+  it('an event that changes nothing rendered writes nothing (no status rewrite either)', async () => {
+    const r = api.get(RV, 'RetrievalRoom', undefined, 'extra-3') as any;
+    const writes = await writesDuring(() => {
+      api.put({ ...r, metadata: { ...r.metadata, labels: { team: 'a' } } });
+    });
+    assert.deepEqual(writes, []);
+  });
+
+  it('one RetrievalRoom change: the registry ConfigMap and that room status, nothing else (≤ 3 writes)', async () => {
+    const r = api.get(RV, 'RetrievalRoom', undefined, 'extra-5') as any;
+    const writes = await writesDuring(() => {
+      api.put({
+        ...r,
+        spec: { ...r.spec, allowedClassifications: ['approved_non_public', 'public'], agreementRef: 'a-1' },
+      });
+    });
+    assert.deepEqual(writes, [
+      'patch configmaps knowledge/fgentic-projector-config',
+      'patch retrievalrooms/status /extra-5',
+    ]);
+    assert.match(
+      api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config')?.['data']['projector.json'],
+      /"roomId":"!extra5:org-a\.example","allowedClassifications":\["approved_non_public","public"\]/,
+    );
+  });
+
+  it('one RetrievalAgent change writes its own objects and status only', async () => {
+    const a = api.get(RV, 'RetrievalAgent', 'kagent', 'second-agent') as any;
+    const writes = await writesDuring(() => {
+      api.put({ ...a, spec: { ...a.spec, rateLimit: { requestsPerMinute: 7 } } });
+    });
+    assert.deepEqual(writes, [
+      'patch agentgatewaypolicies agentgateway-system/fgentic-mcp.kagent.second-agent',
+      'patch retrievalagents/status kagent/second-agent',
+    ]);
+  });
+
+  it('a failing object does not stop the others, is reported, and is retried until it applies', async () => {
+    const failing = 'fgentic-mcp.kagent.knowledge-agent';
+    api.failApplyObjects.add(`AgentgatewayPolicy/agentgateway-system/${failing}`);
+    const attempts = () => api.applies.filter((x) => x.name === failing).length;
+    const before = attempts();
+    for (const name of ['knowledge-agent', 'second-agent']) {
+      const a = api.get(RV, 'RetrievalAgent', 'kagent', name) as any;
+      api.put({ ...a, spec: { ...a.spec, rateLimit: { requestsPerMinute: 11 } } });
+    }
+    // The other agent's policy applies although this one fails.
+    await waitFor(
+      'the other policy applied',
+      () =>
+        api.get(
+          'agentgateway.dev/v1alpha1',
+          'AgentgatewayPolicy',
+          'agentgateway-system',
+          'fgentic-mcp.kagent.second-agent',
+        )?.['spec'].traffic.rateLimit.local[0].requests === 11,
+    );
+    const p = await waitFor('Degraded names the failing object', () => {
+      const x = api.get(RV, 'RetrievalPlatform', undefined, 'default');
+      return cond(x, 'Degraded')?.status === 'True' && x;
+    });
+    assert.match(
+      cond(p, 'Degraded').message,
+      new RegExp(`^apply AgentgatewayPolicy agentgateway-system/${failing}: HTTP 500`),
+    );
+    // Retried without any further change (its backoff schedule drives the passes).
+    await waitFor('four retries', () => attempts() >= before + 4);
+    api.failApplyObjects.clear();
+    await waitFor(
+      'applied at last',
+      () =>
+        api.get('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy', 'agentgateway-system', failing)?.['spec']
+          .traffic.rateLimit.local[0].requests === 11,
+    );
+    await waitFor(
+      'recovered',
+      () => cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Degraded')?.status === 'False',
+    );
+    // Once recovered, passes go quiet again.
+    assert.deepEqual(await writesDuring(() => ctl.resync()), []);
+  });
+
+  it('nothing the controller did was refused by the shipped RBAC', () => {
+    assert.deepEqual(api.denied.map(show), []);
+  });
+});

@@ -1,0 +1,262 @@
+/**
+ * A list+watch cache of one kind, as client-go's reflector keeps one: list once, then watch from the
+ * list's resourceVersion with bookmarks (so a resumed watch starts from a recent version, not the
+ * list's), resume after a watch ends from the last version seen, and list again only when the API
+ * server answers 410 Gone (the version was compacted away). Failed lists and watches are retried
+ * after a capped exponential delay with jitter (`backoff.ts`, WATCH_BACKOFF).
+ *
+ * The cache is what the reconciler reads, so a pass lists nothing. Writes the controller makes are
+ * written through (`upsert`, `drop`) so the next pass sees them before their watch events arrive;
+ * the watch event then replaces the entry with the same or a newer version.
+ */
+import * as k8s from '@kubernetes/client-node';
+import { createLogger } from '../../common/log.ts';
+import { type BackoffPolicy, backoffDelay, WATCH_BACKOFF } from '../backoff.ts';
+import type { K8sObject } from '../types.ts';
+import { collectionPath, requestJson } from './raw.ts';
+
+const log = createLogger('controller');
+
+export type InformerEvent = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+export interface InformerOptions {
+  kubeConfig: k8s.KubeConfig;
+  apiVersion: string;
+  kind: string;
+  plural: string;
+  labelSelector?: string;
+  /** Called for every change to the cache (watch events, and the differences a re-list finds). */
+  onEvent?: (type: InformerEvent, obj: K8sObject, prev: K8sObject | undefined) => void;
+  /** Called when a list or watch failed, with the delay before the next attempt. */
+  onRetry?: (what: 'list' | 'watch', delayMs: number, error: string) => void;
+  backoff?: BackoffPolicy;
+  random?: () => number;
+  /** The server ends a watch after this long; the informer resumes it (default 300 s). */
+  watchTimeoutSeconds?: number;
+}
+
+export const objectKey = (o: { metadata: { namespace?: string; name: string } }) =>
+  `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+
+/** Class of an error for logs: HTTP status or a Node error code, never a response body. */
+export function errorClass(e: unknown): string {
+  const x = e as { code?: number | string; statusCode?: number; cause?: { code?: string } };
+  if (typeof x?.statusCode === 'number') return `HTTP ${x.statusCode}`;
+  if (typeof x?.code === 'number') return `HTTP ${x.code}`;
+  return String(x?.cause?.code ?? x?.code ?? 'error');
+}
+
+export class Informer {
+  private readonly store = new Map<string, K8sObject>();
+  private resourceVersion: string | undefined;
+  private abort: AbortController | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private failures = 0;
+  private stopped = false;
+  private hasSynced = false;
+  private hasSettled = false;
+  private syncWaiters: (() => void)[] = [];
+  private settleWaiters: (() => void)[] = [];
+  /** Lists made (the first one and every re-list after 410 Gone); for metrics and tests. */
+  lists = 0;
+  /** Watches opened. */
+  watches = 0;
+
+  constructor(private readonly o: InformerOptions) {}
+
+  get apiVersion(): string {
+    return this.o.apiVersion;
+  }
+  get kind(): string {
+    return this.o.kind;
+  }
+
+  start(): void {
+    this.stopped = false;
+    void this.relist();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.abort?.abort();
+    this.abort = undefined;
+    for (const w of [...this.syncWaiters, ...this.settleWaiters]) w();
+    this.syncWaiters = [];
+    this.settleWaiters = [];
+  }
+
+  /**
+   * Resolves after the first list attempt, successful or not: a kind the cluster does not serve (an
+   * upstream that moved on) must not hold the controller, which then reports the upstream instead.
+   */
+  settled(): Promise<void> {
+    if (this.hasSettled || this.stopped) return Promise.resolve();
+    return new Promise((r) => this.settleWaiters.push(r));
+  }
+
+  private settle(): void {
+    if (this.hasSettled) return;
+    this.hasSettled = true;
+    for (const w of this.settleWaiters) w();
+    this.settleWaiters = [];
+  }
+
+  /** Resolves once the first list is in the cache (or the informer was stopped). */
+  synced(): Promise<void> {
+    if (this.hasSynced || this.stopped) return Promise.resolve();
+    return new Promise((r) => this.syncWaiters.push(r));
+  }
+
+  isSynced(): boolean {
+    return this.hasSynced;
+  }
+
+  get(namespace: string | undefined, name: string): K8sObject | undefined {
+    return this.store.get(`${namespace ?? ''}/${name}`);
+  }
+
+  list(): K8sObject[] {
+    return [...this.store.values()];
+  }
+
+  get size(): number {
+    return this.store.size;
+  }
+
+  /** Write-through of an object the controller just wrote (the API server's answer). */
+  upsert(obj: K8sObject): void {
+    if (!obj?.metadata?.name) return;
+    this.store.set(objectKey(obj), { ...obj, apiVersion: this.o.apiVersion, kind: this.o.kind });
+  }
+
+  /** Write-through of a delete. */
+  drop(namespace: string | undefined, name: string): void {
+    this.store.delete(`${namespace ?? ''}/${name}`);
+  }
+
+  private retry(what: 'list' | 'watch', e: unknown, next: () => void): void {
+    if (this.stopped) return;
+    this.failures++;
+    const delay = backoffDelay(this.failures, this.o.backoff ?? WATCH_BACKOFF, this.o.random);
+    const error = errorClass(e);
+    this.o.onRetry?.(what, delay, error);
+    log.warn('informer retry', { kind: this.o.kind, what, error, delayMs: Math.round(delay) });
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      next();
+    }, delay);
+    this.timer.unref();
+  }
+
+  private async relist(): Promise<void> {
+    if (this.stopped) return;
+    let res: { items?: K8sObject[]; metadata?: { resourceVersion?: string } };
+    try {
+      this.lists++;
+      // Plain JSON, as the watch delivers it (kube/raw.ts: the typed client renames some fields).
+      res = await requestJson(this.o.kubeConfig, {
+        method: 'GET',
+        path: collectionPath(this.o.apiVersion, this.o.plural),
+        query: { labelSelector: this.o.labelSelector },
+      });
+    } catch (e) {
+      this.settle();
+      return this.retry('list', e, () => void this.relist());
+    }
+    if (this.stopped) return;
+    const seen = new Set<string>();
+    for (const item of res.items ?? []) {
+      const obj = { ...item, apiVersion: this.o.apiVersion, kind: this.o.kind };
+      const k = objectKey(obj);
+      seen.add(k);
+      const prev = this.store.get(k);
+      this.store.set(k, obj);
+      if (!prev) this.o.onEvent?.('ADDED', obj, undefined);
+      else if (prev.metadata.resourceVersion !== obj.metadata.resourceVersion)
+        this.o.onEvent?.('MODIFIED', obj, prev);
+    }
+    // A re-list after 410 Gone may have missed deletions: whatever the list lacks is gone.
+    for (const [k, prev] of [...this.store]) {
+      if (seen.has(k)) continue;
+      this.store.delete(k);
+      this.o.onEvent?.('DELETED', prev, prev);
+    }
+    this.resourceVersion = res.metadata?.resourceVersion;
+    this.failures = 0;
+    if (!this.hasSynced) {
+      this.hasSynced = true;
+      for (const w of this.syncWaiters) w();
+      this.syncWaiters = [];
+    }
+    this.settle();
+    await this.watch();
+  }
+
+  private async watch(): Promise<void> {
+    if (this.stopped) return;
+    const [group, version] = this.o.apiVersion.includes('/')
+      ? (this.o.apiVersion.split('/') as [string, string])
+      : ['', this.o.apiVersion];
+    const path = group ? `/apis/${group}/${version}/${this.o.plural}` : `/api/${version}/${this.o.plural}`;
+    let gone = false;
+    let ended = false;
+    let events = 0;
+    const opened = Date.now();
+    this.watches++;
+    const ac = await new k8s.Watch(this.o.kubeConfig).watch(
+      path,
+      {
+        allowWatchBookmarks: true,
+        timeoutSeconds: this.o.watchTimeoutSeconds ?? 300,
+        ...(this.resourceVersion ? { resourceVersion: this.resourceVersion } : {}),
+        ...(this.o.labelSelector ? { labelSelector: this.o.labelSelector } : {}),
+      },
+      (type: string, raw: K8sObject & { code?: number }) => {
+        if (type === 'ERROR') {
+          // 410 Expired/Gone: our version was compacted away; only a fresh list is consistent.
+          gone = raw?.code === 410;
+          if (!gone) log.warn('watch error event', { kind: this.o.kind, code: raw?.code ?? 0 });
+          this.abort?.abort();
+          return;
+        }
+        this.failures = 0;
+        events++;
+        if (raw?.metadata?.resourceVersion) this.resourceVersion = raw.metadata.resourceVersion;
+        if (type === 'BOOKMARK') return;
+        const obj = { ...raw, apiVersion: this.o.apiVersion, kind: this.o.kind };
+        const k = objectKey(obj);
+        const prev = this.store.get(k);
+        if (type === 'DELETED') {
+          this.store.delete(k);
+          // The echo of a delete the controller wrote through is no news.
+          if (prev) this.o.onEvent?.('DELETED', obj, prev);
+          return;
+        }
+        this.store.set(k, obj);
+        // The echo of a write the controller wrote through (same resourceVersion) is no news.
+        if (prev?.metadata.resourceVersion === obj.metadata.resourceVersion) return;
+        this.o.onEvent?.(type as InformerEvent, obj, prev);
+      },
+      (err: unknown) => {
+        if (ended) return;
+        ended = true;
+        if (this.stopped) return;
+        if (gone) {
+          this.resourceVersion = undefined;
+          void this.relist();
+          return;
+        }
+        // A watch the server ended (its timeout) resumes at once from the last version seen; a
+        // failed one backs off.
+        // A watch closed at once without a word is treated as failed, so it cannot spin.
+        if (err || (events === 0 && Date.now() - opened < 1000))
+          this.retry('watch', err ?? new Error('closed'), () => void this.watch());
+        else void this.watch();
+      },
+    );
+    if (this.stopped) ac.abort();
+    else if (!ended) this.abort = ac;
+  }
+}
