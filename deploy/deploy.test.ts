@@ -363,7 +363,7 @@ describe('workloads', () => {
         'knowledge',
         'knowledge-retrieval',
         2,
-        ['serve', 'retrieval', '--config', '/etc/fgentic/retrieval.json', '--no-migrate'],
+        ['serve', 'retrieval', '--config-source', 'kubernetes', '--max-staleness', '30', '--no-migrate'],
       ],
     ];
     assert.equal(ofKind('Deployment').length, expect.length);
@@ -494,7 +494,12 @@ describe('workloads', () => {
   });
 
   test('service-account tokens only where the pod talks to the API server', () => {
-    const apiUsers = new Set(['fgentic-controller', 'fgentic-webhook', 'fgentic-projector']);
+    const apiUsers = new Set([
+      'fgentic-controller',
+      'fgentic-webhook',
+      'fgentic-projector',
+      'knowledge-retrieval',
+    ]);
     for (const t of templates) {
       const name = t.owner.metadata.name;
       const ns = t.owner.metadata.namespace;
@@ -525,27 +530,18 @@ describe('workloads', () => {
   });
 
   test('configuration follows docs/interfaces.md (ConfigMaps, mount paths, DATABASE_URL)', () => {
-    const mountOf = (deploy: string, configMap: string, key: string) => {
-      const spec = named('Deployment', deploy, 'knowledge').spec.template.spec;
-      const vol = spec.volumes.find((v: Y) => v.configMap?.name === configMap);
-      assert.ok(vol, `${deploy}: no volume for ${configMap}`);
-      const item = (vol.configMap.items ?? []).find((i: Y) => i.key === key);
-      const m = spec.containers[0].volumeMounts.find((x: Y) => x.name === vol.name);
-      // No subPath: a subPath mount never sees a re-rendered ConfigMap (revocations must arrive).
-      assert.equal(m.subPath, undefined, `${deploy}: subPath mounts do not update`);
-      assert.equal(m.readOnly, true);
-      return join(m.mountPath, item?.path ?? key);
-    };
     // The projector reads its configuration through the API (list + watch), not from a mount.
     const projector = named('Deployment', 'fgentic-projector', 'knowledge').spec.template.spec;
     assert.ok(!projector.volumes.some((v: Y) => v.configMap), 'projector: no ConfigMap volume');
     assert.deepEqual(projector.containers[0].env.find((e: Y) => e.name === 'POD_NAMESPACE').valueFrom, {
       fieldRef: { fieldPath: 'metadata.namespace' },
     });
-    assert.equal(
-      mountOf('knowledge-retrieval', 'fgentic-retrieval-config', 'retrieval.json'),
-      '/etc/fgentic/retrieval.json',
-    );
+    // So does the retrieval server (retrieval/config-kube.ts).
+    const retrieval = named('Deployment', 'knowledge-retrieval', 'knowledge').spec.template.spec;
+    assert.ok(!retrieval.volumes.some((v: Y) => v.configMap), 'retrieval: no ConfigMap volume');
+    assert.deepEqual(retrieval.containers[0].env.find((e: Y) => e.name === 'POD_NAMESPACE').valueFrom, {
+      fieldRef: { fieldPath: 'metadata.namespace' },
+    });
 
     const env = named('Deployment', 'knowledge-retrieval', 'knowledge').spec.template.spec.containers[0]
       .env as Y[];
