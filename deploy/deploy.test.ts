@@ -663,11 +663,12 @@ describe('RBAC', () => {
           named('ServiceAccount', s.name, s.namespace),
           `${b.metadata.name}: ${s.namespace}/${s.name}`,
         );
-        // The controller and the webhook; the projector only through its read-only Role.
+        // The controller and the webhook; the projector and the retrieval server only through their
+        // read-only Roles.
         const who = `${s.namespace}/${s.name}`;
         assert.ok(
           s.namespace === 'fgentic-system' ||
-            (who === 'knowledge/fgentic-projector' &&
+            (['knowledge/fgentic-projector', 'knowledge/knowledge-retrieval'].includes(who) &&
               b.roleRef.kind === 'Role' &&
               b.metadata.namespace === 'knowledge'),
           `${b.metadata.name}: ${who} may not hold API rights`,
@@ -826,20 +827,33 @@ describe('what the reconciler renders for examples/ fits this base', () => {
     }
   });
 
-  test('rendered ConfigMaps are the ones the retrieval pods mount or the projector watches', async () => {
+  test('rendered ConfigMaps are the ones the retrieval server and the projector watch', async () => {
     const all = (await rendered()).filter((o) => o.kind === 'ConfigMap');
     // The projector's ConfigMaps carry the label its list+watch selects (projector/kube-store.ts).
     for (const c of all.filter((o) => o.metadata.name.startsWith('fgentic-projector-')))
       assert.equal(c.metadata.labels['retrieval.fgentic.dev/projector-config'], 'true', c.metadata.name);
+    // The retrieval server's one ConfigMap is the name and key its Role and store name
+    // (retrieval/config-kube.ts, deploy/base/rbac-retrieval.yaml).
     const cms = all.filter((o) => !o.metadata.name.startsWith('fgentic-projector-'));
-    const mounted = ofKind('Deployment')
-      .filter((d) => d.metadata.namespace === 'knowledge')
-      .flatMap((d) => d.spec.template.spec.volumes.filter((v: Y) => v.configMap))
-      .map((v: Y) => `${v.configMap.name}:${v.configMap.items.map((i: Y) => i.key).join(',')}`)
-      .sort();
-    const renderedKeys = cms.map((c) => `${c.metadata.name}:${Object.keys(c.data).join(',')}`).sort();
-    assert.deepEqual(renderedKeys, mounted);
-    for (const c of cms) assert.equal(c.metadata.namespace, 'knowledge');
+    assert.deepEqual(
+      cms.map((c) => `${c.metadata.namespace}/${c.metadata.name}:${Object.keys(c.data).join(',')}`),
+      ['knowledge/fgentic-retrieval-config:retrieval.json'],
+    );
+    const role = named('Role', 'knowledge-retrieval', 'knowledge')?.rules;
+    assert.deepEqual(role, [
+      {
+        apiGroups: [''],
+        resources: ['configmaps'],
+        resourceNames: ['fgentic-retrieval-config'],
+        verbs: ['list', 'watch'],
+      },
+    ]);
+    assert.ok(
+      !ofKind('Deployment')
+        .filter((d) => d.metadata.namespace === 'knowledge')
+        .some((d) => d.spec.template.spec.volumes.some((v: Y) => v.configMap)),
+      'no pod in knowledge mounts a ConfigMap',
+    );
   });
 
   test('Secret refs in the example RetrievalPlatform name the Secrets the pods mount', () => {
