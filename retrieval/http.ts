@@ -1,6 +1,7 @@
 /**
  * HTTP adapter: /mcp, /healthz (process up), /readyz (database reachable, embedding profile
- * matches, and with a live configuration: one is loaded and not stale), /metrics (own registry). Nothing here logs request content.
+ * matches, and with a live configuration: one is loaded and not stale), /metrics (own registry).
+ * Nothing here logs request content.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createLogger } from '../common/log.ts';
