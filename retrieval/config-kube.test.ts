@@ -3,9 +3,13 @@
  * API-server double as the retrieval ServiceAccount (deploy/base/rbac-retrieval.yaml), with calls
  * through the official MCP SDK client: a new RetrievalAgent is served and a removed one denied
  * without a restart (latency recorded), a rejected configuration keeps the previous one, a deleted
- * one and a broken watch fail closed, and the server uses exactly its grants.
+ * one and a broken watch fail closed, and the server uses exactly its grants. The file source is
+ * checked through the same server path at the end.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -19,6 +23,7 @@ import {
   kubeRetrievalConfigStore,
   RETRIEVAL_CONFIGMAP,
 } from './config-kube.ts';
+import { fileRetrievalConfigStore } from './config-store.ts';
 import { createLocalEmbedder } from './embeddings/local.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from './testing.ts';
@@ -230,6 +235,45 @@ describe('staleness rule', () => {
     } finally {
       await server.close();
       store.close();
+    }
+  });
+});
+
+describe('file source through the server', () => {
+  test('retrieval.json rewritten: added served, removed denied, rejected kept, missing refused', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'retrieval-file-'));
+    const path = join(dir, 'retrieval.json');
+    const write = (v: unknown) => writeFileSync(path, typeof v === 'string' ? v : JSON.stringify(v));
+    const base = renderedConfig();
+    write({ ...base, agents: [AGENT] });
+    const store = fileRetrievalConfigStore(path, { pollMs: 100 });
+    const server = await startRetrievalServer({
+      config: store,
+      embedder: createLocalEmbedder(),
+      databaseUrl: t.db.url,
+      pool: { max: 2 },
+      port: 0,
+      now: () => NOW,
+    });
+    try {
+      assert.equal(await callAs(server, LATE), 'agent_mismatch');
+      write({ ...base, agents: [AGENT, LATE] });
+      await until(async () => ((await callAs(server, LATE)) === 'ok' ? true : undefined));
+      write({ ...base, agents: [AGENT] });
+      await until(async () => ((await callAs(server, LATE)) === 'agent_mismatch' ? true : undefined));
+      write('{"version": 1');
+      await until(async () =>
+        (await metric(server, 'fgentic_retrieval_config_rejected')) === '1' ? true : undefined,
+      );
+      assert.equal(await callAs(server, AGENT), 'ok');
+      assert.equal(await metric(server, 'fgentic_retrieval_config_staleness_seconds'), '0');
+      rmSync(path);
+      await until(async () => ((await callAs(server, AGENT)) === 'config_unavailable' ? true : undefined));
+      assert.equal((await fetch(`${server.url}/readyz`)).status, 503);
+    } finally {
+      await server.close();
+      store.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
