@@ -50,9 +50,14 @@ directory is refused; ingest into a running stack with \`ingest --data-dir DIR/p
     run: async (argv) => (await import('../projector/cli.ts')).serveProjector(argv),
   },
   'serve retrieval': {
-    synopsis: 'serve retrieval [--config FILE] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]',
+    synopsis:
+      'serve retrieval [--config FILE | --config-source kubernetes [--namespace NS] [--max-staleness S]] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]',
     summary: 'MCP retrieval server',
-    details: `  --config FILE    retrieval.json (default /etc/fgentic/retrieval.json)
+    details: `  --config FILE    retrieval.json (default /etc/fgentic/retrieval.json; reloaded on change)
+  --config-source file|kubernetes
+                   kubernetes: watch ConfigMap fgentic-retrieval-config through the API (default file)
+  --namespace NS   its namespace (default POD_NAMESPACE, else the service account's)
+  --max-staleness S  seconds without API contact before every call is refused (default 30)
   --port N         listen port (default 8080)
   --host ADDR      listen address (default 0.0.0.0 with DATABASE_URL, else 127.0.0.1)
   --data-dir DIR   embedded database directory when DATABASE_URL is unset (default ./data/pglite)

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../common/log.ts';
 import { waitFor } from '../common/testing/index.ts';
 import { KubeClusterView } from '../webhook/kube-view.ts';
-import { ApiServerDouble, WEBHOOK_USER } from './testsupport/apiserver.ts';
+import { ADMIN_USER, ApiServerDouble, WEBHOOK_USER } from './testsupport/apiserver.ts';
 import { examples } from './testsupport/fixtures.ts';
 import { RbacAuthorizer, serviceAccountUser, unusedGrants } from './testsupport/rbac.ts';
 
@@ -186,10 +186,26 @@ describe('API-server double answers refused requests as kube-apiserver', () => {
     }
   });
 
-  it('the retrieval server holds no API rights; the projector only lists and watches ConfigMaps in its namespace', () => {
+  it('the retrieval server only lists and watches its one ConfigMap; the projector only lists and watches ConfigMaps in its namespace', () => {
     const retrieval = serviceAccountUser('knowledge', 'knowledge-retrieval');
     assert.ok(api.rbac.serviceAccounts.has(retrieval));
-    assert.deepEqual(api.rbac.grants(retrieval), []);
+    const may = (verb: string, name?: string, namespace = 'knowledge', resource = 'configmaps') =>
+      api.rbac.authorize({
+        user: retrieval,
+        verb,
+        group: '',
+        resource,
+        namespace,
+        ...(name ? { name } : {}),
+      });
+    assert.equal(may('list', 'fgentic-retrieval-config'), true);
+    assert.equal(may('watch', 'fgentic-retrieval-config'), true);
+    assert.equal(may('list'), false, 'an unnamed list (every ConfigMap) is refused');
+    assert.equal(may('watch', 'fgentic-projector-config'), false);
+    assert.equal(may('get', 'fgentic-retrieval-config'), false);
+    assert.equal(may('patch', 'fgentic-retrieval-config'), false);
+    assert.equal(may('watch', 'fgentic-retrieval-config', 'kagent'), false);
+    assert.equal(may('list', 'fgentic-retrieval-config', 'knowledge', 'secrets'), false);
     const projector = serviceAccountUser('knowledge', 'fgentic-projector');
     const ask = (verb: string, namespace?: string, resource = 'configmaps') =>
       api.rbac.authorize({ user: projector, verb, group: '', resource, ...(namespace ? { namespace } : {}) });
@@ -210,6 +226,67 @@ describe('projector registry source as its ServiceAccount under the shipped RBAC
     const { render } = await import('./render/index.ts');
     for (const o of render(examples()).objects) if (o.kind === 'ConfigMap') api.put(o);
     const store = kubeConfigStore({ kubeConfig: api.kubeConfig(user), namespace: 'knowledge' });
+    try {
+      await store.synced;
+      assert.equal(store.current().ready, true);
+      assert.deepEqual(api.denied, []);
+      assert.deepEqual(unusedGrants(api.rbac, user, api.calls), []);
+    } finally {
+      store.close();
+      await api.stop();
+    }
+  });
+});
+
+describe('API-server double authorizes a list or watch by an exact metadata.name field selector as that name', () => {
+  // kube-apiserver's request info takes the name of a list or watch from the selector, which is what
+  // lets resourceNames grant a watch of one object (k8s.io/apiserver endpoints/request/requestinfo.go).
+  it('named: allowed and filtered to that object; unnamed or another name: 403; unknown field: 400', async () => {
+    const api = await new ApiServerDouble().start();
+    try {
+      for (const name of ['fgentic-retrieval-config', 'other'])
+        api.put({
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name, namespace: 'knowledge' },
+          data: {},
+        });
+      const headers = {
+        authorization: `Bearer ${api.token(serviceAccountUser('knowledge', 'knowledge-retrieval'))}`,
+      };
+      const get = (q: string) =>
+        fetch(`http://127.0.0.1:${api.port}/api/v1/namespaces/knowledge/configmaps${q}`, { headers });
+      const named = await get('?fieldSelector=metadata.name%3Dfgentic-retrieval-config');
+      assert.equal(named.status, 200);
+      const items = ((await named.json()) as { items: { metadata: { name: string } }[] }).items;
+      assert.deepEqual(
+        items.map((i) => i.metadata.name),
+        ['fgentic-retrieval-config'],
+      );
+      assert.equal((await get('')).status, 403);
+      assert.equal((await get('?fieldSelector=metadata.name%3Dother')).status, 403);
+      assert.equal((await get('?fieldSelector=metadata.name%21%3Dother')).status, 403);
+      const watch = await get('?watch=true&fieldSelector=metadata.name%3Dother');
+      assert.equal(watch.status, 403);
+      const admin = await fetch(
+        `http://127.0.0.1:${api.port}/api/v1/namespaces/knowledge/configmaps?fieldSelector=data.x%3Dy`,
+        { headers: { authorization: `Bearer ${api.token(ADMIN_USER)}` } },
+      );
+      assert.equal(admin.status, 400);
+    } finally {
+      await api.stop();
+    }
+  });
+});
+
+describe('retrieval configuration source as its ServiceAccount under the shipped RBAC', () => {
+  it('syncs the rendered retrieval.json and uses exactly its grants', async () => {
+    const api = await new ApiServerDouble().start();
+    const user = serviceAccountUser('knowledge', 'knowledge-retrieval');
+    const { kubeRetrievalConfigStore } = await import('../retrieval/config-kube.ts');
+    const { render } = await import('./render/index.ts');
+    for (const o of render(examples()).objects) if (o.kind === 'ConfigMap') api.put(o);
+    const store = kubeRetrievalConfigStore({ kubeConfig: api.kubeConfig(user), namespace: 'knowledge' });
     try {
       await store.synced;
       assert.equal(store.current().ready, true);

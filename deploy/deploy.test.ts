@@ -363,7 +363,7 @@ describe('workloads', () => {
         'knowledge',
         'knowledge-retrieval',
         2,
-        ['serve', 'retrieval', '--config', '/etc/fgentic/retrieval.json', '--no-migrate'],
+        ['serve', 'retrieval', '--config-source', 'kubernetes', '--max-staleness', '30', '--no-migrate'],
       ],
     ];
     assert.equal(ofKind('Deployment').length, expect.length);
@@ -494,7 +494,12 @@ describe('workloads', () => {
   });
 
   test('service-account tokens only where the pod talks to the API server', () => {
-    const apiUsers = new Set(['fgentic-controller', 'fgentic-webhook', 'fgentic-projector']);
+    const apiUsers = new Set([
+      'fgentic-controller',
+      'fgentic-webhook',
+      'fgentic-projector',
+      'knowledge-retrieval',
+    ]);
     for (const t of templates) {
       const name = t.owner.metadata.name;
       const ns = t.owner.metadata.namespace;
@@ -525,27 +530,18 @@ describe('workloads', () => {
   });
 
   test('configuration follows docs/interfaces.md (ConfigMaps, mount paths, DATABASE_URL)', () => {
-    const mountOf = (deploy: string, configMap: string, key: string) => {
-      const spec = named('Deployment', deploy, 'knowledge').spec.template.spec;
-      const vol = spec.volumes.find((v: Y) => v.configMap?.name === configMap);
-      assert.ok(vol, `${deploy}: no volume for ${configMap}`);
-      const item = (vol.configMap.items ?? []).find((i: Y) => i.key === key);
-      const m = spec.containers[0].volumeMounts.find((x: Y) => x.name === vol.name);
-      // No subPath: a subPath mount never sees a re-rendered ConfigMap (revocations must arrive).
-      assert.equal(m.subPath, undefined, `${deploy}: subPath mounts do not update`);
-      assert.equal(m.readOnly, true);
-      return join(m.mountPath, item?.path ?? key);
-    };
     // The projector reads its configuration through the API (list + watch), not from a mount.
     const projector = named('Deployment', 'fgentic-projector', 'knowledge').spec.template.spec;
     assert.ok(!projector.volumes.some((v: Y) => v.configMap), 'projector: no ConfigMap volume');
     assert.deepEqual(projector.containers[0].env.find((e: Y) => e.name === 'POD_NAMESPACE').valueFrom, {
       fieldRef: { fieldPath: 'metadata.namespace' },
     });
-    assert.equal(
-      mountOf('knowledge-retrieval', 'fgentic-retrieval-config', 'retrieval.json'),
-      '/etc/fgentic/retrieval.json',
-    );
+    // So does the retrieval server (retrieval/config-kube.ts).
+    const retrieval = named('Deployment', 'knowledge-retrieval', 'knowledge').spec.template.spec;
+    assert.ok(!retrieval.volumes.some((v: Y) => v.configMap), 'retrieval: no ConfigMap volume');
+    assert.deepEqual(retrieval.containers[0].env.find((e: Y) => e.name === 'POD_NAMESPACE').valueFrom, {
+      fieldRef: { fieldPath: 'metadata.namespace' },
+    });
 
     const env = named('Deployment', 'knowledge-retrieval', 'knowledge').spec.template.spec.containers[0]
       .env as Y[];
@@ -667,11 +663,12 @@ describe('RBAC', () => {
           named('ServiceAccount', s.name, s.namespace),
           `${b.metadata.name}: ${s.namespace}/${s.name}`,
         );
-        // The controller and the webhook; the projector only through its read-only Role.
+        // The controller and the webhook; the projector and the retrieval server only through their
+        // read-only Roles.
         const who = `${s.namespace}/${s.name}`;
         assert.ok(
           s.namespace === 'fgentic-system' ||
-            (who === 'knowledge/fgentic-projector' &&
+            (['knowledge/fgentic-projector', 'knowledge/knowledge-retrieval'].includes(who) &&
               b.roleRef.kind === 'Role' &&
               b.metadata.namespace === 'knowledge'),
           `${b.metadata.name}: ${who} may not hold API rights`,
@@ -830,20 +827,33 @@ describe('what the reconciler renders for examples/ fits this base', () => {
     }
   });
 
-  test('rendered ConfigMaps are the ones the retrieval pods mount or the projector watches', async () => {
+  test('rendered ConfigMaps are the ones the retrieval server and the projector watch', async () => {
     const all = (await rendered()).filter((o) => o.kind === 'ConfigMap');
     // The projector's ConfigMaps carry the label its list+watch selects (projector/kube-store.ts).
     for (const c of all.filter((o) => o.metadata.name.startsWith('fgentic-projector-')))
       assert.equal(c.metadata.labels['retrieval.fgentic.dev/projector-config'], 'true', c.metadata.name);
+    // The retrieval server's one ConfigMap is the name and key its Role and store name
+    // (retrieval/config-kube.ts, deploy/base/rbac-retrieval.yaml).
     const cms = all.filter((o) => !o.metadata.name.startsWith('fgentic-projector-'));
-    const mounted = ofKind('Deployment')
-      .filter((d) => d.metadata.namespace === 'knowledge')
-      .flatMap((d) => d.spec.template.spec.volumes.filter((v: Y) => v.configMap))
-      .map((v: Y) => `${v.configMap.name}:${v.configMap.items.map((i: Y) => i.key).join(',')}`)
-      .sort();
-    const renderedKeys = cms.map((c) => `${c.metadata.name}:${Object.keys(c.data).join(',')}`).sort();
-    assert.deepEqual(renderedKeys, mounted);
-    for (const c of cms) assert.equal(c.metadata.namespace, 'knowledge');
+    assert.deepEqual(
+      cms.map((c) => `${c.metadata.namespace}/${c.metadata.name}:${Object.keys(c.data).join(',')}`),
+      ['knowledge/fgentic-retrieval-config:retrieval.json'],
+    );
+    const role = named('Role', 'knowledge-retrieval', 'knowledge')?.rules;
+    assert.deepEqual(role, [
+      {
+        apiGroups: [''],
+        resources: ['configmaps'],
+        resourceNames: ['fgentic-retrieval-config'],
+        verbs: ['list', 'watch'],
+      },
+    ]);
+    assert.ok(
+      !ofKind('Deployment')
+        .filter((d) => d.metadata.namespace === 'knowledge')
+        .some((d) => d.spec.template.spec.volumes.some((v: Y) => v.configMap)),
+      'no pod in knowledge mounts a ConfigMap',
+    );
   });
 
   test('Secret refs in the example RetrievalPlatform name the Secrets the pods mount', () => {

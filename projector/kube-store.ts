@@ -11,9 +11,11 @@
  * `watchTimeoutSeconds + 5 s` after its last sign of life (the server ends a quiet watch at
  * `watchTimeoutSeconds`), so the worst case is that plus `maxStalenessMs`. The same bound applies when the base and its shards are inconsistent
  * (written one after the other by the controller): the last good registry serves for at most that
- * long. A missing or invalid base configuration denies at once.
+ * long. A missing or invalid base configuration denies at once. The list, the watch and the contact
+ * clock are common/kube-watch.ts, shared with the retrieval server's configuration.
  */
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
+import { type ConfigMapLike, watchConfigMaps } from '../common/kube-watch.ts';
 import type { ConfigState, ConfigStore } from './config-store.ts';
 import { createAssembler } from './registry.ts';
 
@@ -42,35 +44,15 @@ export interface KubeConfigStore extends ConfigStore {
   readonly synced: Promise<void>;
 }
 
-type ConfigMapLike = {
-  metadata?: { name?: string; resourceVersion?: string };
-  data?: Record<string, string>;
-};
-
 export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   const now = o.now ?? Date.now;
   const maxStaleness = o.maxStalenessMs ?? 30_000;
-  const watchTimeout = o.watchTimeoutSeconds ?? 20;
-  const core = o.kubeConfig.makeApiClient(k8s.CoreV1Api);
   const texts = new Map<string, string>();
   const assemble = createAssembler();
   let generation = 0;
   let state: ConfigState = { ready: false, error: 'not loaded', generation };
   let lastGood: ConfigState | undefined;
   let inconsistentSince: number | undefined;
-  let lastContact = Number.NEGATIVE_INFINITY;
-  /** An established watch counts as contact; the watchdog ends one that has gone silent. */
-  let watchOpen = false;
-  let resourceVersion: string | undefined;
-  let stopped = false;
-  let backoffMs = 250;
-  let abort: AbortController | undefined;
-  let watchdog: NodeJS.Timeout | undefined;
-  let retry: NodeJS.Timeout | undefined;
-  let markSynced: () => void = () => {};
-  const synced = new Promise<void>((r) => {
-    markSynced = r;
-  });
 
   const set = (next: ConfigState) => {
     const changed = next.ready !== state.ready || (next.ready && state.ready && next.config !== state.config);
@@ -83,16 +65,6 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
     set({ ready: false, error, generation });
   };
 
-  // Events arrive one object at a time (the controller writes shards, then the manifest): coalesce
-  // a burst into one assembly.
-  let pending: NodeJS.Timeout | undefined;
-  const rebuildSoon = () => {
-    if (pending) return;
-    pending = setTimeout(() => {
-      pending = undefined;
-      rebuild();
-    }, 10);
-  };
   const rebuild = () => {
     const base = texts.get(BASE_NAME);
     if (base === undefined) {
@@ -122,142 +94,44 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   /** Deny once the last good configuration is older than the bound (no contact, or inconsistent). */
   const enforceBounds = () => {
     const t = now();
-    if (!watchOpen && t - lastContact > maxStaleness)
-      return denyAll('registry stale: no contact with the API server');
+    if (watch.contactAgeMs() > maxStaleness) return denyAll('registry stale: no contact with the API server');
     if (inconsistentSince !== undefined && t - inconsistentSince > maxStaleness)
       return denyAll('registry shards inconsistent with the manifest');
     if (!state.ready && lastGood !== undefined) set(lastGood);
   };
-  const ticker = setInterval(enforceBounds, 250);
-  ticker.unref();
 
   const keyOf = (name: string): string => (name === BASE_NAME ? BASE_KEY : SHARD_KEY);
-  const absorb = (cm: ConfigMapLike) => {
-    const name = cm.metadata?.name;
-    if (name === undefined) return;
-    const text = cm.data?.[keyOf(name)];
-    if (text === undefined) texts.delete(name);
-    else texts.set(name, text);
-  };
-
-  const contact = () => {
-    lastContact = now();
-    backoffMs = 250;
-  };
-
-  const schedule = (fn: () => void, ms: number) => {
-    if (stopped) return;
-    retry = setTimeout(fn, ms);
-    retry.unref();
-  };
-  const failed = (kind: string, e?: unknown) => {
-    o.onWatchError?.(kind, errorClass(e));
-    const wait = backoffMs;
-    backoffMs = Math.min(backoffMs * 2, 5_000);
-    // Jitter keeps many replicas from reconnecting in lockstep.
-    schedule(list, wait / 2 + Math.random() * (wait / 2));
-  };
-
-  const list = async () => {
-    if (stopped) return;
-    try {
-      const res = await core.listNamespacedConfigMap({
-        namespace: o.namespace,
-        labelSelector: PROJECTOR_CONFIG_SELECTOR,
-      });
+  // Events arrive one object at a time (the controller writes shards, then the manifest): the watch
+  // coalesces a burst into one assembly.
+  const watch = watchConfigMaps({
+    kubeConfig: o.kubeConfig,
+    namespace: o.namespace,
+    labelSelector: PROJECTOR_CONFIG_SELECTOR,
+    ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
+    now,
+    onObjects: (objects: ReadonlyMap<string, ConfigMapLike>) => {
       texts.clear();
-      for (const cm of res.items) absorb(cm as ConfigMapLike);
-      resourceVersion = res.metadata?.resourceVersion;
-      contact();
+      for (const [name, cm] of objects) {
+        const text = cm.data?.[keyOf(name)];
+        if (text !== undefined) texts.set(name, text);
+      }
       rebuild();
-      await watch();
-      markSynced();
-    } catch (e) {
-      markSynced();
-      failed('list', e);
-    }
-  };
-
-  const armWatchdog = () => {
-    if (watchdog) clearTimeout(watchdog);
-    // A watch that stays silent past its own server-side timeout is a dead connection: reconnect.
-    watchdog = setTimeout(() => abort?.abort(), (watchTimeout + 5) * 1000);
-    watchdog.unref();
-  };
-
-  const watch = async () => {
-    if (stopped) return;
-    let ended = false;
-    let relist = false;
-    const w = new k8s.Watch(o.kubeConfig);
-    abort = await w.watch(
-      `/api/v1/namespaces/${encodeURIComponent(o.namespace)}/configmaps`,
-      {
-        labelSelector: PROJECTOR_CONFIG_SELECTOR,
-        allowWatchBookmarks: true,
-        timeoutSeconds: watchTimeout,
-        ...(resourceVersion ? { resourceVersion } : {}),
-      },
-      (type: string, obj: ConfigMapLike & { code?: number }) => {
-        armWatchdog();
-        contact();
-        if (type === 'ERROR') {
-          relist = true; // e.g. 410 Gone: the resourceVersion is too old
-          abort?.abort();
-          return;
-        }
-        if (obj?.metadata?.resourceVersion) resourceVersion = obj.metadata.resourceVersion;
-        if (type === 'BOOKMARK') return;
-        if (type === 'DELETED') texts.delete(obj.metadata?.name ?? '');
-        else absorb(obj);
-        rebuildSoon();
-      },
-      (err: unknown) => {
-        if (ended) return;
-        ended = true;
-        watchOpen = false;
-        lastContact = now(); // it was open until now; the backoff is not reset by an ending
-
-        if (watchdog) clearTimeout(watchdog);
-        if (stopped) return;
-        if (err && !relist) return failed('watch', err);
-        if (relist) return schedule(list, 0);
-        schedule(() => void watch(), 0); // server-side timeout: re-watch from the last resourceVersion
-      },
-    );
-    if (!ended) {
-      watchOpen = true;
-      contact();
-      armWatchdog();
-    }
-  };
-
-  void list();
+    },
+    ...(o.onWatchError ? { onWatchError: o.onWatchError } : {}),
+  });
+  const ticker = setInterval(enforceBounds, 250);
+  ticker.unref();
 
   return {
     current: () => {
       enforceBounds();
       return state;
     },
-    stalenessSeconds: () =>
-      watchOpen ? 0 : lastContact === Number.NEGATIVE_INFINITY ? Infinity : (now() - lastContact) / 1000,
-    synced,
+    stalenessSeconds: () => watch.contactAgeMs() / 1000,
+    synced: watch.synced,
     close: () => {
-      stopped = true;
       clearInterval(ticker);
-      if (pending) clearTimeout(pending);
-      if (watchdog) clearTimeout(watchdog);
-      if (retry) clearTimeout(retry);
-      abort?.abort();
+      watch.close();
     },
   };
-}
-
-/** A content-free description of a client error: HTTP status or error code, else its class. */
-function errorClass(e: unknown): string {
-  const x = e as { code?: unknown; statusCode?: unknown; name?: unknown } | undefined;
-  if (typeof x?.code === 'number' || typeof x?.statusCode === 'number')
-    return `http ${x.code ?? x.statusCode}`;
-  if (typeof x?.code === 'string') return x.code;
-  return typeof x?.name === 'string' ? x.name : 'error';
 }

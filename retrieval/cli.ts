@@ -1,6 +1,7 @@
 /**
  * CLI entry points (wired by cli/main.ts):
- *   serve retrieval [--config FILE] [--port N] [--host H] [--data-dir DIR] [--no-migrate]
+ *   serve retrieval [--config-source file|kubernetes] [--config FILE] [--namespace NS]
+ *                   [--max-staleness SECONDS] [--port N] [--host H] [--data-dir DIR] [--no-migrate]
  *   ingest --jsonl FILE | --bundle DIR [--database-url URL | --data-dir DIR] [--config FILE]
  *   migrate [--database-url URL] [--bootstrap] [--data-dir DIR]
  * The database is DATABASE_URL (or --database-url for ingest; TLS via DATABASE_CA_FILE and
@@ -16,6 +17,11 @@ import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { parseStrictJson } from '../contract/index.ts';
 import { ConfigError, parseConfig, type RetrievalConfig } from './config.ts';
+import {
+  fileRetrievalConfigStore,
+  type RetrievalConfigState,
+  type RetrievalConfigStore,
+} from './config-store.ts';
 import {
   DatabaseInUseError,
   DEFAULT_DATA_DIR,
@@ -117,39 +123,163 @@ export function readConfig(path: string, isDefault: boolean): RetrievalConfig {
 }
 
 export const SERVE_RETRIEVAL_USAGE =
-  'fgentic-retrieval serve retrieval [--config FILE] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]';
+  'fgentic-retrieval serve retrieval [--config-source file|kubernetes] [--config FILE] [--namespace NS] [--max-staleness SECONDS] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]';
+
+/** The namespace of the pod's service account, when running in a cluster. */
+function inClusterNamespace(): string | undefined {
+  try {
+    return (
+      readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+type ConfigSourceFlags = {
+  source: 'file' | 'kubernetes';
+  namespace: string | undefined;
+  stalenessSeconds: number;
+};
+
+function configSourceFlags(values: Record<string, string | boolean | undefined>): ConfigSourceFlags {
+  const source = (values['config-source'] as string | undefined) ?? 'file';
+  if (source !== 'file' && source !== 'kubernetes')
+    throw new UsageError('--config-source must be file or kubernetes');
+  const raw = values['max-staleness'] as string | undefined;
+  const stalenessSeconds = raw === undefined ? 30 : Number(raw);
+  if (!Number.isInteger(stalenessSeconds) || stalenessSeconds < 1 || stalenessSeconds > 3600)
+    throw new UsageError('--max-staleness must be 1–3600 seconds');
+  if (source === 'file' && (values['namespace'] !== undefined || raw !== undefined))
+    throw new UsageError('--namespace and --max-staleness need --config-source kubernetes');
+  if (source === 'kubernetes' && values['config'] !== undefined)
+    throw new UsageError('--config reads a file: not with --config-source kubernetes');
+  return { source, namespace: values['namespace'] as string | undefined, stalenessSeconds };
+}
+
+const logState = (source: string) => (s: RetrievalConfigState) =>
+  s.ready
+    ? s.rejected
+      ? log.warn('configuration rejected: the previous one keeps serving', {
+          generation: s.generation,
+          source,
+          problem: s.rejected,
+          agents: s.config.agents.length,
+        })
+      : log.info('configuration loaded', { generation: s.generation, source, agents: s.config.agents.length })
+    : log.error('configuration unavailable: refusing every call', {
+        generation: s.generation,
+        source,
+        error: s.error,
+      });
+
+/**
+ * The configuration through the Kubernetes API: resolves with the store and its first valid
+ * configuration, which may take until the controller has rendered it (or the API is reachable); a
+ * stop signal meanwhile resolves undefined.
+ */
+async function kubernetesConfig(
+  flags: ConfigSourceFlags,
+  stop: Promise<unknown>,
+): Promise<{ store: RetrievalConfigStore; config: RetrievalConfig } | string | undefined> {
+  const namespace = flags.namespace ?? process.env['POD_NAMESPACE'] ?? inClusterNamespace();
+  if (namespace === undefined)
+    return '--config-source kubernetes needs --namespace, POD_NAMESPACE or a service account namespace file';
+  const k8s = await import('@kubernetes/client-node');
+  const { kubeRetrievalConfigStore } = await import('./config-kube.ts');
+  const kubeConfig = new k8s.KubeConfig();
+  try {
+    kubeConfig.loadFromDefault();
+    if (kubeConfig.getCurrentCluster() === null) throw new Error('no current cluster');
+  } catch (e) {
+    return `no usable kubeconfig (${(e as Error).message})`;
+  }
+  const store = kubeRetrievalConfigStore({
+    kubeConfig,
+    namespace,
+    maxStalenessMs: flags.stalenessSeconds * 1000,
+    onWatchError: (kind, error) => log.warn('configuration API request failed', { request: kind, error }),
+    onChange: logState('kubernetes'),
+  });
+  let stopped = false;
+  void stop.then(() => {
+    stopped = true;
+  });
+  await Promise.race([store.synced, stop]);
+  let waiting = false;
+  for (;;) {
+    if (stopped) {
+      store.close();
+      return undefined;
+    }
+    const s = store.current();
+    if (s.ready) return { store, config: s.config };
+    if (!waiting) log.info('waiting for a valid configuration before starting', { error: s.error });
+    waiting = true;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
 
 export async function serveRetrieval(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   let listenPort: number;
+  let flags: ConfigSourceFlags;
   try {
     values = parseFlags(argv, {
       config: { type: 'string' },
+      'config-source': { type: 'string' },
+      namespace: { type: 'string' },
+      'max-staleness': { type: 'string' },
       port: { type: 'string' },
       host: { type: 'string' },
       'data-dir': { type: 'string' },
       'no-migrate': { type: 'boolean' },
     }).values as Record<string, string | boolean | undefined>;
     listenPort = port(values['port'] as string | undefined, 8080);
+    flags = configSourceFlags(values);
   } catch (err) {
     return usageError('serve retrieval', SERVE_RETRIEVAL_USAGE, err);
   }
+  const stop = waitForStopSignal();
   let config: RetrievalConfig;
-  try {
-    config = readConfig(String(values['config'] ?? DEFAULT_CONFIG), values['config'] === undefined);
-  } catch (err) {
-    // Invalid configuration: refuse to start (the path names the field, never a value).
-    process.stderr.write(
-      `serve retrieval: ${err instanceof ConfigFileError ? err.message : 'cannot read config'}\n`,
-    );
-    return 2;
+  let store: RetrievalConfigStore;
+  if (flags.source === 'kubernetes') {
+    const got = await kubernetesConfig(flags, stop);
+    if (got === undefined) return 0;
+    if (typeof got === 'string') {
+      process.stderr.write(`serve retrieval: ${got}\n`);
+      return 2;
+    }
+    ({ store, config } = got);
+  } else {
+    const path = String(values['config'] ?? DEFAULT_CONFIG);
+    try {
+      config = readConfig(path, values['config'] === undefined);
+    } catch (err) {
+      // Invalid configuration: refuse to start (the path names the field, never a value).
+      process.stderr.write(
+        `serve retrieval: ${err instanceof ConfigFileError ? err.message : 'cannot read config'}\n`,
+      );
+      return 2;
+    }
+    store = fileRetrievalConfigStore(path, { onChange: logState('file') });
   }
+  // The embedder is built once: a changed embeddings section applies at the next start.
+  const startedEmbeddings = JSON.stringify(config.embeddings);
+  let embeddingsNoted = false;
+  const noteEmbeddings = setInterval(() => {
+    const s = store.current();
+    if (!embeddingsNoted && s.ready && JSON.stringify(s.config.embeddings) !== startedEmbeddings) {
+      embeddingsNoted = true;
+      log.warn('embeddings configuration changed: it applies at the next start');
+    }
+  }, 5_000);
+  noteEmbeddings.unref();
   const databaseUrl = process.env['DATABASE_URL'];
   try {
     const server = await startRetrievalServer({
-      agents: config.agents,
+      config: store,
       embedder: embedderFor(config.embeddings),
-      allowedOrigins: config.allowedOrigins,
       ...(databaseUrl
         ? { databaseUrl, pool: tlsFromEnv() }
         : { dataDir: String(values['data-dir'] ?? DEFAULT_DATA_DIR) }),
@@ -159,7 +289,7 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     });
     if (!server.profileOk) log.error('serving /readyz=false until the embedding profile matches');
     process.stdout.write(`retrieval listening on ${server.mcpUrl}\n`);
-    await waitForStopSignal();
+    await stop;
     await server.shutdown(shutdownTimingFromEnv());
     return 0;
   } catch (err) {
@@ -175,6 +305,9 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     log.error('retrieval server failed to start', { error: err instanceof Error ? err.name : 'unknown' });
     process.stderr.write(`serve retrieval: ${msg}\n`);
     return 1;
+  } finally {
+    clearInterval(noteEmbeddings);
+    store.close();
   }
 }
 

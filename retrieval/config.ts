@@ -32,8 +32,9 @@ type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function only(o: Obj, required: string[], optional: string[], path: string): void {
+  // An unknown member is named by where it is, not by its name: the name is the file's content.
   for (const k of Object.keys(o))
-    if (!required.includes(k) && !optional.includes(k)) throw new ConfigError(`${path}.${k}`);
+    if (!required.includes(k) && !optional.includes(k)) throw new ConfigError(`${path} (unknown member)`);
   for (const k of required) if (!Object.hasOwn(o, k)) throw new ConfigError(`${path}.${k}`);
 }
 
@@ -45,12 +46,25 @@ function str(v: unknown, path: string, max = 2048): string {
 
 const PROFILE = /^[a-z0-9][a-z0-9.-]{0,62}[a-z0-9]$/;
 
-export function parseConfig(value: unknown): RetrievalConfig {
+export interface ParseOptions {
+  /**
+   * Accept an empty agent list (every call denied). A running server's reload does: the controller
+   * renders `[]` once the last RetrievalAgent is gone, and refusing that would keep serving it.
+   * Starting from a file still refuses it.
+   */
+  readonly allowNoAgents?: boolean;
+}
+
+export function parseConfig(value: unknown, options: ParseOptions = {}): RetrievalConfig {
   if (!isObj(value)) throw new ConfigError('$');
   only(value, ['version', 'agents', 'embeddings'], ['allowedOrigins'], '$');
   if (value['version'] !== 1) throw new ConfigError('$.version');
   const agentsIn = value['agents'];
-  if (!Array.isArray(agentsIn) || agentsIn.length === 0 || agentsIn.length > 64)
+  if (
+    !Array.isArray(agentsIn) ||
+    (agentsIn.length === 0 && options.allowNoAgents !== true) ||
+    agentsIn.length > 64
+  )
     throw new ConfigError('$.agents');
   const agents = agentsIn.map((a, i) => {
     const path = `$.agents[${i}]`;
@@ -101,6 +115,48 @@ export function parseConfig(value: unknown): RetrievalConfig {
     return s;
   });
   return { version: 1, agents, embeddings, allowedOrigins };
+}
+
+export type ConfigTextResult =
+  | { readonly ok: true; readonly config: RetrievalConfig }
+  | {
+      readonly ok: false;
+      /** What is wrong, content-free: a JSON offset or the path of the offending field. */
+      readonly problem: string;
+      /**
+       * The agents the text lists, when it has a readable `agents` array even though the whole is
+       * invalid: a server keeping its last good configuration still drops the agents missing here.
+       */
+      readonly listed?: ReadonlySet<string>;
+    };
+
+/** `namespace/name`, the key of an agent in sets. */
+export const agentKey = (a: AgentRef): string => `${a.namespace}/${a.name}`;
+
+/** retrieval.json text → configuration, or a content-free problem. No I/O. */
+export function parseConfigText(text: string, options: ParseOptions = {}): ConfigTextResult {
+  const parsed = parseStrictJson(text, { maxDepth: 8, maxLength: 1 << 20 });
+  if (!parsed.ok)
+    return {
+      ok: false,
+      problem:
+        parsed.error === 'duplicate_name'
+          ? 'a member name appears twice'
+          : `not valid JSON at offset ${parsed.offset}`,
+    };
+  try {
+    return { ok: true, config: parseConfig(parsed.value, options) };
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    const v = parsed.value;
+    const agents = isObj(v) ? v['agents'] : undefined;
+    if (!Array.isArray(agents)) return { ok: false, problem: `invalid value at ${err.path}` };
+    const listed = new Set<string>();
+    for (const a of agents)
+      if (isObj(a) && typeof a['namespace'] === 'string' && typeof a['name'] === 'string')
+        listed.add(agentKey({ namespace: a['namespace'], name: a['name'] }));
+    return { ok: false, problem: `invalid value at ${err.path}`, listed };
+  }
 }
 
 export function loadConfig(file: string): RetrievalConfig {

@@ -1,6 +1,7 @@
 /**
- * HTTP adapter: /mcp, /healthz (process up), /readyz (database reachable and embedding profile
- * matches), /metrics (own registry). Nothing here logs request content.
+ * HTTP adapter: /mcp, /healthz (process up), /readyz (database reachable, embedding profile
+ * matches, and with a live configuration: one is loaded and not stale), /metrics (own registry).
+ * Nothing here logs request content.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { errorFields } from '../common/error-fields.ts';
@@ -14,6 +15,8 @@ export interface HttpContext extends McpContext {
   readonly checkReady: () => Promise<boolean>;
   /** True once shutdown began: /readyz answers 503 while in-flight calls finish. */
   readonly draining?: () => boolean;
+  /** A short, content-free note on the configuration for the /readyz body (why not ready, or a rejection). */
+  readonly readyDetail?: () => string | undefined;
 }
 
 function send(res: ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
@@ -46,7 +49,11 @@ export function createHttpServer(ctx: HttpContext): Server {
         if (ctx.draining?.()) return send(res, 503, 'not ready\n');
         ctx
           .checkReady()
-          .then((ok) => send(res, ok ? 200 : 503, ok ? 'ready\n' : 'not ready\n'))
+          .then((ok) => {
+            const detail = ctx.readyDetail?.();
+            const text = ok ? 'ready' : 'not ready';
+            send(res, ok ? 200 : 503, detail ? `${text} (${detail})\n` : `${text}\n`);
+          })
           .catch(() => send(res, 503, 'not ready\n'));
         return;
       }

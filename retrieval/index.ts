@@ -8,6 +8,7 @@ import { errorFields } from '../common/error-fields.ts';
 import { createLogger } from '../common/log.ts';
 import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
 import type { AgentRef } from '../contract/index.ts';
+import { configMetrics, type RetrievalConfigStore } from './config-store.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool, type PoolOptions } from './db/pool.ts';
@@ -30,7 +31,13 @@ import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
 const log = createLogger('retrieval');
 
 export interface RetrievalServerOptions {
-  readonly agents: readonly AgentRef[];
+  /** The agents served, fixed for the server's life (unless `config` is given). */
+  readonly agents?: readonly AgentRef[];
+  /**
+   * The live configuration (retrieval/config-store.ts): agents and allowed origins are read from it
+   * on every request, readiness requires it, and `agents`/`allowedOrigins` are ignored.
+   */
+  readonly config?: RetrievalConfigStore;
   /** Defaults to the local deterministic embedder (not semantic quality). */
   readonly embedder?: Embedder;
   /** External Postgres; when absent an embedded PGlite is started. */
@@ -75,7 +82,9 @@ export interface RetrievalServer {
 }
 
 export async function startRetrievalServer(options: RetrievalServerOptions): Promise<RetrievalServer> {
-  if (options.agents.length === 0) throw new Error('no agents configured');
+  if (options.config === undefined && (options.agents?.length ?? 0) === 0)
+    throw new Error('no agents configured');
+  const config = options.config;
   const embedder = options.embedder ?? createLocalEmbedder();
   let embedded: EmbeddedDatabase | undefined;
   let url = options.databaseUrl;
@@ -109,7 +118,10 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     let profileOk = state.ok;
     if (!state.ok) log.error('embedding profile mismatch: refusing to serve', { reason: state.reason });
     const metrics = options.metrics ?? createMetrics();
+    if (config) configMetrics(metrics.registry, config);
     const checkReady = async () => {
+      // A missing or stale configuration serves no agent: not ready, whatever the database says.
+      if (config && !config.current().ready) return false;
       try {
         const s = await ensureProfile(servingPool, embedder.profile, false);
         profileOk = s.ok;
@@ -125,8 +137,26 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     const http = createHttpServer({
       pool: servingPool,
       embedder,
-      agents: options.agents,
+      agents: options.agents ?? [],
       allowedOrigins: options.allowedOrigins ?? [],
+      ...(config
+        ? {
+            liveConfig: () => {
+              const s = config.current();
+              return s.ready
+                ? { agents: s.config.agents, allowedOrigins: s.config.allowedOrigins }
+                : undefined;
+            },
+            readyDetail: () => {
+              const s = config.current();
+              return s.ready
+                ? s.rejected
+                  ? 'newest configuration rejected; serving the previous one'
+                  : undefined
+                : s.error;
+            },
+          }
+        : {}),
       metrics,
       planner: options.planner ?? DEFAULT_PLANNER,
       ready: () => profileOk,

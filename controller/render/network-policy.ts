@@ -86,12 +86,14 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
       policyTypes: ['Ingress'],
       ingress: [{ from: [proxy], ports: tcp(p.retrieval.port) }, metricsIn(p.retrieval.port)],
     }),
-    // Retrieval egress: DNS, its database, the query-embeddings listener, observability. No model path.
+    // Retrieval egress: DNS, its database, the query-embeddings listener, observability, and the API
+    // server by port (not a pod), where it watches its configuration ConfigMap. No model path.
     np(m, 'knowledge-retrieval-egress', ns, {
       podSelector: retrievalPods,
       policyTypes: ['Egress'],
       egress: [
         DNS,
+        { ports: tcp(443, 6443) },
         {
           to: [peer(db.namespace ?? 'postgres', db.podLabels ?? { 'cnpg.io/cluster': 'platform-pg' })],
           ports: tcp(db.port ?? 5432),

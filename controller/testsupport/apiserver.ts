@@ -63,6 +63,7 @@ interface Watcher {
   info: KindInfo;
   namespace?: string;
   selector: [string, string][];
+  fields?: FieldTerm[];
   res: ServerResponse;
   bookmarks: boolean;
 }
@@ -129,10 +130,32 @@ function parseSelector(s: string | null): [string, string][] {
   });
 }
 
-function matches(o: Obj, ns: string | undefined, sel: [string, string][]): boolean {
+/** One term of a field selector: `metadata.name` or `metadata.namespace`, `=`/`==` or `!=`. */
+type FieldTerm = { field: 'metadata.name' | 'metadata.namespace'; equal: boolean; value: string };
+
+/**
+ * A field selector as kube-apiserver accepts it for every kind: terms on `metadata.name` and
+ * `metadata.namespace` only (any other field is a 400 BadRequest), comma-separated, all required.
+ * `undefined`: not a selector this double (or the API server, for ConfigMaps) serves.
+ */
+function parseFieldSelector(s: string | null): FieldTerm[] | undefined {
+  if (!s) return [];
+  const terms: FieldTerm[] = [];
+  for (const part of s.split(',')) {
+    const m = /^([^!=]+)(==|!=|=)(.*)$/.exec(part);
+    if (!m || (m[1] !== 'metadata.name' && m[1] !== 'metadata.namespace')) return undefined;
+    terms.push({ field: m[1], equal: m[2] !== '!=', value: m[3] as string });
+  }
+  return terms;
+}
+
+function matches(o: Obj, ns: string | undefined, sel: [string, string][], fields: FieldTerm[] = []): boolean {
   if (ns && o['metadata'].namespace !== ns) return false;
   const labels = o['metadata'].labels ?? {};
-  return sel.every(([k, v]) => labels[k] === v);
+  if (!sel.every(([k, v]) => labels[k] === v)) return false;
+  return fields.every(
+    (t) => (o['metadata'][t.field === 'metadata.name' ? 'name' : 'namespace'] === t.value) === t.equal,
+  );
 }
 
 function content(o: Obj): string {
@@ -310,7 +333,7 @@ export class ApiServerDouble {
     if (this.history.length > this.historyLimit)
       this.compact(this.history[this.history.length - this.historyLimit]?.rv);
     for (const w of this.watchers)
-      if (w.info === info && matches(obj, w.namespace, w.selector))
+      if (w.info === info && matches(obj, w.namespace, w.selector, w.fields))
         w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
   }
 
@@ -361,6 +384,7 @@ export class ApiServerDouble {
     ns: string | undefined,
     sel: [string, string][],
     q: URLSearchParams,
+    fields: FieldTerm[] = [],
   ) {
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders(); // a watch is established once its headers arrive (client-node awaits them)
@@ -386,15 +410,16 @@ export class ApiServerDouble {
       info,
       ...(ns ? { namespace: ns } : {}),
       selector: sel,
+      fields,
       res,
       bookmarks: q.get('allowWatchBookmarks') === 'true',
     };
     if (!from || from === '0') {
       for (const o of this.list(info.apiVersion, info.kind))
-        if (matches(o, ns, sel)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
+        if (matches(o, ns, sel, fields)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
     } else
       for (const e of this.history)
-        if (e.rv > Number(from) && e.info === info && matches(e.object, ns, sel))
+        if (e.rv > Number(from) && e.info === info && matches(e.object, ns, sel, fields))
           res.write(`${JSON.stringify({ type: e.type, object: e.object })}\n`);
     this.watchers.add(w);
     res.on('close', () => this.watchers.delete(w));
@@ -681,6 +706,14 @@ export class ApiServerDouble {
                   ? 'delete'
                   : 'deletecollection'
                 : (req.method ?? '').toLowerCase();
+    const fields = parseFieldSelector(url.searchParams.get('fieldSelector'));
+    // kube-apiserver's request info takes the name of a list or watch from an exact `metadata.name`
+    // field selector (k8s.io/apiserver endpoints/request/requestinfo.go), so RBAC `resourceNames`
+    // can grant a watch of one named object, as the kubelet's watches of single ConfigMaps use.
+    const selectedName =
+      !name && (verb === 'list' || verb === 'watch')
+        ? fields?.find((t) => t.field === 'metadata.name' && t.equal)?.value
+        : undefined;
     const attrs: Attributes = {
       user,
       verb,
@@ -688,9 +721,16 @@ export class ApiServerDouble {
       resource: info.plural,
       ...(sub ? { subresource: sub } : {}),
       ...(ns ? { namespace: ns } : {}),
-      ...(name ? { name } : {}),
+      ...(name ? { name } : selectedName ? { name: selectedName } : {}),
     };
     if (!this.authorize(res, attrs)) return;
+    if (fields === undefined)
+      return status(
+        res,
+        400,
+        'BadRequest',
+        `field selector is not supported: only "metadata.name", "metadata.namespace"`,
+      );
     const json = (code: number, o: unknown) => {
       res.writeHead(code, { 'content-type': 'application/json' });
       res.end(JSON.stringify(o));
@@ -698,8 +738,8 @@ export class ApiServerDouble {
 
     if (req.method === 'GET' && !name) {
       const sel = parseSelector(url.searchParams.get('labelSelector'));
-      if (watching) return this.watch(res, info, ns, sel, url.searchParams);
-      const items = this.list(info.apiVersion, info.kind).filter((o) => matches(o, ns, sel));
+      if (watching) return this.watch(res, info, ns, sel, url.searchParams, fields);
+      const items = this.list(info.apiVersion, info.kind).filter((o) => matches(o, ns, sel, fields));
       return json(200, {
         kind: `${info.kind}List`,
         apiVersion: info.apiVersion,

@@ -37,6 +37,14 @@ export interface McpContext {
   /** Whether the database profile matches the embedder; false → refuse to serve. */
   readonly ready: () => boolean;
   readonly now?: () => number;
+  /**
+   * The agents and origins served now, read once per request (a reloaded configuration applies from
+   * the next request); `undefined` while the configuration is missing or stale: every call is refused.
+   * Absent: `agents` and `allowedOrigins` are fixed.
+   */
+  readonly liveConfig?: () =>
+    | { readonly agents: readonly AgentRef[]; readonly allowedOrigins: readonly string[] }
+    | undefined;
 }
 
 /** Every raw value of a header (Node merges duplicates in req.headers; rawHeaders keeps them apart). */
@@ -64,7 +72,11 @@ async function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
   return Buffer.concat(chunks);
 }
 
-function buildServer(ctx: McpContext, identity: Verdict<Projection> | undefined): Server {
+function buildServer(
+  ctx: McpContext,
+  identity: Verdict<Projection> | undefined,
+  configUnavailable = false,
+): Server {
   const server = new Server(
     { name: 'fgentic-knowledge-retrieval', version: '0.1.0' },
     { capabilities: { tools: { listChanged: false } } },
@@ -90,6 +102,7 @@ function buildServer(ctx: McpContext, identity: Verdict<Projection> | undefined)
       log.info('tool call refused', { reason: 'unknown_tool' });
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool; this server has one tool, ${TOOL_NAME}`);
     }
+    if (configUnavailable) return refuse('unavailable', 'config_unavailable');
     if (!identity) return refuse('denied', 'missing');
     if (!identity.ok) return refuse('denied', identity.reason);
     const parsed = parseArgs(request.params.arguments ?? {});
@@ -145,8 +158,9 @@ function buildServer(ctx: McpContext, identity: Verdict<Projection> | undefined)
 }
 
 export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: McpContext): Promise<void> {
+  const live = ctx.liveConfig ? ctx.liveConfig() : ctx;
   const origin = rawHeaderValues(req, 'origin');
-  if (origin.length > 1 || !originAllowed(origin[0], ctx.allowedOrigins)) {
+  if (origin.length > 1 || !originAllowed(origin[0], live?.allowedOrigins ?? [])) {
     jsonRpcError(res, 403, -32000, 'origin not allowed');
     return;
   }
@@ -174,9 +188,12 @@ export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: 
     const values = rawHeaderValues(req, IDENTITY_HEADER);
     if (values.length === 0) ctx.metrics.missingCarrier.inc();
     const now = ctx.now ? ctx.now() : Math.floor(Date.now() / 1000);
-    identity = decodeProjection(values.length === 1 ? values[0] : values, { now, agents: ctx.agents });
+    identity = decodeProjection(values.length === 1 ? values[0] : values, {
+      now,
+      agents: live?.agents ?? [],
+    });
   }
-  const server = buildServer(ctx, identity);
+  const server = buildServer(ctx, identity, live === undefined);
   const transport = new StreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,
