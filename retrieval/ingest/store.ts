@@ -154,7 +154,8 @@ const PINNED_PATH = "SELECT set_config('search_path', 'pg_catalog, pg_temp', tru
 /**
  * The indexes the bulk path rebuilds: valid, ready, not btree (btree maintenance per row is cheap,
  * and the primary key serves the upsert), backing no constraint (a re-created index would not back
- * it again), in the default tablespace (pg_get_indexdef does not print one).
+ * it again), in the default tablespace (pg_get_indexdef does not print one), without a per-column
+ * statistics target (ALTER INDEX … SET STATISTICS is not part of the definition either).
  */
 async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
   const r = await client.query(
@@ -170,6 +171,7 @@ async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[
         AND am.amname <> 'btree'
         AND c.reltablespace = 0
         AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+        AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND a.attstattarget > 0)
       ORDER BY c.relname`,
   );
   return r.rows as RecordedIndex[];
