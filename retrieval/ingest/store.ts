@@ -205,9 +205,10 @@ async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undef
   await client.query('SAVEPOINT fgentic_bulk');
   try {
     return await asOwner(client, async () => {
+      const before = await client.query("SELECT current_setting('lock_timeout') AS t");
       await client.query("SELECT set_config('lock_timeout', $1, true)", [BULK_LOCK_TIMEOUT]);
       await client.query('LOCK TABLE knowledge.chunks IN ACCESS EXCLUSIVE MODE');
-      await client.query("SELECT set_config('lock_timeout', '0', true)");
+      await client.query("SELECT set_config('lock_timeout', $1, true)", [String(before.rows[0]?.t)]);
       const indexes = await rebuildableIndexes(client);
       // Names are the catalog's own regclass text, already quoted: never input.
       for (const ix of indexes) await client.query(`DROP INDEX ${ix.name}`);
