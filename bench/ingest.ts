@@ -1,32 +1,44 @@
 /**
  * Ingest benchmark on the embedded database (PGlite + pgvector, persisted to a temporary directory)
- * with the local embedder: the previous write path (bench/ingest-baseline.ts) and the current one
- * side by side, each on its own fresh database, for three workloads an operator repeats:
- *   fresh    N new chunks (embedding + insert, HNSW and GIN maintenance included)
- *   same     the same input again (before: every row rewritten as ACL-only; now: `unchanged`)
- *   acl      every chunk's ACL changed (before: one UPDATE per row; now: batched)
- * Prints a table and writes bench/results/ingest.json. BENCH_CHUNKS (default 2000) sets N.
+ * with the local embedder, through the production entry point (ingestion role, single-writer lease).
+ * Three write paths side by side in one run, each workload on its own fresh database, the paths
+ * alternating workload by workload so a change in machine load hits all of them alike:
+ *   before  the write path before this work (bench/ingest-baseline.ts)
+ *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row)
+ *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table)
+ * Workloads:
+ *   fresh-N  N new chunks into an empty table (embedding, insert, index maintenance or rebuild)
+ *   same     the largest input again, unchanged
+ *   acl      the largest input with every chunk's ACL changed
+ * Then a profile of where a fresh row's milliseconds go (BENCH_PROFILE=0 skips it): the embedder,
+ * validation, the INSERT into a copy of the table without indexes, each index's incremental upkeep,
+ * and each index's build from scratch. Prints tables and writes bench/results/ingest.json.
+ * BENCH_CHUNKS (default "1000,5000") lists the fresh sizes.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type pg from 'pg';
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
-import { createPool } from '../retrieval/db/pool.ts';
+import { createPool, toVectorParam } from '../retrieval/db/pool.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE } from '../retrieval/db/roles.ts';
 import { createLocalEmbedder } from '../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../retrieval/embeddings/profile.ts';
-import { type IngestRecord, ingestRecords } from '../retrieval/ingest/jsonl.ts';
+import { type IngestRecord, ingestRecords, prepareRecords } from '../retrieval/ingest/jsonl.ts';
+import { withIngestionLease } from '../retrieval/ingest/lease.ts';
 import { baselineIngest } from './ingest-baseline.ts';
 
-const N = Number(process.env['BENCH_CHUNKS'] ?? 2000);
+const SIZES = (process.env['BENCH_CHUNKS'] ?? '1000,5000').split(',').map(Number);
+const PROFILE = process.env['BENCH_PROFILE'] !== '0';
 const embedder = createLocalEmbedder();
 
 const WORDS =
   'policy travel expense handbook roadmap incident backup partner guide review quarter budget release'.split(
     ' ',
   );
-function records(principal: string): IngestRecord[] {
-  return Array.from({ length: N }, (_, i) => ({
+function records(n: number, principal: string): IngestRecord[] {
+  return Array.from({ length: n }, (_, i) => ({
     content: `Section ${i}: the ${WORDS[i % WORDS.length]} notes for team ${i % 37} cover ${WORDS[(i * 7) % WORDS.length]} and ${WORDS[(i * 11) % WORDS.length]} in paragraph ${i}, with enough words to look like a real chunk of a handbook page.`,
     metadata: {
       source: { id: `bench/doc-${Math.floor(i / 20)}`, title: `Document ${Math.floor(i / 20)}` },
@@ -37,23 +49,24 @@ function records(principal: string): IngestRecord[] {
   }));
 }
 
-type Path = 'before' | 'after';
-interface Row {
+const PATHS = ['before', 'rows', 'after'] as const;
+type Path = (typeof PATHS)[number];
+interface Run {
   workload: string;
   path: Path;
+  chunks: number;
   seconds: number;
   chunksPerSecond: number;
   result: string;
 }
 
 interface Target {
-  readonly path: Path;
-  readonly pool: ReturnType<typeof createPool>;
+  readonly pool: pg.Pool;
   close(): Promise<void>;
 }
 
-async function open(path: Path): Promise<Target> {
-  const dir = mkdtempSync(join(tmpdir(), `fgentic-bench-ingest-${path}-`));
+async function open(): Promise<Target> {
+  const dir = mkdtempSync(join(tmpdir(), 'fgentic-bench-ingest-'));
   const db = await startEmbeddedDatabase({ dataDir: join(dir, 'pglite') });
   // PGlite runs on this thread: a long statement can delay another connection's handshake.
   const pool = createPool({
@@ -62,10 +75,10 @@ async function open(path: Path): Promise<Target> {
     statementTimeoutMs: 600_000,
     connectionTimeoutMs: 120_000,
   });
+  await bootstrapDatabase(pool);
   await migrate(pool);
-  await ensureProfile(pool, embedder.profile, true);
+  await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
   return {
-    path,
     pool,
     async close() {
       await pool.end().catch(() => {});
@@ -75,52 +88,154 @@ async function open(path: Path): Promise<Target> {
   };
 }
 
-async function run(t: Target, workload: string, input: IngestRecord[]): Promise<Row> {
+async function ingest(t: Target, path: Path, workload: string, input: IngestRecord[]): Promise<Run> {
   const t0 = performance.now();
-  const stats =
-    t.path === 'before'
-      ? await baselineIngest(t.pool, embedder, input)
-      : await ingestRecords(t.pool, embedder, input);
+  const stats = await withIngestionLease(t.pool, (writer) =>
+    path === 'before'
+      ? baselineIngest(writer, embedder, input)
+      : ingestRecords(writer, embedder, input, undefined, {}, { path: path === 'rows' ? 'rows' : 'auto' }),
+  );
   const seconds = (performance.now() - t0) / 1000;
   return {
     workload,
-    path: t.path,
+    path,
+    chunks: input.length,
     seconds,
-    chunksPerSecond: N / seconds,
-    result: Object.entries(stats as unknown as Record<string, number>)
-      .filter(([k, v]) => k !== 'records' && v > 0)
+    chunksPerSecond: input.length / seconds,
+    result: Object.entries(stats as unknown as Record<string, number | string>)
+      .filter(([k, v]) => k !== 'records' && k !== 'embedded' && v !== 0 && v !== 'none')
       .map(([k, v]) => `${k} ${v}`)
       .join(', '),
   };
 }
 
-// Both databases stay open and the two paths alternate workload by workload, so a change in machine
-// load (the benchmark machine is shared) affects both sides of each ratio alike.
-const targets = [await open('before'), await open('after')];
-const before: Row[] = [];
-const after: Row[] = [];
-try {
-  const alice = records('@alice:org-a.example');
-  const bob = records('@bob:org-a.example');
-  for (const [workload, input] of [
-    ['fresh', alice],
-    ['same', alice],
-    ['acl', bob],
-  ] as const) {
-    before.push(await run(targets[0]!, workload, input));
-    after.push(await run(targets[1]!, workload, input));
-  }
-} finally {
-  for (const t of targets) await t.close();
-}
-console.log(`ingest of ${N} chunks, embedded PGlite persisted to disk, local embedder\n`);
-console.log('workload   before s   before/s   after s    after/s    speed-up   after result');
-for (const b of before) {
-  const a = after.find((x) => x.workload === b.workload)!;
-  console.log(
-    `${b.workload.padEnd(10)} ${b.seconds.toFixed(2).padStart(8)}   ${b.chunksPerSecond.toFixed(0).padStart(8)}   ${a.seconds.toFixed(2).padStart(8)}   ${a.chunksPerSecond.toFixed(0).padStart(8)}   ${(b.seconds / a.seconds).toFixed(1).padStart(7)}×   ${a.result}`,
+const runs: Run[] = [];
+/** Keeps a run and shows it at once on stderr (a full run takes minutes on a loaded machine). */
+function note(r: Run): void {
+  runs.push(r);
+  process.stderr.write(
+    `${r.workload} ${r.path}: ${r.seconds.toFixed(1)} s, ${r.chunksPerSecond.toFixed(0)}/s\n`,
   );
 }
+const largest = Math.max(...SIZES);
+for (const n of SIZES) {
+  const input = records(n, '@alice:org-a.example');
+  for (const path of PATHS) {
+    const t = await open();
+    try {
+      note(await ingest(t, path, `fresh-${n}`, input));
+      if (n === largest) {
+        note(await ingest(t, path, 'same', input));
+        note(await ingest(t, path, 'acl', records(n, '@bob:org-a.example')));
+      }
+    } finally {
+      await t.close();
+    }
+  }
+}
+
+console.log('ingest on the embedded database (PGlite persisted to disk), local embedder\n');
+console.log('workload     chunks   before/s   rows/s   after/s   after÷before   after÷rows   after result');
+const workloads = [...new Set(runs.map((r) => r.workload))];
+const ratios: Record<string, { afterOverBefore: number; afterOverRows: number }> = {};
+for (const w of workloads) {
+  const by = (p: Path) => runs.find((r) => r.workload === w && r.path === p) as Run;
+  const [b, r, a] = [by('before'), by('rows'), by('after')];
+  ratios[w] = { afterOverBefore: b.seconds / a.seconds, afterOverRows: r.seconds / a.seconds };
+  console.log(
+    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${b.chunksPerSecond.toFixed(0).padStart(8)}   ${r.chunksPerSecond.toFixed(0).padStart(6)}   ${a.chunksPerSecond.toFixed(0).padStart(7)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(12)}   ${`${(r.seconds / a.seconds).toFixed(1)}×`.padStart(10)}   ${a.result}`,
+  );
+}
+
+/** Milliseconds per row for each step a fresh row goes through. */
+async function profile(n: number) {
+  const t = await open();
+  const out: { step: string; msPerRow: number }[] = [];
+  const step = (name: string, ms: number) => out.push({ step: name, msPerRow: ms / n });
+  try {
+    const input = records(n, '@alice:org-a.example');
+    let t0 = performance.now();
+    const { prepared } = prepareRecords(input, embedder.profile);
+    step('validate records', performance.now() - t0);
+    t0 = performance.now();
+    const vectors = await embedder.embed(prepared.map((p) => p.content));
+    step('local embedder', performance.now() - t0);
+    const defs = (
+      await t.pool.query(
+        `SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS def, am.amname AS am
+           FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
+          WHERE i.indrelid = 'knowledge.chunks'::regclass ORDER BY c.relname`,
+      )
+    ).rows as { name: string; def: string; am: string }[];
+    await t.pool.query('CREATE SCHEMA bench');
+    let k = 0;
+    // A copy of the table with its CHECK constraints and no index; `indexes` are added before the load.
+    const load = async (indexes: readonly string[], settings: readonly string[] = []) => {
+      const table = `bench.t${k++}`;
+      await t.pool.query(`CREATE TABLE ${table} (LIKE knowledge.chunks INCLUDING CONSTRAINTS)`);
+      for (const d of indexes) await t.pool.query(retarget(d, table, k));
+      const client = await t.pool.connect();
+      try {
+        for (const s of settings) await client.query(s);
+        const started = performance.now();
+        for (let i = 0; i < n; i += 200) {
+          const values: unknown[] = [];
+          const tuples = prepared.slice(i, i + 200).map((c, j) => {
+            values.push(
+              c.chunk_id,
+              c.content,
+              toVectorParam(vectors[i + j] ?? []),
+              JSON.stringify(c.metadata),
+            );
+            return `($${j * 4 + 1}, $${j * 4 + 2}, $${j * 4 + 3}::vector, $${j * 4 + 4}::jsonb)`;
+          });
+          await client.query(
+            `INSERT INTO ${table} (chunk_id, content, embedding, metadata) VALUES ${tuples.join(', ')}`,
+            values,
+          );
+        }
+        for (const s of settings) await client.query(`RESET ${s.replace(/^SET (\w+).*/, '$1')}`);
+        return { table, ms: performance.now() - started };
+      } finally {
+        client.release();
+      }
+    };
+    const bare = await load([]);
+    step('INSERT: heap, TOAST, CHECK constraints (no index)', bare.ms);
+    for (const d of defs) step(`  + upkeep of ${d.name} (${d.am})`, (await load([d.def])).ms - bare.ms);
+    const all = defs.map((d) => d.def);
+    step('INSERT with every index (the rows path)', (await load(all)).ms);
+    step(
+      'INSERT with every index, synchronous_commit off',
+      (await load(all, ['SET synchronous_commit = off'])).ms,
+    );
+    await t.pool.query("SET maintenance_work_mem = '256MB'");
+    for (const d of defs) {
+      t0 = performance.now();
+      await t.pool.query(retarget(d.def, bare.table, k++));
+      step(`  build of ${d.name} after the load`, performance.now() - t0);
+    }
+  } finally {
+    await t.close();
+  }
+  return out;
+}
+
+function retarget(def: string, table: string, k: number): string {
+  return def.replace(/ ON knowledge\.chunks /, ` ON ${table} `).replace(/INDEX (\S+)/, `INDEX $1_b${k}`);
+}
+
+let breakdown: { step: string; msPerRow: number }[] = [];
+if (PROFILE) {
+  const n = Math.min(...SIZES);
+  breakdown = await profile(n);
+  console.log(`\nwhere a fresh row's time goes (${n} rows, ms per row)\n`);
+  for (const s of breakdown) console.log(`${s.step.padEnd(58)} ${s.msPerRow.toFixed(3).padStart(7)}`);
+}
+
 const out = new URL('./results/', import.meta.url);
 mkdirSync(out, { recursive: true });
-writeFileSync(new URL('ingest.json', out), `${JSON.stringify({ chunks: N, before, after }, null, 2)}\n`);
+writeFileSync(
+  new URL('ingest.json', out),
+  `${JSON.stringify({ sizes: SIZES, runs, ratios, profile: breakdown }, null, 2)}\n`,
+);

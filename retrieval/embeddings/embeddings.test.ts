@@ -1,5 +1,6 @@
 /** Embedders: the local deterministic one and the OpenAI-compatible client against a local HTTP double. */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,6 +19,21 @@ describe('local embedder (not semantic quality)', () => {
     assert.ok(Math.abs(Math.hypot(...a) - 1) < 1e-9);
     const empty = localEmbedding('!!!');
     assert.ok(Math.hypot(...empty) > 0);
+  });
+  test('vectors are those of its profile: stored data stays comparable across versions', () => {
+    // Digest of these vectors as the profile first defined them (before the feature memo).
+    const texts = [
+      'Alpha release notes',
+      'Section 12: the policy notes for team 3 cover budget and travel.',
+      'Ünïcödé ﬁle naïve 東京 42',
+      '!!!',
+    ];
+    const digest = () =>
+      createHash('sha256')
+        .update(JSON.stringify(texts.map(localEmbedding)))
+        .digest('hex');
+    assert.equal(digest(), '8bfb0878fe7462c88b771da34f12be3c16208d8d850d26d416b7887ce785d86d');
+    assert.equal(digest(), '8bfb0878fe7462c88b771da34f12be3c16208d8d850d26d416b7887ce785d86d', 'memo hit');
   });
 });
 

@@ -10,9 +10,22 @@ import { EMBEDDING_DIMENSIONS, type Embedder } from './types.ts';
 
 export const LOCAL_PROFILE = 'local-hash-1024-v1';
 
+/**
+ * Features repeat across texts (common words, trigrams), and one SHA-256 per feature was most of the
+ * embedder's time; a bounded memo of bucket × sign keeps the vectors identical at a fraction of it.
+ */
+const MEMO_LIMIT = 1 << 16;
+const memo = new Map<string, number>();
+
 function bucket(feature: string): [number, number] {
-  const h = createHash('sha256').update(feature).digest();
-  return [h.readUInt32BE(0) % EMBEDDING_DIMENSIONS, (h[4] ?? 0) & 1 ? 1 : -1];
+  let packed = memo.get(feature);
+  if (packed === undefined) {
+    const h = createHash('sha256').update(feature).digest();
+    packed = (h.readUInt32BE(0) % EMBEDDING_DIMENSIONS) * 2 + ((h[4] ?? 0) & 1);
+    if (memo.size >= MEMO_LIMIT) memo.clear();
+    memo.set(feature, packed);
+  }
+  return [packed >> 1, packed & 1 ? 1 : -1];
 }
 
 export function localEmbedding(text: string): number[] {

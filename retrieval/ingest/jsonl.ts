@@ -20,7 +20,7 @@ import { checkVector, EMBEDDING_DIMENSIONS, type Embedder } from '../embeddings/
 import { chunkId, normalizeContent, OccurrenceCounter } from './chunk-id.ts';
 import { describeMetadataDenial, fileProblem, IngestError } from './errors.ts';
 import type { Progress } from './progress.ts';
-import { existingRows, type StoredChunk, writeChunks } from './store.ts';
+import { existingRows, type StoredChunk, type WriteOptions, type WriteStats, writeChunks } from './store.ts';
 
 export { IngestError } from './errors.ts';
 
@@ -44,6 +44,10 @@ export interface IngestStats {
   /** Texts sent to the embedder. */
   embedded: number;
   deleted: number;
+  /** How the rows were written (`bulk`: indexes rebuilt after the load; store.ts). */
+  path: WriteStats['path'];
+  /** After-write maintenance (GIN pending lists merged, ANALYZE): done, none needed, or not permitted. */
+  maintenance: WriteStats['maintenance'];
 }
 
 const RECORD_FIELDS = ['chunk_id', 'content', 'metadata', 'embedding'];
@@ -160,6 +164,7 @@ export async function ingestRecords(
   records: readonly IngestRecord[],
   progress?: Progress,
   scope: { readonly replacePrefix?: string; readonly replaceSources?: readonly string[] } = {},
+  write: Pick<WriteOptions, 'path' | 'maintain'> = {},
 ): Promise<IngestStats> {
   const { prepared, tombstones, sources } = prepareRecords(records, embedder.profile);
 
@@ -210,6 +215,13 @@ export async function ingestRecords(
       ...(scope.replacePrefix !== undefined ? { replacePrefix: scope.replacePrefix } : {}),
     },
     (d) => progress?.update(d),
+    {
+      ...write,
+      onPhase: (label, total) => {
+        progress?.done();
+        progress?.start(label, total);
+      },
+    },
   );
   progress?.done();
   return {
@@ -219,6 +231,8 @@ export async function ingestRecords(
     unchanged: unchanged.length + stats.unchanged,
     embedded: toEmbed.length,
     deleted: stats.deleted,
+    path: stats.path,
+    maintenance: stats.maintenance,
   };
 }
 

@@ -3,10 +3,26 @@
  * One call = one transaction: tombstoned sources are deleted, rows upserted in multi-row statements,
  * ACL-only rows updated in batches without touching their vectors, and rows of each replaced source
  * that are neither written nor kept are removed.
+ *
+ * Two ways to write the new rows, same result:
+ * - rows: each INSERT maintains every index as it goes. An HNSW insertion of a 1024-d vector costs
+ *   several times what building the graph from scratch costs per row, so this path pays for many
+ *   rows only when the table is much larger than the write.
+ * - bulk: the table is locked (ACCESS EXCLUSIVE), its non-btree indexes that back no constraint
+ *   (HNSW, GIN, …) are dropped, the rows loaded, and each index re-created from the definition the
+ *   catalog recorded for it, all inside the one write transaction. Readers wait for the commit and
+ *   then see the new rows and the rebuilt indexes together; a failure rolls back the drops as well.
+ *   Dropping and creating indexes needs the table owner's rights, so this path is taken only when
+ *   the session may act as knowledge_owner (the embedded database, or a login that is a member of
+ *   it); otherwise the rows path runs. Threshold and measurements: retrieval/README.md, "Ingestion
+ *   throughput".
+ * After a commit that changed rows, `maintainAfterWrite` merges the GIN pending lists and refreshes
+ * the planner statistics, so searches start from indexes in their fast state.
  */
 import type pg from 'pg';
 import { type ChunkMetadata, jcs } from '../../contract/index.ts';
 import { toVectorParam } from '../db/pool.ts';
+import { OWNER_ROLE } from '../db/roles.ts';
 
 export interface StoredChunk {
   readonly chunk_id: string;
@@ -28,12 +44,34 @@ export interface WritePlan {
   readonly replacePrefix?: string;
 }
 
+export type WritePath = 'rows' | 'bulk';
+
 export interface WriteStats {
   upserted: number;
   aclOnly: number;
   /** Rows given with a vector that matched the stored row exactly, so Postgres skipped them. */
   unchanged: number;
   deleted: number;
+  /** How the new rows were written. */
+  path: WritePath;
+  /** Indexes dropped and re-created by the bulk path (0 on the rows path). */
+  rebuiltIndexes: number;
+  /**
+   * After-write maintenance: done; none (nothing changed, or not asked for); not-owner (this session
+   * may not act as the table owner: autovacuum does it); failed (the rows are committed regardless).
+   */
+  maintenance: 'done' | 'none' | 'not-owner' | 'failed';
+}
+
+export interface WriteOptions {
+  readonly insertBatch?: number;
+  readonly updateBatch?: number;
+  /** `auto` (default) chooses by the threshold below; `rows` never bulk-loads; `bulk` always tries. */
+  readonly path?: 'auto' | WritePath;
+  /** A new phase of the write begins (e.g. `indexing`, with the number of indexes to build). */
+  readonly onPhase?: (label: string, total: number) => void;
+  /** Merge GIN pending lists and ANALYZE after a commit that changed rows (default true). */
+  readonly maintain?: boolean;
 }
 
 /**
@@ -43,6 +81,22 @@ export interface WriteStats {
 export const INSERT_BATCH = 200;
 const UPDATE_BATCH = 1000;
 const LOOKUP_BATCH = 1000;
+
+/**
+ * Bulk-load threshold: at least BULK_MIN_ROWS new row versions, and at most BULK_TABLE_RATIO rows
+ * already in the table per new row. Rebuilding re-inserts every existing row into the graph, at
+ * roughly a third of the cost of an incremental insertion (measured by `npm run bench:ingest`), so
+ * up to about 2 existing rows per new row the rebuild is still cheaper; below 500 rows the fixed
+ * cost of the lock and of re-creating every index is not worth it.
+ */
+export const BULK_MIN_ROWS = 500;
+export const BULK_TABLE_RATIO = 2;
+/** How long the bulk path waits for readers to leave the table before it writes row by row. */
+const BULK_LOCK_TIMEOUT = '5s';
+/** Memory per row for an in-memory index build (a 1024-d vector is 4 KiB, plus its graph links). */
+const BUILD_BYTES_PER_ROW = 8 * 1024;
+const BUILD_MEMORY_MIN_MB = 64;
+const BUILD_MEMORY_MAX_MB = 1024;
 
 export interface ExistingRow {
   readonly content: string;
@@ -70,19 +124,195 @@ export class StoreConflictError extends Error {
   }
 }
 
+/** Whether writing `rows` row versions (new or updated) into a table of `tableRows` rows is bulk-loaded. */
+export function bulkPays(rows: number, tableRows: number): boolean {
+  return rows >= BULK_MIN_ROWS && tableRows <= rows * BULK_TABLE_RATIO;
+}
+
+/** maintenance_work_mem (MB) for re-creating the indexes of a table of `rows` rows. */
+export function buildMemoryMb(rows: number): number {
+  const mb = Math.ceil((rows * BUILD_BYTES_PER_ROW) / (1024 * 1024));
+  return Math.min(BUILD_MEMORY_MAX_MB, Math.max(BUILD_MEMORY_MIN_MB, mb));
+}
+
+interface RecordedIndex {
+  /** Schema-qualified, quoted as needed (regclass text under a pinned search_path). */
+  readonly name: string;
+  /** pg_get_indexdef, the text pg_indexes.indexdef shows. */
+  readonly def: string;
+  /** A ready-made COMMENT ON INDEX statement, when the index has a comment. */
+  readonly comment: string | null;
+}
+
+/**
+ * The search_path under which index definitions are read back and re-created: every name outside
+ * pg_catalog is then printed schema-qualified and resolved the same way, and no temporary object
+ * can stand in for one.
+ */
+const PINNED_PATH = "SELECT set_config('search_path', 'pg_catalog, pg_temp', true)";
+
+/**
+ * The indexes the bulk path rebuilds: valid, ready, not btree (btree maintenance per row is cheap,
+ * and the primary key serves the upsert), backing no constraint (a re-created index would not back
+ * it again), in the default tablespace (pg_get_indexdef does not print one), without a per-column
+ * statistics target (ALTER INDEX … SET STATISTICS is not part of the definition either).
+ */
+async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
+  const r = await client.query(
+    `SELECT i.indexrelid::regclass::text AS name, pg_get_indexdef(i.indexrelid) AS def,
+            CASE WHEN obj_description(i.indexrelid, 'pg_class') IS NOT NULL
+              THEN format('COMMENT ON INDEX %s IS %L', i.indexrelid::regclass, obj_description(i.indexrelid, 'pg_class'))
+            END AS comment
+       FROM pg_index i
+       JOIN pg_class c ON c.oid = i.indexrelid
+       JOIN pg_am am ON am.oid = c.relam
+      WHERE i.indrelid = 'knowledge.chunks'::regclass
+        AND i.indisvalid AND i.indisready AND i.indislive
+        AND am.amname <> 'btree'
+        AND c.reltablespace = 0
+        AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
+        AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND a.attstattarget > 0)
+      ORDER BY c.relname`,
+  );
+  return r.rows as RecordedIndex[];
+}
+
+/**
+ * Runs `work` as the table owner under the pinned search_path, then puts back the role and path
+ * the transaction had (the inserts resolve pgvector's type through the caller's path).
+ */
+async function asOwner<T>(client: pg.PoolClient, work: () => Promise<T>): Promise<T> {
+  const r = await client.query(
+    "SELECT current_setting('role') AS role, current_setting('search_path') AS path",
+  );
+  const { role, path } = r.rows[0] as { role: string; path: string };
+  await client.query("SELECT set_config('role', $1, true)", [OWNER_ROLE]);
+  await client.query(PINNED_PATH);
+  const out = await work();
+  await client.query("SELECT set_config('search_path', $1, true), set_config('role', $2, true)", [
+    path,
+    role,
+  ]);
+  return out;
+}
+
+/**
+ * Inside the write transaction: take the table for a bulk load and drop its rebuildable indexes;
+ * or change nothing and return undefined when this session may not act as the owner, or readers
+ * hold the table longer than BULK_LOCK_TIMEOUT.
+ */
+async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undefined> {
+  await client.query('SAVEPOINT fgentic_bulk');
+  try {
+    return await asOwner(client, async () => {
+      const before = await client.query("SELECT current_setting('lock_timeout') AS t");
+      await client.query("SELECT set_config('lock_timeout', $1, true)", [BULK_LOCK_TIMEOUT]);
+      await client.query('LOCK TABLE knowledge.chunks IN ACCESS EXCLUSIVE MODE');
+      await client.query("SELECT set_config('lock_timeout', $1, true)", [String(before.rows[0]?.t)]);
+      const indexes = await rebuildableIndexes(client);
+      // Names are the catalog's own regclass text, already quoted: never input.
+      for (const ix of indexes) await client.query(`DROP INDEX ${ix.name}`);
+      return indexes;
+    });
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    // 42501: this login may not act as the owner; 55P03: the lock was not granted in time.
+    if (code !== '42501' && code !== '55P03') throw err;
+    // Undoes the role, the settings and the lock taken since the savepoint.
+    await client.query('ROLLBACK TO SAVEPOINT fgentic_bulk');
+    return undefined;
+  }
+}
+
+/** Re-creates the dropped indexes, each from its recorded definition, before the commit. */
+async function finishBulk(
+  client: pg.PoolClient,
+  indexes: readonly RecordedIndex[],
+  onPhase?: (label: string, total: number) => void,
+  onProgress?: (done: number) => void,
+): Promise<void> {
+  onPhase?.('indexing', indexes.length);
+  const rows = Number((await client.query('SELECT count(*) AS n FROM knowledge.chunks')).rows[0]?.n ?? 0);
+  await asOwner(client, async () => {
+    // pgvector builds the graph in memory when it fits in maintenance_work_mem, far faster than on
+    // disk. Only ever raised; like every setting here it reverts with the transaction.
+    await client.query(
+      `SELECT set_config('maintenance_work_mem', $1, true)
+        WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes($1)`,
+      [`${buildMemoryMb(rows)}MB`],
+    );
+    // A build of a large table may outlast the per-statement limit meant for single writes; the
+    // lease and the transaction bound it instead.
+    const timeout = String(
+      (await client.query("SELECT current_setting('statement_timeout') AS t")).rows[0]?.t,
+    );
+    await client.query("SELECT set_config('statement_timeout', '0', true)");
+    let done = 0;
+    for (const ix of indexes) {
+      await client.query(ix.def);
+      if (ix.comment !== null) await client.query(ix.comment);
+      done += 1;
+      onProgress?.(done);
+    }
+    await client.query("SELECT set_config('statement_timeout', $1, true)", [timeout]);
+  });
+}
+
+async function insertRows(
+  client: pg.PoolClient,
+  rows: readonly StoredChunk[],
+  stats: WriteStats,
+): Promise<void> {
+  const values: unknown[] = [];
+  const tuples = rows.map((c, k) => {
+    values.push(c.chunk_id, c.content, toVectorParam(c.embedding ?? []), JSON.stringify(c.metadata));
+    const b = k * 4;
+    return `($${b + 1}, $${b + 2}, $${b + 3}::vector, $${b + 4}::jsonb)`;
+  });
+  // The WHERE makes an identical row a no-op: no new tuple version, no index maintenance.
+  const r = await client.query(
+    `INSERT INTO knowledge.chunks AS c (chunk_id, content, embedding, metadata) VALUES ${tuples.join(', ')} ` +
+      'ON CONFLICT (chunk_id) DO UPDATE SET content = EXCLUDED.content, embedding = EXCLUDED.embedding, ' +
+      'metadata = EXCLUDED.metadata WHERE (c.content, c.embedding, c.metadata) IS DISTINCT FROM ' +
+      '(EXCLUDED.content, EXCLUDED.embedding, EXCLUDED.metadata)',
+    values,
+  );
+  stats.upserted += r.rowCount ?? 0;
+  stats.unchanged += rows.length - (r.rowCount ?? 0);
+}
+
 export async function writeChunks(
   pool: pg.Pool,
   plan: WritePlan,
   onProgress?: (done: number) => void,
-  options: { readonly insertBatch?: number; readonly updateBatch?: number } = {},
+  options: WriteOptions = {},
 ): Promise<WriteStats> {
-  const stats: WriteStats = { upserted: 0, aclOnly: 0, unchanged: 0, deleted: 0 };
+  const stats: WriteStats = {
+    upserted: 0,
+    aclOnly: 0,
+    unchanged: 0,
+    deleted: 0,
+    path: 'rows',
+    rebuiltIndexes: 0,
+    maintenance: 'none',
+  };
   const insertBatch = options.insertBatch ?? INSERT_BATCH;
   const updateBatch = options.updateBatch ?? UPDATE_BATCH;
+  const full = plan.chunks.filter((c) => c.embedding !== undefined);
+  const aclOnly = plan.chunks.filter((c) => c.embedding === undefined);
   const client = await pool.connect();
   let failed = false;
   try {
     await client.query('BEGIN');
+    let rebuild: RecordedIndex[] | undefined;
+    const mode = options.path ?? 'auto';
+    // An ACL-only UPDATE writes a new row version too (metadata is indexed, so it is never a HOT
+    // update): every index, the HNSW graph included, gets an entry for it, as for a new row.
+    const versions = plan.chunks.length;
+    if (mode === 'bulk' || (mode === 'auto' && versions >= BULK_MIN_ROWS)) {
+      const n = Number((await client.query('SELECT count(*) AS n FROM knowledge.chunks')).rows[0]?.n ?? 0);
+      if (mode === 'bulk' || bulkPays(versions, n)) rebuild = await beginBulk(client);
+    }
     if (plan.deleteSources?.length) {
       const r = await client.query(
         "DELETE FROM knowledge.chunks WHERE (metadata #>> '{source,id}') = ANY($1::text[])",
@@ -90,27 +320,10 @@ export async function writeChunks(
       );
       stats.deleted += r.rowCount ?? 0;
     }
-    const full = plan.chunks.filter((c) => c.embedding !== undefined);
-    const aclOnly = plan.chunks.filter((c) => c.embedding === undefined);
     let done = 0;
     for (let i = 0; i < full.length; i += insertBatch) {
       const batch = full.slice(i, i + insertBatch);
-      const values: unknown[] = [];
-      const tuples = batch.map((c, k) => {
-        values.push(c.chunk_id, c.content, toVectorParam(c.embedding ?? []), JSON.stringify(c.metadata));
-        const b = k * 4;
-        return `($${b + 1}, $${b + 2}, $${b + 3}::vector, $${b + 4}::jsonb)`;
-      });
-      // The WHERE makes an identical row a no-op: no new tuple version, no index maintenance.
-      const r = await client.query(
-        `INSERT INTO knowledge.chunks AS c (chunk_id, content, embedding, metadata) VALUES ${tuples.join(', ')} ` +
-          'ON CONFLICT (chunk_id) DO UPDATE SET content = EXCLUDED.content, embedding = EXCLUDED.embedding, ' +
-          'metadata = EXCLUDED.metadata WHERE (c.content, c.embedding, c.metadata) IS DISTINCT FROM ' +
-          '(EXCLUDED.content, EXCLUDED.embedding, EXCLUDED.metadata)',
-        values,
-      );
-      stats.upserted += r.rowCount ?? 0;
-      stats.unchanged += batch.length - (r.rowCount ?? 0);
+      await insertRows(client, batch, stats);
       done += batch.length;
       onProgress?.(done);
     }
@@ -148,8 +361,59 @@ export async function writeChunks(
       );
       stats.deleted += r.rowCount ?? 0;
     }
+    if (rebuild !== undefined) {
+      await finishBulk(client, rebuild, options.onPhase, onProgress);
+      stats.path = 'bulk';
+      stats.rebuiltIndexes = rebuild.length;
+    }
     await client.query('COMMIT');
-    return stats;
+  } catch (err) {
+    failed = true;
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release(failed ? true : undefined);
+  }
+  if ((options.maintain ?? true) && stats.upserted + stats.aclOnly + stats.deleted > 0) {
+    options.onPhase?.('analyzing', 1);
+    // The rows are committed: a failure here is reported in the stats, not as a failed ingest.
+    stats.maintenance = await maintainAfterWrite(pool).catch(() => 'failed' as const);
+    onProgress?.(1);
+  }
+  return stats;
+}
+
+/**
+ * After a write: merge every GIN pending list into its index (a search would otherwise scan the
+ * unsorted list on every lookup until autovacuum gets to it) and ANALYZE the table so the planner
+ * and the search functions' plan choice see the new row counts. Both need the owner's rights (or
+ * MAINTAIN on PostgreSQL 17+); a session that lacks them leaves the work to autovacuum
+ * (retrieval/README.md, "Autovacuum"). VACUUM itself cannot run inside a transaction, and every
+ * statement of the ingestion pool runs in one.
+ */
+export async function maintainAfterWrite(pool: pg.Pool): Promise<'done' | 'not-owner'> {
+  const client = await pool.connect();
+  let failed = false;
+  try {
+    await client.query('BEGIN');
+    await client.query('SAVEPOINT fgentic_maintain');
+    try {
+      await client.query("SELECT set_config('role', $1, true)", [OWNER_ROLE]);
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== '42501') throw err;
+      await client.query('ROLLBACK');
+      return 'not-owner';
+    }
+    await client.query(
+      `SELECT pg_catalog.gin_clean_pending_list(i.indexrelid)
+         FROM pg_catalog.pg_index i
+         JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+         JOIN pg_catalog.pg_am am ON am.oid = c.relam
+        WHERE i.indrelid = 'knowledge.chunks'::regclass AND am.amname = 'gin' AND i.indisvalid`,
+    );
+    await client.query('ANALYZE knowledge.chunks');
+    await client.query('COMMIT');
+    return 'done';
   } catch (err) {
     failed = true;
     await client.query('ROLLBACK').catch(() => {});
