@@ -102,6 +102,8 @@ export function analyse(input: Resources): Analysis {
     else if (!gw?.localListener) problem = 'gateway.localListener is required';
     else if ((s.localGroups ?? []).some((g) => g.startsWith('partner/')))
       problem = 'localGroups may not use the partner/ namespace';
+    else if (s.capability !== undefined && s.capability !== 'plain' && s.capability !== 'ledger')
+      problem = 'capability must be plain or ledger';
     if (problem) report('RetrievalPlatform', p.metadata, 'Invalid', problem);
     else {
       platform = {

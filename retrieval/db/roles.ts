@@ -15,8 +15,14 @@ import type pg from 'pg';
 export const OWNER_ROLE = 'knowledge_owner';
 export const RETRIEVAL_ROLE = 'knowledge_retrieval';
 export const INGESTION_ROLE = 'knowledge_ingestion';
-export type DbRole = typeof OWNER_ROLE | typeof RETRIEVAL_ROLE | typeof INGESTION_ROLE;
-export const ROLES: readonly DbRole[] = [OWNER_ROLE, RETRIEVAL_ROLE, INGESTION_ROLE];
+/** The projector's role in ledger mode: records and purges capability-ledger entries only. */
+export const PROJECTOR_ROLE = 'knowledge_projector';
+export type DbRole =
+  | typeof OWNER_ROLE
+  | typeof RETRIEVAL_ROLE
+  | typeof INGESTION_ROLE
+  | typeof PROJECTOR_ROLE;
+export const ROLES: readonly DbRole[] = [OWNER_ROLE, RETRIEVAL_ROLE, INGESTION_ROLE, PROJECTOR_ROLE];
 
 /** Runs after the role is set, inside every transaction (e.g. the ingestion lease check). */
 export type TransactionGuard = (client: pg.PoolClient) => Promise<void>;
