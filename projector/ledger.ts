@@ -13,7 +13,7 @@
 import type pg from 'pg';
 import { createLogger } from '../common/log.ts';
 import { asRole, PROJECTOR_ROLE } from '../retrieval/db/roles.ts';
-import { capabilityDigest, PURGE_SQL, RECORD_SQL } from '../retrieval/ledger.ts';
+import { capabilityDigest, PURGE_SQL, recordMessage } from '../retrieval/ledger.ts';
 
 const log = createLogger('projector');
 
@@ -89,7 +89,8 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
   return {
     async record(headerValue, agent, exp) {
       try {
-        await pool.query(RECORD_SQL, [capabilityDigest(headerValue), agent, exp]);
+        // One round trip (retrieval/ledger.ts recordMessage), still as knowledge_projector.
+        await options.pool.query(recordMessage(PROJECTOR_ROLE, capabilityDigest(headerValue), agent, exp));
         note('record', true);
       } catch (err) {
         note('record', false);

@@ -4,8 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import { asRole, PROJECTOR_ROLE } from './db/roles.ts';
-import { CHECK_SQL, capabilityDigest, PURGE_SQL, RECORD_SQL } from './ledger.ts';
+import { CHECK_SQL, capabilityDigest, PURGE_SQL, RECORD_SQL, recordMessage } from './ledger.ts';
 import { startTestDatabase, type TestDatabase } from './testing.ts';
 
 let t: TestDatabase;
@@ -129,5 +130,49 @@ describe('ledger purge', () => {
     const { migrate } = await import('./db/migrate.ts');
     await migrate(t.pool);
     await projector().query(RECORD_SQL, [fresh(), AGENT, dbNow + 60]);
+  });
+});
+
+describe('recordMessage (the one-round-trip record)', () => {
+  test('records as the projector role: a withdrawn grant refuses it even from a superuser session', async () => {
+    const d = fresh();
+    await t.pool.query(recordMessage(PROJECTOR_ROLE, d, AGENT, dbNow + 600));
+    assert.equal(await check(d, AGENT, dbNow), true);
+    await t.pool.query('REVOKE EXECUTE ON FUNCTION fgentic_ledger.purge_v1() FROM knowledge_projector');
+    await t.pool.query(
+      'REVOKE EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) FROM knowledge_projector',
+    );
+    try {
+      assert.equal(
+        await sqlstate(t.pool.query(recordMessage(PROJECTOR_ROLE, fresh(), AGENT, dbNow + 60))),
+        '42501',
+      );
+    } finally {
+      const { migrate } = await import('./db/migrate.ts');
+      await migrate(t.pool);
+    }
+    // The role change ended with the message: the session is the superuser again.
+    const r = await t.pool.query('SELECT current_user = session_user AS same');
+    assert.equal(r.rows[0].same, true);
+  });
+
+  test('only values of the checked shapes reach the message (property)', () => {
+    fc.assert(
+      fc.property(fc.string(), fc.oneof(fc.integer(), fc.double()), (agent, exp) => {
+        let text: string;
+        try {
+          text = recordMessage(PROJECTOR_ROLE, Buffer.alloc(32), agent, exp);
+        } catch {
+          return true;
+        }
+        return (
+          /^[a-z0-9-]+\/[a-z0-9-]+$/.test(agent) &&
+          Number.isSafeInteger(exp) &&
+          !text.includes(';', text.indexOf('record_v1'))
+        );
+      }),
+    );
+    assert.throws(() => recordMessage(PROJECTOR_ROLE, Buffer.alloc(31), AGENT, 1), RangeError);
+    assert.throws(() => recordMessage("x'; DROP", Buffer.alloc(32), AGENT, 1), RangeError);
   });
 });

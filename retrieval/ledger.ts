@@ -31,6 +31,24 @@ export const CHECK_SQL = 'SELECT fgentic_ledger.check_v1($1::bytea, $2::text, $3
 export const RECORD_SQL = 'SELECT fgentic_ledger.record_v1($1::bytea, $2::text, $3::bigint)';
 export const PURGE_SQL = 'SELECT fgentic_ledger.purge_v1() AS purged';
 
+const AGENT_KEY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/**
+ * The projector's record as one simple-protocol message: the role change and the call run in the
+ * message's implicit transaction, so `set_config(…, true)` drops to `role` for exactly this call, in
+ * one round trip instead of the four of an explicit transaction (BEGIN, role, call, COMMIT) — the
+ * difference is most of the ledger's cost at mint. The simple protocol carries no parameters, so the
+ * values are spliced as literals, each first checked to a shape that cannot leave its literal: 32
+ * bytes as hex, an agent key of two DNS-1123 labels, a safe integer; the role is a constant.
+ */
+export function recordMessage(role: string, digest: Buffer, agent: string, exp: number): string {
+  if (digest.length !== 32) throw new RangeError('digest must be 32 bytes');
+  if (!AGENT_KEY.test(agent)) throw new RangeError('agent must be namespace/name');
+  if (!Number.isSafeInteger(exp)) throw new RangeError('exp must be an integer');
+  if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
+  return `SELECT set_config('role', '${role}', true); SELECT fgentic_ledger.record_v1('\\x${digest.toString('hex')}'::bytea, '${agent}'::text, ${exp}::bigint)`;
+}
+
 /** What a search must prove in ledger mode. */
 export interface CapabilityProof {
   readonly digest: Buffer;
