@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import type pg from 'pg';
 import { createPool } from '../retrieval/db/pool.ts';
 import { CHECK_SQL, capabilityDigest } from '../retrieval/ledger.ts';
@@ -187,6 +188,21 @@ describe('boundOf reads agent and exp back from the minted value', () => {
     assert.equal(
       boundOf(Buffer.from('{"agent":{"namespace":"a","name":"b"},"exp":1.5}').toString('base64url')),
       undefined,
+    );
+  });
+
+  test('never throws, and whatever it returns is an agent key and an integer exp (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string(),
+          fc.jsonValue().map((v) => Buffer.from(JSON.stringify(v)).toString('base64url')),
+        ),
+        (v) => {
+          const b = boundOf(v);
+          return b === undefined || (b.agent.includes('/') && Number.isSafeInteger(b.exp));
+        },
+      ),
     );
   });
 });

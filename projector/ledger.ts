@@ -88,9 +88,11 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
 
   return {
     async record(headerValue, agent, exp) {
+      // A value of the wrong shape is refused here (RangeError) without counting as a ledger fault.
+      const message = recordMessage(PROJECTOR_ROLE, capabilityDigest(headerValue), agent, exp);
       try {
         // One round trip (retrieval/ledger.ts recordMessage), still as knowledge_projector.
-        await options.pool.query(recordMessage(PROJECTOR_ROLE, capabilityDigest(headerValue), agent, exp));
+        await options.pool.query(message);
         note('record', true);
       } catch (err) {
         note('record', false);
