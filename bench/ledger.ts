@@ -9,10 +9,13 @@
  *   for the same queries and projection, over a ledger pre-filled with BENCH_LEDGER_ENTRIES live
  *   entries (600 s of minting at the given rate); p50 ratio (goal ≤ 1.10).
  *
+ * The embedded database runs in a child process, as a database server would, so that its work does
+ * not run on the measured servers' event loop; both arms talk to it through `pg` over loopback.
  * Arms alternate in BENCH_ROUNDS rounds so that background load drifts affect both alike. Prints a
  * table and writes bench/results/ledger.json. BENCH_ROWS (default 300) chunks are seeded with the
  * local embedder; BENCH_SAMPLES (default 400) samples per arm and part.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
@@ -63,14 +66,38 @@ async function alternate(arms: Record<string, () => Promise<unknown>>, samples: 
   return out;
 }
 
+// Child mode: serve the embedded database, prepared as `npm start` prepares it, and print its URL.
+if (process.argv.includes('--serve-db')) {
+  const db = await startEmbeddedDatabase();
+  const admin = createPool({ connectionString: db.url, max: 2, connectionTimeoutMs: 60_000 });
+  await bootstrapDatabase(admin);
+  await migrate(admin);
+  await admin.end();
+  process.stdout.write(`${db.url} ${db.poolSize}\n`);
+  await new Promise(() => {});
+}
+
 // The projectors' audit lines would dominate the measurement (bench:projector silences them too).
 process.env['FGENTIC_LOG_LEVEL'] = process.env['BENCH_AUDIT'] === '1' ? 'info' : 'silent';
-const db = await startEmbeddedDatabase();
-const pool = createPool({ connectionString: db.url, max: db.poolSize, connectionTimeoutMs: 60_000 });
+const child = spawn(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, '--serve-db'], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const [url, size] = await new Promise<[string, number]>((resolve, reject) => {
+  let buf = '';
+  child.stdout.on('data', (d) => {
+    buf += d;
+    const line = buf.split('\n')[0];
+    if (buf.includes('\n') && line) {
+      const [u, n] = line.split(' ');
+      resolve([u!, Number(n)]);
+    }
+  });
+  child.once('exit', (code) => reject(new Error(`database process exited ${code}`)));
+});
+const db = { close: async () => void child.kill() };
+const pool = createPool({ connectionString: url, max: size, connectionTimeoutMs: 60_000 });
 const results: Record<string, unknown> = { rows: ROWS, samples: SAMPLES, ledgerEntries: ENTRIES };
 try {
-  await bootstrapDatabase(pool);
-  await migrate(pool);
   process.stderr.write(`seeding ${ROWS} chunks and ${ENTRIES} ledger entries…\n`);
   const embedder = createLocalEmbedder();
   await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
