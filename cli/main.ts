@@ -20,11 +20,12 @@ interface Command {
 
 const commands: Record<string, Command> = {
   start: {
-    synopsis: 'start [--data-dir DIR] [--port-base N] [--no-webhook]',
+    synopsis: 'start [--data-dir DIR] [--port-base N] [--no-webhook] [--capability plain|ledger]',
     summary: 'local stack on embedded defaults (what `npm start` runs)',
     details: `  --data-dir DIR   corpus, certificates and stack.json (default ./data)
   --port-base N    first of the loopback ports: N, N+1, N+10, N+20, N+30, N+363 (default 18080)
   --no-webhook     do not start the local admission webhook
+  --capability M   plain or ledger: overrides RetrievalPlatform.spec.capability (docs/ledger.md)
 Needs a source checkout (npm install). One stack per data directory: a second start on the same
 directory is refused; ingest into a running stack with \`ingest --data-dir DIR/pglite\`.`,
     run: async (argv) => {

@@ -442,6 +442,12 @@ const platformSpec = obj(
       description:
         "A2A upstream of the routes: controller (kagent controller, A2A 1.0; needs a kagent that forwards the identity header) or agentService (the Agent's Service, A2A 0.3).",
     }),
+    capability: str({
+      enum: ['plain', 'ledger'],
+      default: 'plain',
+      description:
+        'How the retrieval server trusts a projection: plain (the contract alone) or ledger (only values the projector recorded in the capability ledger; docs/ledger.md).',
+    }),
     liveRoomCheck: obj(
       {
         enabled: bool({

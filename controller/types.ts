@@ -121,6 +121,8 @@ export interface RetrievalPlatformSpec {
   retrieval?: { service?: string; port?: number };
   embeddings: { url: string; model: string; profile: string; tokenSecretRef?: SecretKeyRef };
   a2aBackend?: 'controller' | 'agentService';
+  /** How projections are trusted (docs/ledger.md); absent means plain. */
+  capability?: 'plain' | 'ledger';
   liveRoomCheck?: { enabled?: boolean; homeserverUrl?: string; tokenSecretRef?: SecretKeyRef };
   database?: { namespace?: string; podLabels?: Record<string, string>; port?: number };
   observability?: { namespace?: string; podLabels?: Record<string, string>; ports?: number[] };

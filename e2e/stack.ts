@@ -16,6 +16,8 @@ import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
 import type { K8sObject } from '../controller/types.ts';
 import { type ProjectorConfig, parseConfig, startProjector } from '../projector/index.ts';
+import { type CapabilityLedger, createLedger } from '../projector/ledger.ts';
+import { createPool } from '../retrieval/db/pool.ts';
 import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
 import { demoRecords } from './demo-corpus.ts';
 import { type AgentRuntime, startAgentRuntime } from './doubles/agent-runtime.ts';
@@ -35,6 +37,13 @@ export interface LocalStackOptions {
   readonly mutateObjects?: (objects: K8sObject[]) => K8sObject[];
   /** Change the projector configuration before it starts (negative tests). */
   readonly mutateProjectorConfig?: (config: ProjectorConfig) => ProjectorConfig;
+  /**
+   * Set `RetrievalPlatform.spec.capability` before rendering (default: as in the examples, plain).
+   * In ledger mode the projector records into the embedded database (docs/ledger.md).
+   */
+  readonly capability?: 'plain' | 'ledger';
+  /** Ledger mode: purge interval of the projector's ledger schedule (default 60 s). */
+  readonly ledgerPurgeIntervalMs?: number;
   /** Progress callback for `npm start`. */
   readonly progress?: (step: string) => void;
   /** Fixed loopback ports (`npm start`); tests use free ports. */
@@ -60,6 +69,8 @@ export interface LocalStack {
   /** The embedded database (loopback) and the projector's configuration text, for `explain`. */
   readonly databaseUrl?: string;
   readonly projectorConfigJson: string;
+  /** The projector's capability ledger (ledger mode only). */
+  readonly ledger?: CapabilityLedger;
   /** The agent card as kagent advertises it: its interface URL is the direct (un-gated) address. */
   readonly card: AgentCard;
   /** A JWT from the partner issuer, signed with the key the gateway trusts. */
@@ -92,6 +103,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   try {
     step('render examples');
     const resources = loadResources([options.examplesDir ?? EXAMPLES_DIR]);
+    if (options.capability !== undefined && resources.platforms[0])
+      resources.platforms[0].spec.capability = options.capability;
     const result = render(resources);
     if (result.conflicts.length > 0) throw new Error(`examples have ${result.conflicts.length} conflicts`);
     const objects = options.mutateObjects
@@ -108,6 +121,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       host: '127.0.0.1',
       port: options.ports?.retrieval ?? 0,
       ...(options.now ? { now: options.now } : {}),
+      ...(retrievalConfig.capability === 'ledger' ? { capability: 'ledger' as const } : {}),
     });
     closers.push(() => retrieval.close());
     if (options.seed ?? true) {
@@ -125,8 +139,23 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const projectorConfig = options.mutateProjectorConfig
       ? options.mutateProjectorConfig(parsed.config)
       : parsed.config;
+    // Ledger mode: the projector writes through its own pool to the embedded database, as
+    // knowledge_projector (projector/ledger.ts).
+    let ledger: CapabilityLedger | undefined;
+    if (projectorConfig.capability === 'ledger' && retrieval.embeddedDatabaseUrl) {
+      ledger = createLedger({
+        pool: createPool({
+          connectionString: retrieval.embeddedDatabaseUrl,
+          max: 2,
+          connectionTimeoutMs: 60_000,
+        }),
+        ownsPool: true,
+        ...(options.ledgerPurgeIntervalMs ? { purgeIntervalMs: options.ledgerPurgeIntervalMs } : {}),
+      });
+    }
     const projector = await startProjector({
       config: projectorConfig,
+      ...(ledger ? { ledger } : {}),
       port: options.ports?.projector ?? 0,
       host: '127.0.0.1',
       ...(options.now ? { now: options.now } : {}),
@@ -223,6 +252,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       agentMcpKey,
       ...(retrieval.embeddedDatabaseUrl ? { databaseUrl: retrieval.embeddedDatabaseUrl } : {}),
       projectorConfigJson,
+      ...(ledger ? { ledger } : {}),
       card,
       issueToken: async ({ azp, aud, expiresInSeconds, iss }) => {
         const now = options.now ? options.now() : Math.floor(Date.now() / 1000);

@@ -54,17 +54,18 @@ async function waitReady(url: string, timeoutMs = 30000): Promise<boolean> {
 }
 
 export async function startCommand(argv: string[]): Promise<number> {
-  let values: { 'data-dir': string; 'port-base': string; 'no-webhook': boolean };
+  let values: { 'data-dir': string; 'port-base': string; 'no-webhook': boolean; capability?: string };
   try {
     values = parseFlags(argv, {
       'data-dir': { type: 'string', default: 'data' },
       'port-base': { type: 'string', default: '18080' },
       'no-webhook': { type: 'boolean', default: false },
+      capability: { type: 'string' },
     }).values as typeof values;
   } catch (err) {
     return usageError(
       'start',
-      'fgentic-retrieval start [--data-dir DIR] [--port-base N] [--no-webhook]',
+      'fgentic-retrieval start [--data-dir DIR] [--port-base N] [--no-webhook] [--capability plain|ledger]',
       err,
     );
   }
@@ -72,6 +73,12 @@ export async function startCommand(argv: string[]): Promise<number> {
   const base = Number(values['port-base']);
   if (!Number.isInteger(base) || base < 1024 || base > 65000) {
     out('start: --port-base must be an integer between 1024 and 65000');
+    return 2;
+  }
+  // Overrides RetrievalPlatform.spec.capability of the examples (docs/ledger.md); absent: as rendered.
+  const capability = values.capability;
+  if (capability !== undefined && capability !== 'plain' && capability !== 'ledger') {
+    out('start: --capability must be plain or ledger');
     return 2;
   }
   mkdirSync(dataDir, { recursive: true });
@@ -92,6 +99,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     stack = await startLocalStack({
       dataDir: pgliteDir,
       progress,
+      ...(capability !== undefined ? { capability } : {}),
       ports: {
         retrieval: base + 20,
         projector: base + 30,
@@ -165,6 +173,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   out(`  gateway, MCP route (retrieval Agent)      ${stack.mcpRouteUrl}`);
   out(`  retrieval server (MCP 2025-11-25)         ${retrievalUrl}/mcp   ${retrievalUrl}/metrics`);
   out(`  projector (ext-auth)                      ${stack.projectorUrl}/readyz`);
+  if (stack.ledger) out('  capability ledger                         on (embedded Postgres, docs/ledger.md)');
   if (webhookUrl) out(`  admission webhook (AdmissionReview v1)   ${webhookUrl}/healthz`);
   if (databaseUrl) out(`  embedded Postgres (corpus)                ${databaseUrl}`);
   out('');

@@ -6,6 +6,11 @@
  * and reports not ready until a valid one appears. With `--registry-source kubernetes` the
  * configuration and its registry shards are read through the API (list + watch of the labelled
  * ConfigMaps in the namespace), so revocations apply within seconds.
+ *
+ * Ledger mode (`capability: "ledger"` in the configuration, docs/ledger.md): DATABASE_URL names the
+ * knowledge database, with the credentials of the `knowledge_projector` role in PGUSER/PGPASSWORD
+ * and TLS as for `serve retrieval` (DATABASE_CA_FILE, DATABASE_TLS=require). Without DATABASE_URL a
+ * ledger-mode configuration refuses every mint and the projector reports not ready.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -13,6 +18,7 @@ import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import type { ConfigStore } from './config-store.ts';
 import { startProjector } from './index.ts';
+import type { CapabilityLedger } from './ledger.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/fgentic/projector.json';
 
@@ -92,14 +98,34 @@ export async function serveProjector(argv: string[]): Promise<number> {
             }),
     });
   }
+  const databaseUrl = process.env['DATABASE_URL'];
+  let ledger: CapabilityLedger | undefined;
+  if (databaseUrl) {
+    const { createPool } = await import('../retrieval/db/pool.ts');
+    const { createLedger } = await import('./ledger.ts');
+    const ca = process.env['DATABASE_CA_FILE'];
+    ledger = createLedger({
+      pool: createPool({
+        connectionString: databaseUrl,
+        max: 4,
+        ...(ca ? { caFile: ca } : {}),
+        ...(process.env['DATABASE_TLS'] === 'require' ? { requireTls: true } : {}),
+        connectionTimeoutMs: 2_000,
+        statementTimeoutMs: 2_000,
+      }),
+      ownsPool: true,
+    });
+  }
   let running: Awaited<ReturnType<typeof startProjector>>;
   try {
     running = await startProjector({
       ...(store !== undefined ? { store } : { configPath: values.config ?? DEFAULT_CONFIG_PATH }),
+      ...(ledger ? { ledger } : {}),
       port,
       host: values.host ?? '0.0.0.0',
     });
   } catch (e) {
+    await ledger?.close();
     process.stderr.write(`serve projector: cannot listen: ${(e as NodeJS.ErrnoException).code ?? 'error'}\n`);
     return 1;
   }

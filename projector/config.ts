@@ -86,6 +86,8 @@ export interface ProjectorConfig {
   readonly partnerIndex: ReadonlyMap<string, readonly PartnerEntry[]>;
   readonly localGroups: readonly string[];
   readonly liveRoomCheck: LiveRoomCheckConfig;
+  /** `ledger`: every minted value is recorded in the capability ledger first (docs/ledger.md). Absent: `plain`. */
+  readonly capability: 'plain' | 'ledger';
 }
 
 export type ConfigResult = { ok: true; config: ProjectorConfig } | { ok: false; error: string };
@@ -225,7 +227,7 @@ function build(v: JsonValue): ProjectorConfig {
     v,
     '$',
     ['version', 'publicRetrievalTimeoutSeconds', 'bridge', 'agents', 'rooms', 'partners', 'localGroups'],
-    ['liveRoomCheck'],
+    ['liveRoomCheck', 'capability'],
   );
   if (root['version'] !== 1) fail('version', 'must be 1');
   const timeout = root['publicRetrievalTimeoutSeconds'];
@@ -349,5 +351,12 @@ function build(v: JsonValue): ProjectorConfig {
     partnerIndex,
     localGroups,
     liveRoomCheck: parseLiveRoomCheck(root['liveRoomCheck']),
+    capability: parseCapability(root['capability']),
   };
+}
+
+function parseCapability(v: JsonValue | undefined): 'plain' | 'ledger' {
+  if (v === undefined || v === 'plain') return 'plain';
+  if (v === 'ledger') return 'ledger';
+  return fail('capability', 'must be "plain" or "ledger"');
 }

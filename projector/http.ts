@@ -11,6 +11,11 @@
  *   `{"error":"denied","reason":"<code>"}` and nothing from the request.
  * - Authorization/Cookie values are never read; their presence denies (`credential_header`).
  * - One content-free audit line per decision: route, configured agent, decision, reason, status.
+ * - Ledger mode (`capability: "ledger"`): an allow is answered only after the ledger recorded the
+ *   minted value; a failed write denies `ledger_unavailable` (docs/ledger.md).
+ *
+ * Three steps per check: `readCheck` (check parsing), `decideCheck` (the decision call and its I/O
+ * steps), `writeDecision` + `finish` (response writing, metrics, audit).
  */
 import { randomBytes as nodeRandomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -20,6 +25,7 @@ import type { ProjectorConfig } from './config.ts';
 import type { ConfigStore } from './config-store.ts';
 import { type Decision, decide, routeOf } from './decide.ts';
 import { ConfiguredReader, liveRoomCheck, type RoomStateReader } from './homeserver.ts';
+import type { CapabilityLedger } from './ledger.ts';
 import { type DenyReason, statusFor } from './reasons.ts';
 import { type CheckRequest, classifyHeader, ignoredHeaderLabel } from './request.ts';
 
@@ -34,6 +40,11 @@ export interface ProjectorHandlerOptions {
   readonly homeserver?: RoomStateReader;
   /** True once shutdown began: /readyz answers 503 while in-flight checks finish. */
   readonly draining?: () => boolean;
+  /**
+   * The capability ledger, used while the configuration says `capability: "ledger"`; without one,
+   * ledger mode refuses every mint (`ledger_unavailable`) and the projector is not ready.
+   */
+  readonly ledger?: CapabilityLedger;
 }
 
 export interface ProjectorHandler {
@@ -52,6 +63,101 @@ function hasIdentityInput(headers: IncomingMessage['headers']): boolean {
     if (name.startsWith('x-fgentic-') || name === 'x-user-id') return true;
   }
   return false;
+}
+
+type Outcome = Decision | { route: 'unknown'; allow: false; reason: DenyReason };
+
+type ParsedCheck =
+  | { readonly ok: true; readonly input: CheckRequest }
+  | { readonly ok: false; readonly reason: DenyReason; readonly close: boolean };
+
+/**
+ * Check parsing: the normalised check request, or a denial for a body. The body is never parsed.
+ * Without transfer-encoding the decision sees content-length (only "0" passes) and any bytes are
+ * drained unread. With transfer-encoding (a client stack may frame an empty body as chunked) the
+ * bytes are counted, never kept: an empty body is no body, and any byte denies (and closes the
+ * connection, since the rest of the body is not read).
+ */
+function readCheck(req: IncomingMessage, done: (parsed: ParsedCheck) => void): void {
+  const input = (headers: Record<string, string[] | undefined>): CheckRequest => ({
+    method: req.method ?? '',
+    path: req.url ?? '',
+    headers,
+  });
+  if (req.headers['transfer-encoding'] === undefined) {
+    req.resume();
+    done({ ok: true, input: input(req.headersDistinct) });
+    return;
+  }
+  let bytes = 0;
+  let answered = false;
+  req.on('data', (chunk: Buffer) => {
+    bytes += chunk.length;
+    if (chunk.length > 0 && !answered) {
+      answered = true;
+      done({ ok: false, reason: 'body', close: true });
+    }
+  });
+  req.on('end', () => {
+    if (answered || bytes !== 0) return;
+    answered = true;
+    const headers = { ...req.headersDistinct };
+    delete headers['transfer-encoding'];
+    done({ ok: true, input: input(headers) });
+  });
+  req.on('error', () => {
+    if (!answered) {
+      answered = true;
+      done({ ok: false, reason: 'body', close: false });
+    }
+  });
+}
+
+/** Response writing: status and headers of one outcome; undefined when Node refuses a header value. */
+function writeDecision(res: ServerResponse, decision: Outcome): number | undefined {
+  if (decision.allow) {
+    try {
+      res.writeHead(200, {
+        'x-fgentic-identity': decision.headers['x-fgentic-identity'],
+        'x-user-id': decision.headers['x-user-id'],
+        'content-length': '0',
+        'cache-control': 'no-store',
+      });
+      res.end();
+      return 200;
+    } catch {
+      return undefined;
+    }
+  }
+  const status = statusFor(decision.reason);
+  const body = denyBody(decision.reason);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(body)),
+    'cache-control': 'no-store',
+  });
+  res.end(body);
+  return status;
+}
+
+/**
+ * The agent and exp a just-minted value is bound to, read back from the value itself so that the
+ * ledger records exactly what the retrieval server will decode. The value comes from our own encoder
+ * (canonical JSON), so a plain parse suffices; anything unexpected yields undefined (refuse).
+ */
+export function boundOf(value: string): { agent: string; exp: number } | undefined {
+  try {
+    const p = JSON.parse(Buffer.from(value, 'base64url').toString('utf8')) as {
+      agent?: { namespace?: unknown; name?: unknown };
+      exp?: unknown;
+    };
+    const ns = p.agent?.namespace;
+    const name = p.agent?.name;
+    if (typeof ns !== 'string' || typeof name !== 'string' || !Number.isSafeInteger(p.exp)) return undefined;
+    return { agent: `${ns}/${name}`, exp: p.exp as number };
+  } catch {
+    return undefined;
+  }
 }
 
 export function createProjectorHandler(options: ProjectorHandlerOptions): ProjectorHandler {
@@ -121,6 +227,8 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     if (options.draining?.()) return false;
     const state = options.store.current();
     if (!state.ready) return false;
+    // Ledger mode: not ready while nothing could be minted.
+    if (state.config.capability === 'ledger' && !options.ledger?.healthy()) return false;
     if (options.homeserver !== undefined) return options.homeserver.isWarm?.() ?? true;
     return configured.usable(state.config, state.generation);
   };
@@ -130,40 +238,33 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
   isReady();
   options.homeserver?.warm?.().catch(() => {});
 
-  const finish = (
-    res: ServerResponse,
-    started: bigint,
-    decision: Decision | { route: 'unknown'; allow: false; reason: DenyReason },
-  ) => {
+  new Gauge({
+    name: 'fgentic_projector_ledger_ready',
+    help: 'Ledger mode: 1 while the capability ledger accepts writes, 0 while minting is refused; -1 in plain mode.',
+    registers: [registry],
+    collect() {
+      const state = options.store.current();
+      const ledgerMode = state.ready && state.config.capability === 'ledger';
+      this.set(ledgerMode ? (options.ledger?.healthy() ? 1 : 0) : -1);
+    },
+  });
+  const ledgerWrites = new Counter({
+    name: 'fgentic_projector_ledger_writes_total',
+    help: 'Capability ledger records by result (ok, error).',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+
+  /** Response writing: the one place a check is answered, counted and audited. */
+  const finish = (res: ServerResponse, started: bigint, decision: Outcome) => {
+    const status = writeDecision(res, decision);
+    if (status === undefined)
+      // A header value Node refuses to write: never a header-less 2xx.
+      return finish(res, started, { route: 'unknown', allow: false, reason: 'internal' });
     const agent =
       'agent' in decision && decision.agent
         ? `${decision.agent.namespace}/${decision.agent.name}`
         : undefined;
-    let status: number;
-    if (decision.allow) {
-      try {
-        res.writeHead(200, {
-          'x-fgentic-identity': decision.headers['x-fgentic-identity'],
-          'x-user-id': decision.headers['x-user-id'],
-          'content-length': '0',
-          'cache-control': 'no-store',
-        });
-        res.end();
-        status = 200;
-      } catch {
-        // A header value Node refuses to write: never a header-less 2xx.
-        return finish(res, started, { route: 'unknown', allow: false, reason: 'internal' });
-      }
-    } else {
-      status = statusFor(decision.reason);
-      const body = denyBody(decision.reason);
-      res.writeHead(status, {
-        'content-type': 'application/json',
-        'content-length': String(Buffer.byteLength(body)),
-        'cache-control': 'no-store',
-      });
-      res.end(body);
-    }
     const reason = decision.allow ? 'ok' : decision.reason;
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     decisions.inc({ route: decision.route, decision: decision.allow ? 'allow' : 'deny', reason });
@@ -192,51 +293,68 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     }
   };
 
-  const check = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    started: bigint,
-    headers: Record<string, string[] | undefined>,
-  ) => {
+  /**
+   * The decision call: the pure decision, then the steps that need I/O — the live room check (local
+   * route, when enabled) and, in ledger mode, recording the minted value. Resolves to the outcome to
+   * write; never rejects.
+   */
+  const decideCheck = async (input: CheckRequest): Promise<Outcome> => {
     const state = options.store.current();
-    const input: CheckRequest = { method: req.method ?? '', path: req.url ?? '', headers };
     countIgnored(input);
     const decision = decide(input, state.ready ? state.config : undefined, {
       now: now(),
       randomBytes: random,
     });
-    if (
-      !decision.allow ||
-      decision.route !== 'local' ||
-      !state.ready ||
-      !state.config.liveRoomCheck.enabled
-    ) {
-      finish(res, started, decision);
-      return;
-    }
+    if (!decision.allow || !state.ready) return decision;
     const config = state.config;
-    const reader = readerFor(config, state.generation);
-    if (reader === undefined) {
-      finish(res, started, {
-        route: 'local',
-        allow: false,
-        reason: 'homeserver_unavailable',
-        agent: decision.agent,
-      });
-      return;
-    }
-    liveRoomCheck(reader, config, decision.room, decision.context, config.liveRoomCheck.timeoutMs).then(
-      (result) => {
-        liveChecks.inc({ result: result.ok ? 'ok' : result.reason });
-        finish(
-          res,
-          started,
-          result.ok
-            ? decision
-            : { route: 'local', allow: false, reason: result.reason, agent: decision.agent },
+    let outcome: Outcome = decision;
+    if (decision.route === 'local' && config.liveRoomCheck.enabled) {
+      const reader = readerFor(config, state.generation);
+      if (reader === undefined)
+        return { route: 'local', allow: false, reason: 'homeserver_unavailable', agent: decision.agent };
+      try {
+        const result = await liveRoomCheck(
+          reader,
+          config,
+          decision.room,
+          decision.context,
+          config.liveRoomCheck.timeoutMs,
         );
-      },
-      () => finish(res, started, { route: 'local', allow: false, reason: 'internal', agent: decision.agent }),
+        liveChecks.inc({ result: result.ok ? 'ok' : result.reason });
+        if (!result.ok) return { route: 'local', allow: false, reason: result.reason, agent: decision.agent };
+      } catch {
+        return { route: 'local', allow: false, reason: 'internal', agent: decision.agent };
+      }
+    }
+    if (config.capability === 'ledger') outcome = await recordMinted(decision);
+    return outcome;
+  };
+
+  /** Ledger mode: the value leaves the projector only once the ledger has recorded it. */
+  const recordMinted = async (decision: Outcome & { allow: true }): Promise<Outcome> => {
+    const refuse: Outcome = {
+      route: decision.route,
+      allow: false,
+      reason: 'ledger_unavailable',
+      agent: decision.agent,
+    } as Outcome;
+    const value = decision.headers['x-fgentic-identity'];
+    const bound = boundOf(value);
+    if (options.ledger === undefined || bound === undefined) return refuse;
+    try {
+      await options.ledger.record(value, bound.agent, bound.exp);
+      ledgerWrites.inc({ result: 'ok' });
+      return decision;
+    } catch {
+      ledgerWrites.inc({ result: 'error' });
+      return refuse;
+    }
+  };
+
+  const check = (res: ServerResponse, started: bigint, input: CheckRequest) => {
+    decideCheck(input).then(
+      (outcome) => finish(res, started, outcome),
+      () => finish(res, started, { route: 'unknown', allow: false, reason: 'internal' }),
     );
   };
 
@@ -247,36 +365,11 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
       ops(res, target);
       return;
     }
-    // The body is never parsed. Without transfer-encoding the decision sees content-length (only
-    // "0" passes) and any bytes are drained unread. With transfer-encoding (a client stack may frame
-    // an empty body as chunked) the bytes are counted, never kept: an empty body is no body, and any
-    // byte denies.
-    if (req.headers['transfer-encoding'] === undefined) {
-      req.resume();
-      check(req, res, started, req.headersDistinct);
-      return;
-    }
-    let bytes = 0;
-    let answered = false;
-    req.on('data', (chunk: Buffer) => {
-      bytes += chunk.length;
-      if (chunk.length > 0 && !answered) {
-        answered = true;
-        res.setHeader('connection', 'close');
-        finish(res, started, { route: 'unknown', allow: false, reason: 'body' });
-      }
-    });
-    req.on('end', () => {
-      if (answered || bytes !== 0) return;
-      answered = true;
-      const headers = { ...req.headersDistinct };
-      delete headers['transfer-encoding'];
-      check(req, res, started, headers);
-    });
-    req.on('error', () => {
-      if (!answered) {
-        answered = true;
-        finish(res, started, { route: 'unknown', allow: false, reason: 'body' });
+    readCheck(req, (parsed) => {
+      if (parsed.ok) check(res, started, parsed.input);
+      else {
+        if (parsed.close) res.setHeader('connection', 'close');
+        finish(res, started, { route: 'unknown', allow: false, reason: parsed.reason });
       }
     });
   }) as ProjectorHandler;

@@ -9,6 +9,7 @@ import type { ProjectorConfig } from './config.ts';
 import { type ConfigStore, fileConfigStore, staticConfigStore } from './config-store.ts';
 import type { RoomStateReader } from './homeserver.ts';
 import { createProjectorHandler } from './http.ts';
+import type { CapabilityLedger } from './ledger.ts';
 
 export type { ProjectorConfig } from './config.ts';
 export { parseConfig, validateConfig } from './config.ts';
@@ -33,6 +34,8 @@ export interface StartProjectorOptions {
   readonly homeserver?: RoomStateReader;
   /** Config polling interval (ms) for configPath. */
   readonly pollMs?: number;
+  /** The capability ledger for `capability: "ledger"` (closed with the projector). */
+  readonly ledger?: CapabilityLedger;
 }
 
 export interface RunningProjector {
@@ -72,6 +75,7 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
     ...(options.now ? { now: options.now } : {}),
     ...(options.randomBytes ? { randomBytes: options.randomBytes } : {}),
     ...(options.homeserver ? { homeserver: options.homeserver } : {}),
+    ...(options.ledger ? { ledger: options.ledger } : {}),
   });
   const server = createServer(
     { keepAliveTimeout: 65_000, requestTimeout: 10_000, headersTimeout: 5_000 },
@@ -101,7 +105,7 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
         store.close();
         server.close(() => resolve());
         server.closeAllConnections();
-      }),
+      }).then(() => options.ledger?.close()),
     async shutdown(timing) {
       draining = true;
       log.info('shutting down: not ready, draining', {
@@ -111,6 +115,7 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
       await sleep(timing.delayMs);
       const result = await drainHttpServer(server, timing.timeoutMs);
       store.close();
+      await options.ledger?.close();
       log.info('stopped', { forced: result.forced });
       return result;
     },

@@ -32,6 +32,7 @@ export const PROJECTOR_REASONS = [
   'token_near_expiry', // remaining token lifetime is not > publicRetrievalTimeoutSeconds + 30
   'homeserver_unavailable', // the live room-state read failed or timed out
   'state_drift', // live room state differs from the room context
+  'ledger_unavailable', // ledger mode: the minted value could not be recorded (or no ledger is configured)
   'internal', // an unexpected exception (never an allow)
 ] as const;
 

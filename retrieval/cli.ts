@@ -286,6 +286,7 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
       host: String(values['host'] ?? (databaseUrl ? '0.0.0.0' : '127.0.0.1')),
       port: listenPort,
       migrate: values['no-migrate'] !== true,
+      capability: config.capability,
     });
     if (!server.profileOk) log.error('serving /readyz=false until the embedding profile matches');
     process.stdout.write(`retrieval listening on ${server.mcpUrl}\n`);

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { type AgentRef, isDns1123Label, parseStrictJson } from '../contract/index.ts';
 import { LOCAL_PROFILE } from './embeddings/local.ts';
+import { CAPABILITY_MODES, type CapabilityMode } from './ledger.ts';
 
 export interface EmbeddingsConfig {
   readonly profile: string;
@@ -19,6 +20,8 @@ export interface RetrievalConfig {
   readonly agents: readonly AgentRef[];
   readonly embeddings: EmbeddingsConfig;
   readonly allowedOrigins: readonly string[];
+  /** Absent means `plain` (the reconciler renders the field only for `ledger`). */
+  readonly capability: CapabilityMode;
 }
 
 export class ConfigError extends Error {
@@ -57,7 +60,7 @@ export interface ParseOptions {
 
 export function parseConfig(value: unknown, options: ParseOptions = {}): RetrievalConfig {
   if (!isObj(value)) throw new ConfigError('$');
-  only(value, ['version', 'agents', 'embeddings'], ['allowedOrigins'], '$');
+  only(value, ['version', 'agents', 'embeddings'], ['allowedOrigins', 'capability'], '$');
   if (value['version'] !== 1) throw new ConfigError('$.version');
   const agentsIn = value['agents'];
   if (
@@ -114,7 +117,9 @@ export function parseConfig(value: unknown, options: ParseOptions = {}): Retriev
     if (u.origin !== s) throw new ConfigError(`$.allowedOrigins[${i}]`);
     return s;
   });
-  return { version: 1, agents, embeddings, allowedOrigins };
+  const capability = value['capability'] ?? 'plain';
+  if (!CAPABILITY_MODES.includes(capability as CapabilityMode)) throw new ConfigError('$.capability');
+  return { version: 1, agents, embeddings, allowedOrigins, capability: capability as CapabilityMode };
 }
 
 export type ConfigTextResult =

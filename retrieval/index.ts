@@ -25,6 +25,7 @@ import type { Embedder } from './embeddings/types.ts';
 import { createHttpServer } from './http.ts';
 import { type IngestRecord, type IngestStats, ingestRecords } from './ingest/jsonl.ts';
 import { withIngestionLease } from './ingest/lease.ts';
+import { type CapabilityMode, ledgerReachable } from './ledger.ts';
 import { createMetrics, type RetrievalMetrics } from './metrics.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
 
@@ -58,6 +59,8 @@ export interface RetrievalServerOptions {
   /** Clock override for tests, Unix seconds. */
   readonly now?: () => number;
   readonly metrics?: RetrievalMetrics;
+  /** `ledger`: searches require the capability ledger entry of their projection (docs/ledger.md). */
+  readonly capability?: CapabilityMode;
 }
 
 export interface RetrievalServer {
@@ -119,13 +122,16 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     if (!state.ok) log.error('embedding profile mismatch: refusing to serve', { reason: state.reason });
     const metrics = options.metrics ?? createMetrics();
     if (config) configMetrics(metrics.registry, config);
+    const ledger = options.capability === 'ledger';
     const checkReady = async () => {
       // A missing or stale configuration serves no agent: not ready, whatever the database says.
       if (config && !config.current().ready) return false;
       try {
         const s = await ensureProfile(servingPool, embedder.profile, false);
         profileOk = s.ok;
-        return s.ok;
+        // Ledger mode: not ready while the check function is missing or not executable, since every
+        // search would then deny.
+        return s.ok && (!ledger || (await ledgerReachable(servingPool)));
       } catch (err) {
         // Not ready; the SQLSTATE or errno says whether the database is down or refusing us.
         log.warn('readiness probe failed', errorFields(err));
@@ -163,6 +169,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       checkReady,
       draining: () => draining,
       ...(options.now ? { now: options.now } : {}),
+      ...(ledger ? { capability: 'ledger' as const } : {}),
     });
     const host = options.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {
@@ -171,7 +178,11 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     });
     const addr = http.address() as AddressInfo;
     const base = `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`;
-    log.info('retrieval server listening', { port: addr.port, embedded: embedded !== undefined });
+    log.info('retrieval server listening', {
+      port: addr.port,
+      embedded: embedded !== undefined,
+      capability: ledger ? 'ledger' : 'plain',
+    });
     return {
       url: base,
       mcpUrl: `${base}/mcp`,

@@ -8,6 +8,7 @@
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { toVectorParam } from './db/pool.ts';
+import { type CapabilityProof, requireRecorded } from './ledger.ts';
 import {
   DEFAULT_PLANNER,
   type Plan,
@@ -26,6 +27,8 @@ export interface SearchRequest {
   readonly mode?: SearchMode;
   /** Needed for hybrid mode. */
   readonly queryText?: string;
+  /** Ledger mode: checked first, in the search's own transaction (retrieval/ledger.ts). */
+  readonly capability?: CapabilityProof;
 }
 
 export interface SearchHit {
@@ -107,6 +110,7 @@ export async function searchKnowledge(
   let failed = false;
   try {
     await client.query('BEGIN READ ONLY');
+    if (req.capability !== undefined) await requireRecorded(client, req.capability);
     const rows = (await run(client, statement)).rows;
     await client.query('COMMIT');
     // Rows arrive ordered by list ('vector' first) and position in it.

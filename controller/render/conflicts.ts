@@ -83,6 +83,9 @@ function platformProblem(s: Resources['platforms'][number]['spec']): string | un
       ? []
       : [problem('server-name', 'spec.bridge.localServer', 'not a Matrix server name')]),
     ...(s.jwt ? checkIssuer(s.jwt.issuer, 'spec.jwt.issuer') : []),
+    ...(s.capability === undefined || s.capability === 'plain' || s.capability === 'ledger'
+      ? []
+      : [problem('capability', 'spec.capability', 'must be plain or ledger')]),
   ]);
 }
 

@@ -78,6 +78,10 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
       ? peer(embeddingsSvc.namespace, { 'app.kubernetes.io/name': embeddingsSvc.service })
       : proxy;
 
+  const databaseEgress = {
+    to: [peer(db.namespace ?? 'postgres', db.podLabels ?? { 'cnpg.io/cluster': 'platform-pg' })],
+    ports: tcp(db.port ?? 5432),
+  };
   const out: K8sObject[] = [
     np(m, 'fgentic-retrieval-default-deny', ns, { podSelector: {}, policyTypes: ['Ingress', 'Egress'] }),
     // Retrieval: reachable only from the agentgateway proxy (MCP) and Prometheus (metrics).
@@ -94,10 +98,7 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
       egress: [
         DNS,
         { ports: tcp(443, 6443) },
-        {
-          to: [peer(db.namespace ?? 'postgres', db.podLabels ?? { 'cnpg.io/cluster': 'platform-pg' })],
-          ports: tcp(db.port ?? 5432),
-        },
+        databaseEgress,
         { to: [embeddingsPeer], ports: tcp(embeddingsPort) },
         observability,
       ],
@@ -113,6 +114,8 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
   // the projector lists and watches its configuration ConfigMaps (projector/kube-store.ts).
   const apiServer = { ports: tcp(443, 6443) };
   const egress: Record<string, unknown>[] = [DNS, apiServer, observability];
+  // Ledger mode: the projector records every minted value in the database (docs/ledger.md).
+  if (p.spec.capability === 'ledger') egress.push(databaseEgress);
   const live = p.spec.liveRoomCheck;
   if (live?.enabled && live.homeserverUrl) {
     const hs = serviceFromUrl(live.homeserverUrl);

@@ -45,6 +45,8 @@ export function projectorConfig(m: Model): Record<string, unknown> {
       ...(live.homeserverUrl ? { homeserverUrl: live.homeserverUrl } : {}),
       accessTokenFile: HOMESERVER_TOKEN_FILE,
     },
+    // Rendered only when on, so plain-mode configurations stay as they were (absent means plain).
+    ...(s.capability === 'ledger' ? { capability: 'ledger' } : {}),
   };
 }
 
@@ -55,6 +57,7 @@ export function retrievalConfig(m: Model): Record<string, unknown> {
     agents: m.agents.map((a) => ({ namespace: a.namespace, name: a.name })),
     embeddings: { profile: e.profile, url: e.url, model: e.model, tokenFile: EMBEDDINGS_TOKEN_FILE },
     allowedOrigins: [],
+    ...(m.platform.spec.capability === 'ledger' ? { capability: 'ledger' } : {}),
   };
 }
 

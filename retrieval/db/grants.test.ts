@@ -37,6 +37,6 @@ test('the serving role may use the schema and execute functions, nothing else', 
   for (const line of items)
     assert.match(
       line,
-      /^ {2}- (USAGE on schema `knowledge`|EXECUTE on function `knowledge\.fgentic_[a-z0-9_]+_v1\()/,
+      /^ {2}- (USAGE on schema `(knowledge|fgentic_ledger)`|EXECUTE on function `(knowledge\.fgentic_[a-z0-9_]+|fgentic_ledger\.check)_v1\()/,
     );
 });

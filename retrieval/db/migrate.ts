@@ -23,8 +23,8 @@ const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations
 const LOCK_KEY = 170_017_333;
 const WHEN_ABSENT = /^-- fgentic:when-absent ([a-z_]+\.[a-z_]+)\n/;
 export const MIGRATIONS_TABLE = 'knowledge.fgentic_retrieval_migrations';
-/** Not versioned: re-asserted by every run (see the file). */
-const ALWAYS = 'always_retrieval_privileges.sql';
+/** Not versioned: re-asserted by every run, in this order (see the files). */
+const ALWAYS = ['always_retrieval_privileges.sql', 'always_ledger_privileges.sql'];
 
 export interface Migration {
   readonly version: number;
@@ -118,7 +118,7 @@ export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Prom
       (skip ? result.skipped : result.applied).push(m.version);
     }
     await begin();
-    await client.query(readFileSync(join(MIGRATIONS_DIR, ALWAYS), 'utf8'));
+    for (const file of ALWAYS) await client.query(readFileSync(join(MIGRATIONS_DIR, file), 'utf8'));
     await client.query('COMMIT');
     return result;
   } catch (err) {

@@ -3,7 +3,9 @@
  *
  * The origin's knowledge database has one login role per job (docs/upstream.md#origin-knowledge-store-placement):
  * `knowledge_owner` runs migrations, `knowledge_ingestion` writes chunks, `knowledge_retrieval` serves
- * searches. In production each process logs in as its own role. `asRole` additionally makes every
+ * searches. This project adds `knowledge_projector`, the projector's role in capability-ledger mode,
+ * which may only record and purge ledger entries (migration 0008, docs/ledger.md). In production each
+ * process logs in as its own role. `asRole` additionally makes every
  * transaction of a pool run under `SET LOCAL ROLE <role>`: a no-op when the login role is that role,
  * a drop of privileges when it is a member with more rights, and the only way to separate roles on
  * the embedded PGlite, which serves every socket connection from one shared session (a session-level
@@ -15,8 +17,14 @@ import type pg from 'pg';
 export const OWNER_ROLE = 'knowledge_owner';
 export const RETRIEVAL_ROLE = 'knowledge_retrieval';
 export const INGESTION_ROLE = 'knowledge_ingestion';
-export type DbRole = typeof OWNER_ROLE | typeof RETRIEVAL_ROLE | typeof INGESTION_ROLE;
-export const ROLES: readonly DbRole[] = [OWNER_ROLE, RETRIEVAL_ROLE, INGESTION_ROLE];
+/** The projector's role in ledger mode: records and purges capability-ledger entries only. */
+export const PROJECTOR_ROLE = 'knowledge_projector';
+export type DbRole =
+  | typeof OWNER_ROLE
+  | typeof RETRIEVAL_ROLE
+  | typeof INGESTION_ROLE
+  | typeof PROJECTOR_ROLE;
+export const ROLES: readonly DbRole[] = [OWNER_ROLE, RETRIEVAL_ROLE, INGESTION_ROLE, PROJECTOR_ROLE];
 
 /** Runs after the role is set, inside every transaction (e.g. the ingestion lease check). */
 export type TransactionGuard = (client: pg.PoolClient) => Promise<void>;

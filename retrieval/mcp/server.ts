@@ -16,6 +16,14 @@ import type pg from 'pg';
 import { createLogger } from '../../common/log.ts';
 import { type AgentRef, decodeProjection, type Projection, type Verdict } from '../../contract/index.ts';
 import { type Embedder, EmbeddingError } from '../embeddings/types.ts';
+import {
+  agentKey,
+  type CapabilityMode,
+  type CapabilityProof,
+  capabilityDigest,
+  UNMINTED_REASON,
+  UnmintedCapabilityError,
+} from '../ledger.ts';
 import type { RetrievalMetrics } from '../metrics.ts';
 import type { PlannerOptions } from '../planner.ts';
 import { searchKnowledge } from '../search.ts';
@@ -45,6 +53,8 @@ export interface McpContext {
   readonly liveConfig?: () =>
     | { readonly agents: readonly AgentRef[]; readonly allowedOrigins: readonly string[] }
     | undefined;
+  /** `ledger`: every search must find its projection in the capability ledger (default `plain`). */
+  readonly capability?: CapabilityMode;
 }
 
 /** Every raw value of a header (Node merges duplicates in req.headers; rawHeaders keeps them apart). */
@@ -75,6 +85,7 @@ async function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
 function buildServer(
   ctx: McpContext,
   identity: Verdict<Projection> | undefined,
+  proof: CapabilityProof | undefined,
   configUnavailable = false,
 ): Server {
   const server = new Server(
@@ -105,6 +116,7 @@ function buildServer(
     if (configUnavailable) return refuse('unavailable', 'config_unavailable');
     if (!identity) return refuse('denied', 'missing');
     if (!identity.ok) return refuse('denied', identity.reason);
+    if (ctx.capability === 'ledger' && proof === undefined) return refuse('denied', UNMINTED_REASON);
     const parsed = parseArgs(request.params.arguments ?? {});
     if (!parsed.ok) return refuse('invalid_arguments', 'invalid_arguments', parsed);
     const args = parsed.value;
@@ -130,6 +142,7 @@ function buildServer(
           maxResults: args.maxResults,
           mode: args.mode,
           queryText: args.query,
+          ...(proof ? { capability: proof } : {}),
         },
         ctx.planner,
       );
@@ -139,6 +152,7 @@ function buildServer(
       log.info('search served', { plan: result.plan, mode: args.mode, results: result.hits.length, seconds });
       return renderResult(result.hits);
     } catch (err) {
+      if (err instanceof UnmintedCapabilityError) return refuse('denied', UNMINTED_REASON);
       // No content and no fallback query. Only the SQLSTATE and the error's class name are logged.
       const failure = classifySearchError(err, args.mode);
       log.warn('search failed', {
@@ -184,6 +198,7 @@ export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: 
   if (!gate.ok) return jsonRpcError(res, gate.status, gate.code, gate.message);
 
   let identity: Verdict<Projection> | undefined;
+  let proof: CapabilityProof | undefined;
   if (gate.method === 'tools/call') {
     const values = rawHeaderValues(req, IDENTITY_HEADER);
     if (values.length === 0) ctx.metrics.missingCarrier.inc();
@@ -192,8 +207,11 @@ export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: 
       now,
       agents: live?.agents ?? [],
     });
+    // The digest covers the exact bytes that were decoded (one value, or decoding denied already).
+    if (identity.ok && ctx.capability === 'ledger' && values.length === 1)
+      proof = { digest: capabilityDigest(values[0]!), agent: agentKey(identity.value.agent), now };
   }
-  const server = buildServer(ctx, identity, live === undefined);
+  const server = buildServer(ctx, identity, proof, live === undefined);
   const transport = new StreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,

@@ -1,0 +1,203 @@
+/**
+ * bench:ledger — the added cost of ledger mode (docs/ledger.md), side by side with plain mode in one
+ * run on the embedded database (PGlite through `pg`, as `npm start` runs it):
+ *
+ * - projector: one gateway-shaped local-route check at a time against two projectors in this process,
+ *   one plain, one in ledger mode recording into the database; p50/p99 and their difference (goal:
+ *   ledger p99 − plain p99 ≤ 0.5 ms);
+ * - retrieval: the authorized search transaction (`searchKnowledge`) with and without the ledger check
+ *   for the same queries and projection, over a ledger pre-filled with BENCH_LEDGER_ENTRIES live
+ *   entries (600 s of minting at the given rate); p50 ratio (goal ≤ 1.10).
+ *
+ * The embedded database runs in a child process, as a database server would, so that its work does
+ * not run on the measured servers' event loop; both arms talk to it through `pg` over loopback.
+ * Arms alternate in BENCH_ROUNDS rounds so that background load drifts affect both alike. Prints a
+ * table and writes bench/results/ledger.json. BENCH_ROWS (default 300) chunks are seeded with the
+ * local embedder; BENCH_SAMPLES (default 400) samples per arm and part.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
+import { migrate } from '../retrieval/db/migrate.ts';
+import { createPool } from '../retrieval/db/pool.ts';
+import {
+  asRole,
+  bootstrapDatabase,
+  INGESTION_ROLE,
+  PROJECTOR_ROLE,
+  RETRIEVAL_ROLE,
+} from '../retrieval/db/roles.ts';
+import { createLocalEmbedder } from '../retrieval/embeddings/local.ts';
+import { ensureProfile } from '../retrieval/embeddings/profile.ts';
+import { ingestRecords } from '../retrieval/ingest/jsonl.ts';
+import { withIngestionLease } from '../retrieval/ingest/lease.ts';
+import { agentKey, capabilityDigest } from '../retrieval/ledger.ts';
+import { searchKnowledge } from '../retrieval/search.ts';
+import { AGENT, matrixHeader, meta, NOW, P } from '../retrieval/testing.ts';
+
+const ROWS = Number(process.env['BENCH_ROWS'] ?? 300);
+const SAMPLES = Number(process.env['BENCH_SAMPLES'] ?? 400);
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
+const ENTRIES = Number(process.env['BENCH_LEDGER_ENTRIES'] ?? 20_000);
+
+const pct = (xs: number[], p: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
+};
+const ms = (ns: bigint) => Number(ns) / 1e6;
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t = process.hrtime.bigint();
+  await fn();
+  return ms(process.hrtime.bigint() - t);
+}
+
+/** Run both arms in alternating rounds; returns each arm's samples (ms). */
+async function alternate(arms: Record<string, () => Promise<unknown>>, samples: number) {
+  const out: Record<string, number[]> = {};
+  for (const name of Object.keys(arms)) out[name] = [];
+  const per = Math.ceil(samples / ROUNDS);
+  for (let round = 0; round < ROUNDS; round++)
+    for (const [name, fn] of Object.entries(arms)) {
+      for (let i = 0; i < 10; i++) await fn(); // warm-up
+      for (let i = 0; i < per; i++) out[name]!.push(await timed(fn));
+    }
+  return out;
+}
+
+// Child mode: serve the embedded database, prepared as `npm start` prepares it, and print its URL.
+if (process.argv.includes('--serve-db')) {
+  const db = await startEmbeddedDatabase();
+  const admin = createPool({ connectionString: db.url, max: 2, connectionTimeoutMs: 60_000 });
+  await bootstrapDatabase(admin);
+  await migrate(admin);
+  await admin.end();
+  process.stdout.write(`${db.url} ${db.poolSize}\n`);
+  await new Promise(() => {});
+}
+
+// The projectors' audit lines would dominate the measurement (bench:projector silences them too).
+process.env['FGENTIC_LOG_LEVEL'] = process.env['BENCH_AUDIT'] === '1' ? 'info' : 'silent';
+const child = spawn(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname, '--serve-db'], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const [url, size] = await new Promise<[string, number]>((resolve, reject) => {
+  let buf = '';
+  child.stdout.on('data', (d) => {
+    buf += d;
+    const line = buf.split('\n')[0];
+    if (buf.includes('\n') && line) {
+      const [u, n] = line.split(' ');
+      resolve([u!, Number(n)]);
+    }
+  });
+  child.once('exit', (code) => reject(new Error(`database process exited ${code}`)));
+});
+const db = { close: async () => void child.kill() };
+const pool = createPool({ connectionString: url, max: size, connectionTimeoutMs: 60_000 });
+const results: Record<string, unknown> = { rows: ROWS, samples: SAMPLES, ledgerEntries: ENTRIES };
+try {
+  process.stderr.write(`seeding ${ROWS} chunks and ${ENTRIES} ledger entries…\n`);
+  const embedder = createLocalEmbedder();
+  await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
+  const records = Array.from({ length: ROWS }, (_, i) => ({
+    content: `document ${i} about topic ${i % 17} and subject ${i % 5}`,
+    metadata: meta({ source: `docs/${i}.md`, principals: i % 2 === 0 ? [P.alice] : [P.bob] }),
+  }));
+  await withIngestionLease(pool, (writer) => ingestRecords(writer, embedder, records));
+  // Live entries of other delegations, as 600 s of minting leaves them (exp far ahead of the DB clock).
+  await pool.query(
+    `INSERT INTO fgentic_ledger.capabilities (digest, agent, exp)
+     SELECT sha256(convert_to('bench-' || i, 'UTF8')), 'kagent/knowledge-agent', extract(epoch FROM now())::bigint + 600
+     FROM generate_series(1, $1::int) AS i`,
+    [ENTRIES],
+  );
+  await pool.query('ANALYZE fgentic_ledger.capabilities');
+
+  // ---- retrieval: the search transaction with and without the ledger check ----------------------
+  const serving = asRole(pool, RETRIEVAL_ROLE);
+  const header = matrixHeader({ caller: P.alice, audience: [P.alice] });
+  const { decodeProjection } = await import('../contract/index.ts');
+  const decoded = decodeProjection(header, { now: NOW, agents: [AGENT] });
+  if (!decoded.ok) throw new Error('fixture projection invalid');
+  const projection = decoded.value;
+  await asRole(pool, PROJECTOR_ROLE).query(
+    'SELECT fgentic_ledger.record_v1($1::bytea, $2::text, $3::bigint)',
+    [capabilityDigest(header), agentKey(projection.agent), NOW + 600],
+  );
+  const queries = await embedder.embed(Array.from({ length: 16 }, (_, i) => `topic ${i} subject ${i % 5}`));
+  let q = 0;
+  const searchArm = (ledger: boolean) => () =>
+    searchKnowledge(serving, {
+      projection,
+      embedding: queries[q++ % queries.length]!,
+      maxResults: 5,
+      ...(ledger
+        ? { capability: { digest: capabilityDigest(header), agent: agentKey(projection.agent), now: NOW } }
+        : {}),
+    });
+  // Sanity: the ledger arm must really pass the check (a denial would be an exception).
+  await searchArm(true)();
+  process.stderr.write('measuring retrieval…\n');
+  const search = await alternate({ plain: searchArm(false), ledger: searchArm(true) }, SAMPLES);
+
+  // ---- projector: plain vs ledger on the same HTTP stack, in this process -----------------------
+  const fx = await import('../projector/test-doubles/fixtures.ts');
+  const { sendCheck } = await import('../projector/test-doubles/client.ts');
+  const { startProjector } = await import('../projector/index.ts');
+  const { createLedger } = await import('../projector/ledger.ts');
+  const ledger = createLedger({ pool, purgeIntervalMs: 3_600_000 });
+  for (let i = 0; i < 200 && !ledger.healthy(); i++) await new Promise((r) => setTimeout(r, 50));
+  if (!ledger.healthy()) throw new Error('ledger not reachable');
+  const plainP = await startProjector({ config: fx.config(), now: () => fx.NOW });
+  const ledgerP = await startProjector({
+    config: fx.config((c) => (c['capability'] = 'ledger')),
+    now: () => fx.NOW,
+    ledger,
+  });
+  const checkArm = (url: string) => async () => {
+    const r = await sendCheck(url, fx.localRequest());
+    if (r.status !== 200) throw new Error(`check denied (${r.body})`);
+  };
+  process.stderr.write('measuring projector…\n');
+  const checks = await alternate({ plain: checkArm(plainP.url), ledger: checkArm(ledgerP.url) }, SAMPLES);
+  await plainP.close();
+  await ledgerP.close();
+
+  const row = (part: string, arms: Record<string, number[]>) => {
+    const p = arms['plain']!;
+    const l = arms['ledger']!;
+    return {
+      part,
+      plain_p50_ms: pct(p, 50),
+      ledger_p50_ms: pct(l, 50),
+      p50_ratio: pct(l, 50) / pct(p, 50),
+      plain_p99_ms: pct(p, 99),
+      ledger_p99_ms: pct(l, 99),
+      p99_added_ms: pct(l, 99) - pct(p, 99),
+    };
+  };
+  const table = [row('retrieval search transaction', search), row('projector local check (HTTP)', checks)];
+  results['table'] = table;
+  results['loadavg'] = loadavg();
+  const f = (x: number) => x.toFixed(3);
+  process.stdout.write(
+    `\nledger vs plain, embedded PGlite, ${ROWS} chunks, ${ENTRIES} live ledger entries, ${SAMPLES} samples per arm (load average ${loadavg()[0]!.toFixed(1)})\n`,
+  );
+  process.stdout.write(
+    '| part | plain p50 ms | ledger p50 ms | p50 ratio | plain p99 ms | ledger p99 ms | p99 added ms |\n',
+  );
+  process.stdout.write('|---|---|---|---|---|---|---|\n');
+  for (const r of table)
+    process.stdout.write(
+      `| ${r.part} | ${f(r.plain_p50_ms)} | ${f(r.ledger_p50_ms)} | ${r.p50_ratio.toFixed(2)} | ${f(r.plain_p99_ms)} | ${f(r.ledger_p99_ms)} | ${f(r.p99_added_ms)} |\n`,
+    );
+  await ledger.close();
+} finally {
+  await pool.end().catch(() => {});
+  await db.close();
+}
+mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+writeFileSync(new URL('./results/ledger.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
+process.stdout.write('wrote bench/results/ledger.json\n');
