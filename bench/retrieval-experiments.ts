@@ -13,13 +13,17 @@
  *   relaxed      the server's statements with hnsw.iterative_scan = relaxed_order instead of strict_order
  *   bq-exact     int-exact, but pre-ranked by Hamming distance over a binary-quantized copy, then the
  *                top candidates re-ranked exactly by the full vector
+ *   before       the search functions as migration 0006 defined them (jsonb prefilter, strict-order
+ *                HNSW, exact up to 1,000 rows), installed under bench-only names: the design that
+ *                migration 0007 replaced, measured in the same run
  */
+import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import type { ChunkMetadata, Projection } from '../contract/index.ts';
 import { isMatrixProjection } from '../contract/index.ts';
 import { toVectorParam } from '../retrieval/db/pool.ts';
-import { choosePlan, DEFAULT_PLANNER } from '../retrieval/planner.ts';
-import { buildPredicate } from '../retrieval/predicate.ts';
+import { choosePlan, DEFAULT_PLANNER, searchStatement } from '../retrieval/planner.ts';
+import { buildPredicate, searchArguments } from '../retrieval/predicate.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
 import {
   boundedCountStatement,
@@ -245,7 +249,44 @@ const relaxed: Experiment = {
   },
 };
 
+// ---------------------------------------------------------------------------------------------
+// The previous search functions (migration 0006), side by side with the current ones. Their SQL is
+// read from the migration file and created under other names in the bench schema; the server's own
+// statement is sent to them with the same arguments.
+// ---------------------------------------------------------------------------------------------
+
+const BEFORE_SQL = new URL('../retrieval/db/migrations/0006_search_functions_v1.sql', import.meta.url);
+const before: Experiment = {
+  async setup(pool) {
+    const sql = readFileSync(BEFORE_SQL, 'utf8');
+    // Only the two CREATE FUNCTION statements; the grants at the end concern the real functions.
+    const body = sql.slice(0, sql.indexOf('REVOKE ALL ON FUNCTION'));
+    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+    await pool.query(
+      body
+        .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.before_search_matrix')
+        .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.before_search_groups'),
+    );
+  },
+  async run(pool, projection, embedding, k) {
+    const st = searchStatement(searchArguments(projection), toVectorParam(embedding), k, null, {
+      ...DEFAULT_PLANNER,
+      exactThreshold: 1_000,
+    });
+    const text = st.text
+      .replace('knowledge.fgentic_search_matrix_v1', 'bench.before_search_matrix')
+      .replace('knowledge.fgentic_search_groups_v1', 'bench.before_search_groups');
+    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
+    const vectorRows = r.rows.filter((row) => row.list === 'vector');
+    return {
+      ids: vectorRows.map((row) => String(row.chunk_id)),
+      plan: `before:${String(vectorRows[0]?.plan ?? 'exact')}`,
+    };
+  },
+};
+
 export const EXPERIMENTS: Record<string, Experiment> = {
+  before,
   relaxed,
   'guard-ef': guard('ef'),
   'guard-exact': guard('exact'),

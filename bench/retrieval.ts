@@ -28,6 +28,7 @@ import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool, toVectorParam } from '../retrieval/db/pool.ts';
+import { bootstrapDatabase } from '../retrieval/db/roles.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
@@ -227,6 +228,7 @@ async function ginPending(pool: pg.Pool): Promise<Record<string, number> | null>
       'chunks_principals_gin_idx',
       'chunks_principal_strings_gin_idx',
       'chunks_groups_gin_idx',
+      'chunks_fgentic_acl_gin_idx',
     ]) {
       const r = await pool.query('SELECT n_pending_tuples AS n FROM gin_metapage_info(get_raw_page($1, 0))', [
         `knowledge.${idx}`,
@@ -248,6 +250,8 @@ interface LoadInfo {
 
 async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildAcl>): Promise<LoadInfo> {
   log('migrate');
+  // Roles and extensions as the cluster (or `migrate --bootstrap`) provides them; idempotent.
+  await bootstrapDatabase(pool);
   await migrate(pool);
   await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
   await pool.query('CREATE TABLE IF NOT EXISTS bench.meta (key text PRIMARY KEY, value text NOT NULL)');

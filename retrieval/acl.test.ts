@@ -295,11 +295,19 @@ describe('ADR 0017 row rules (named)', () => {
 describe('plans', () => {
   test('the approximate plan uses the HNSW index under the same WHERE and its settings stay local', async () => {
     const rand = prng(11);
+    // Two tight clusters and a query inside one: a query the recall guard trusts the index with
+    // (in a uniformly random corpus every row is about as far as every other, and the guard would
+    // rightly send the query to the exact path).
+    const centres = [randomVector(rand), randomVector(rand)];
+    const near = (c: readonly number[]) => {
+      const noise = randomVector(rand);
+      return c.map((x, i) => x + 0.1 * (noise[i] ?? 0));
+    };
     await load(
       Array.from({ length: 60 }, (_, i) => ({
         id: `r${i}`,
         m: meta({ principals: [P.alice] }),
-        v: randomVector(rand),
+        v: near(centres[i % 2] as number[]),
       })),
     );
     const p = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
@@ -314,7 +322,7 @@ describe('plans', () => {
     const before = await scans();
     const r = await searchKnowledge(
       t.retrieval,
-      { projection: p, embedding: randomVector(rand), maxResults: 5 },
+      { projection: p, embedding: near(centres[0] as number[]), maxResults: 5 },
       { ...DEFAULT_PLANNER, exactThreshold: 10 },
     );
     assert.equal(r.plan, 'hnsw');

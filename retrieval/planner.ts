@@ -1,15 +1,19 @@
 /**
- * How the authorized rows are ranked (docs/decisions.md#d8-ranking), and the one statement that asks the
- * database for them. Pure.
+ * How the authorized rows are ranked (docs/decisions.md#d8-ranking, docs/filtered-search.md), and the
+ * one statement that asks the database for them. Pure.
  *
- * - exact: materialize the authorized set (GIN-assisted), cosine-sort it, tie-break chunk_id.
- * - hnsw:  the HNSW index with the SAME WHERE and `hnsw.iterative_scan = strict_order`, set with
+ * - exact: every row passing the integer ACL prefilter and the typed jsonb test, cosine-sorted,
+ *          tie-break chunk_id.
+ * - hnsw:  the HNSW index with the SAME WHERE, `hnsw.iterative_scan = relaxed_order`, set with
  *          set_config(..., is_local => true) so it lives only in this transaction (a pooled SET
- *          would leak to other sessions: docs/upstream.md#deps-pgvector-iterative-scan).
- * The choice itself runs inside the search functions of migration 0006 (so the faster path is also
- * the enforced path): a bounded count over authorized rows only (`LIMIT threshold + 1`), which never
- * counts unauthorized rows and never leaves the database. `choosePlan` is the same rule in
- * TypeScript, for tests and benchmarks. The threshold is measured in bench/retrieval.ts.
+ *          would leak to other sessions: docs/upstream.md#deps-pgvector-iterative-scan); more rows
+ *          than needed are fetched and re-sorted by (distance, chunk_id), widening while the rows
+ *          past the cut-off tie with it.
+ * The choice itself runs inside the search functions (migration 0007, so the faster path is also the
+ * enforced path): a bounded count over integer-prefiltered rows (`LIMIT bound + 1`), which never
+ * leaves the database, and after an HNSW answer two checks that send the query to the exact path
+ * (too few rows found; relative contrast below the corpus threshold: the recall guard).
+ * `choosePlan` is the count rule in TypeScript, for tests and benchmarks.
  */
 import type { SearchArguments } from './predicate.ts';
 
@@ -26,19 +30,27 @@ export interface PlannerOptions {
   readonly force?: Plan;
 }
 
-// Measured on the embedded database (bench/retrieval.ts, 20k rows, ef_search 100): HNSW under the
-// WHERE reaches recall@10 0.99 only from ~1,000 authorized rows (0.88–0.92 at 200, 0.94–0.96 at 400,
-// 0.97 at 600; asking the index for more rows does not help); above that it is 2–10x faster than
-// exact. So exact up to 1,000 authorized rows, HNSW beyond — recall first.
+// HNSW under a filter reaches recall@10 0.99 only from a few percent selectivity and ~1,000 rows
+// (docs/filtered-search.md), so exact at or below max(1,000 rows, 3 % of the table), HNSW beyond —
+// recall first. The 3 % share is fixed in the search functions (EXACT_SHARE mirrors it).
 export const DEFAULT_PLANNER: PlannerOptions = {
   exactThreshold: 1_000,
   efSearch: 100,
   maxScanTuples: 50_000,
 };
 
-export function choosePlan(boundedCount: number, options: PlannerOptions): Plan {
+/** Share of the table at or below which the exact path answers, whatever `exactThreshold` says. */
+export const EXACT_SHARE = 0.03;
+
+/** The bound the search functions count to: exact at or below it. */
+export function exactBound(options: PlannerOptions, tableRows = 0): number {
+  return Math.max(options.exactThreshold, Math.ceil(Math.max(tableRows, 0) * EXACT_SHARE));
+}
+
+/** The count rule (before the completeness check and the recall guard, which need the answer). */
+export function choosePlan(boundedCount: number, options: PlannerOptions, tableRows = 0): Plan {
   if (options.force) return options.force;
-  return boundedCount <= options.exactThreshold ? 'exact' : 'hnsw';
+  return boundedCount <= exactBound(options, tableRows) ? 'exact' : 'hnsw';
 }
 
 export interface Statement {

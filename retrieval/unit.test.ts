@@ -88,6 +88,9 @@ describe('predicate (pure)', () => {
     assert.deepEqual(g.values.slice(2, 7), ['org-b', ['partner/org-b/docs'], 5, 'q', 'hnsw']);
     assert.equal(choosePlan(DEFAULT_PLANNER.exactThreshold, DEFAULT_PLANNER), 'exact');
     assert.equal(choosePlan(DEFAULT_PLANNER.exactThreshold + 1, DEFAULT_PLANNER), 'hnsw');
+    // Below 3 % of the table the exact path answers whatever the threshold.
+    assert.equal(choosePlan(2_500, DEFAULT_PLANNER, 100_000), 'exact');
+    assert.equal(choosePlan(3_001, DEFAULT_PLANNER, 100_000), 'hnsw');
   });
 });
 

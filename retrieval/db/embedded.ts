@@ -16,6 +16,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, write
 import { hostname } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
+import { intarray } from '@electric-sql/pglite/contrib/intarray';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 
@@ -196,7 +197,8 @@ export async function startEmbeddedDatabase(options: EmbeddedOptions = {}): Prom
   }
   let db: PGlite;
   try {
-    db = await PGlite.create(options.dataDir, { extensions: { vector } });
+    // intarray: the integer ACL index of migration 0007.
+    db = await PGlite.create(options.dataDir, { extensions: { vector, intarray } });
   } catch (err) {
     lock?.release();
     throw err;

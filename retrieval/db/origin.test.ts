@@ -34,10 +34,10 @@ import {
   type TestDatabase,
 } from '../testing.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './embedded.ts';
-import { migrate } from './migrate.ts';
+import { loadMigrations, migrate } from './migrate.ts';
 import { applyOriginSchema } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
-import { asRole, RETRIEVAL_ROLE, ServingPrivilegeError } from './roles.ts';
+import { asRole, INGESTION_ROLE, RETRIEVAL_ROLE, ServingPrivilegeError } from './roles.ts';
 
 const ORIGIN_VERSIONS = [1, 2, 3];
 const PERMISSION_DENIED = (err: unknown) => (err as { code?: string }).code === '42501';
@@ -88,10 +88,55 @@ describe('origin first: the origin v1–v3, then this project', () => {
   test('our migrations apply on top, skip the base schema, and leave the origin its own versions', async () => {
     assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
     const result = await migrate(o.pool);
-    assert.deepEqual(result, { applied: [2, 3, 4, 5, 6], skipped: [1] });
+    assert.deepEqual(result, {
+      applied: loadMigrations()
+        .map((m) => m.version)
+        .filter((v) => v !== 1),
+      skipped: [1],
+    });
     // The origin's runtime check: exactly its own versions in its table.
     assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
     assert.deepEqual(await migrate(o.pool), { applied: [], skipped: [] });
+  });
+
+  test('rows the origin writes (its four columns only) get their integer ACL and guard statistics', async () => {
+    const ingestion = asRole(o.pool, INGESTION_ROLE);
+    const write = (id: string, m: ChunkMetadata) =>
+      ingestion.query(
+        `INSERT INTO knowledge.chunks (chunk_id, content, embedding, metadata) VALUES ($1, $2, ${unitVector}, $3)
+         ON CONFLICT (chunk_id) DO UPDATE SET content = EXCLUDED.content, embedding = EXCLUDED.embedding,
+           metadata = EXCLUDED.metadata`,
+        [id, `origin ${id}`, JSON.stringify(m)],
+      );
+    const acl = async (id: string) =>
+      (
+        await o.pool.query(
+          'SELECT fgentic_acl = fgentic_ids.row_ids(metadata) AS same, cardinality(fgentic_acl) AS n FROM knowledge.chunks WHERE chunk_id = $1',
+          [id],
+        )
+      ).rows[0];
+    const stats = async () =>
+      Number((await o.pool.query('SELECT row_count FROM knowledge.fgentic_search_stats')).rows[0]?.row_count);
+    const search = async () =>
+      (
+        await searchKnowledge(asRole(o.pool, RETRIEVAL_ROLE), {
+          projection: decodeFixture(matrixHeader({ caller: P.carol, audience: [P.carol] })),
+          embedding: [1, ...new Array<number>(1023).fill(0)],
+          maxResults: 5,
+        })
+      ).hits.map((h) => h.chunk_id);
+    const before = await stats();
+    await write('origin-acl-1', meta({ principals: [P.carol] }));
+    // Two principal-free ids would be wrong: one principal id and the two level ids of a public row.
+    assert.deepEqual(await acl('origin-acl-1'), { same: true, n: 3 });
+    assert.equal(await stats(), before + 1);
+    assert.deepEqual(await search(), ['origin-acl-1']);
+    // The origin's upsert replaces the metadata: the integer ACL follows it.
+    await write('origin-acl-1', meta({ principals: [P.alice] }));
+    assert.deepEqual(await acl('origin-acl-1'), { same: true, n: 3 });
+    assert.deepEqual(await search(), []);
+    await ingestion.query("DELETE FROM knowledge.chunks WHERE chunk_id = 'origin-acl-1'");
+    assert.equal(await stats(), before);
   });
 
   test("the origin's own checks still hold: CHECKs refuse bad rows, its helpers and search answer", async () => {
