@@ -52,6 +52,8 @@ export class Informer {
   private abort: AbortController | undefined;
   private timer: NodeJS.Timeout | undefined;
   private failures = 0;
+  /** The next watch starts from a list just made (a 410 on it then must not re-list at once). */
+  private afterList = false;
   private stopped = false;
   private hasSynced = false;
   private hasSettled = false;
@@ -191,6 +193,7 @@ export class Informer {
       this.syncWaiters = [];
     }
     this.settle();
+    this.afterList = true;
     await this.watch();
   }
 
@@ -200,6 +203,8 @@ export class Informer {
       ? (this.o.apiVersion.split('/') as [string, string])
       : ['', this.o.apiVersion];
     const path = group ? `/apis/${group}/${version}/${this.o.plural}` : `/api/${version}/${this.o.plural}`;
+    const afterList = this.afterList;
+    this.afterList = false;
     let gone = false;
     let ended = false;
     let events = 0;
@@ -245,6 +250,9 @@ export class Informer {
         if (this.stopped) return;
         if (gone) {
           this.resourceVersion = undefined;
+          // 410 on the very version a list just returned: re-listing at once would spin; back off.
+          if (afterList && events === 0)
+            return this.retry('list', new Error('expired'), () => void this.relist());
           void this.relist();
           return;
         }

@@ -91,8 +91,8 @@ describe('capability in render and conflict analysis', () => {
     ]);
     // The database edge is the retrieval server's own, unchanged.
     const dbRule = (
-      byName(ledger, 'NetworkPolicy', 'knowledge-retrieval-egress').spec.egress as unknown[]
-    )[1];
+      byName(ledger, 'NetworkPolicy', 'knowledge-retrieval-egress').spec.egress as { to?: unknown }[]
+    ).find((r) => JSON.stringify(r.to) === JSON.stringify((added[0] as { to: unknown }).to));
     assert.deepEqual(dbRule, added[0]);
     const changed = ledger
       .filter((o, i) => JSON.stringify(o) !== JSON.stringify(plain[i]))

@@ -337,8 +337,13 @@ export class ApiServerDouble {
         w.res.write(`${JSON.stringify({ type, object: obj })}\n`);
   }
 
-  /** Forgets events before `rv` (default: all), as etcd compaction does; older watches get 410 Gone. */
-  compact(rv = this.rv + 1): void {
+  /**
+   * Forgets events before `rv` (default: all but the current revision), as etcd compaction does; older
+   * watches get 410 Gone. Like etcd, it never compacts past the current revision, so a watch from the
+   * resourceVersion of a fresh list is always served.
+   */
+  compact(rv = this.rv): void {
+    rv = Math.min(rv, this.rv);
     this.compactedRv = Math.max(this.compactedRv, rv);
     this.history = this.history.filter((e) => e.rv >= rv);
   }
