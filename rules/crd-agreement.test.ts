@@ -156,6 +156,16 @@ describe('Matrix names: CRD pattern + CEL = contract validators', () => {
         .map(([s, c, i]) => `!${s.slice(0, i)}${c}${s.slice(i + (c === 'A' ? 0 : 1))}`),
       fc.string({ unit: ascii('a:!'), maxLength: 8 }),
       serverName.map((s) => `!${'o'.repeat(240)}:${s}`),
+      // Mostly valid arms, so both decisions stay frequent for every seed (the arms above are mostly invalid).
+      fc
+        .tuple(
+          fc.string({ unit: fc.constantFrom('a', 'B', '3', '_'), minLength: 1, maxLength: 6 }),
+          fc.constantFrom('example.org', 'hs.example.org:8448', '10.0.0.1', '[::1]:443', 'a'),
+        )
+        .map(([o, s]) => `!${o}:${s}`),
+      fc
+        .string({ unit: fc.constantFrom('A', 'z', '0', '_', '-'), minLength: 43, maxLength: 43 })
+        .map((s) => `!${s}`),
     );
     agree(
       roomId,
