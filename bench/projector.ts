@@ -16,6 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { IDENTITY_HEADER } from '../rules/index.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CONCURRENCY = (process.env['BENCH_CONCURRENCY'] ?? '1,8,32,64').split(',').map(Number);
@@ -34,7 +35,7 @@ async function serve(kind: string): Promise<void> {
     const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
       req.resume();
       res.writeHead(200, {
-        'x-fgentic-identity': id,
+        [IDENTITY_HEADER]: id,
         'x-user-id': fx.ALICE,
         'content-length': '0',
         'cache-control': 'no-store',

@@ -5,7 +5,9 @@
  * and exit 0; no arguments print usage on stderr and exit 2; usage errors exit 2 and name the flag;
  * `--version` prints the package version.
  */
+
 import { readFileSync } from 'node:fs';
+import { IDENTITY_HEADER_NAME } from '../rules/wire.ts';
 
 type Run = (argv: string[]) => Promise<number>;
 
@@ -118,7 +120,7 @@ stderr. Exit 1 on invalid input or an unreachable database (nothing is written),
   },
   'projection decode': {
     synopsis: 'projection decode [--now UNIX] [--agent NS/NAME]',
-    summary: 'validate an X-Fgentic-Identity value read from stdin',
+    summary: `validate an ${IDENTITY_HEADER_NAME} value read from stdin`,
     details: `  --now UNIX       clock for the expiry check (default: now)
   --agent NS/NAME  require the projection to be bound to this agent
 Canonical JSON on stdout and exit 0, or \`denied: <reason-code>\` on stderr and exit 1.`,

@@ -8,6 +8,14 @@ import { jcs, jcsBytes } from './jcs.ts';
 import { accept, deny, type Verdict } from './reasons.ts';
 import { decodeUtf8, isPlainObject, type JsonValue, parseStrictJson } from './strict-json.ts';
 
+/**
+ * The identity header's name, written here and nowhere else (rules/wire.ts re-exports it for the other
+ * components): the lowercase form Node and agentgateway's CEL use, and the display form of kagent's
+ * `allowedHeaders` and of documentation. HTTP header names are case-insensitive.
+ */
+export const IDENTITY_HEADER = 'x-fgentic-identity';
+export const IDENTITY_HEADER_NAME = 'X-Fgentic-Identity';
+
 export const MAX_ENCODED_BYTES = 8192;
 export const MAX_DECODED_BYTES = 6144;
 

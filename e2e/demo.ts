@@ -11,6 +11,7 @@ import type { AgentCard } from '@a2a-js/sdk';
 import { importJWK, SignJWT } from 'jose';
 import { encodeCarrier } from '../contract/index.ts';
 import { explainCommand } from '../retrieval/explain/command.ts';
+import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../rules/index.ts';
 import { bridgeClient, bridgeRequestHeaders, bridgeSend, textMessage } from './doubles/bridge.ts';
 import {
   ALICE,
@@ -157,7 +158,7 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
       headers: {
         authorization: `Bearer ${t.agentMcpKey}`,
         'x-retrieval-agent': 'kagent/knowledge-agent',
-        'x-fgentic-identity': identity,
+        [IDENTITY_HEADER]: identity,
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
         'mcp-protocol-version': '2025-11-25',
@@ -166,7 +167,7 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
         jsonrpc: '2.0',
         id: 1,
         method: 'tools/call',
-        params: { name: 'search_knowledge', arguments: { query: 'roadmap' } },
+        params: { name: RETRIEVAL_TOOL, arguments: { query: 'roadmap' } },
       }),
     });
     return { status: res.status, body: await res.text() };

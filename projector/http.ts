@@ -21,6 +21,7 @@ import { randomBytes as nodeRandomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { createLogger } from '../common/log.ts';
+import { IDENTITY_HEADER } from '../rules/index.ts';
 import type { ProjectorConfig } from './config.ts';
 import type { ConfigStore } from './config-store.ts';
 import { type Decision, decide, routeOf } from './decide.ts';
@@ -118,7 +119,7 @@ function writeDecision(res: ServerResponse, decision: Outcome): number | undefin
   if (decision.allow) {
     try {
       res.writeHead(200, {
-        'x-fgentic-identity': decision.headers['x-fgentic-identity'],
+        [IDENTITY_HEADER]: decision.headers[IDENTITY_HEADER],
         'x-user-id': decision.headers['x-user-id'],
         'content-length': '0',
         'cache-control': 'no-store',
@@ -338,7 +339,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
       reason: 'ledger_unavailable',
       agent: decision.agent,
     } as Outcome;
-    const value = decision.headers['x-fgentic-identity'];
+    const value = decision.headers[IDENTITY_HEADER];
     const bound = boundOf(value);
     if (options.ledger === undefined || bound === undefined) return refuse;
     try {

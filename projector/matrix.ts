@@ -13,6 +13,7 @@ import {
   type MatrixProjection,
   type RoomContext,
 } from '../contract/index.ts';
+import { IDENTITY_HEADER } from '../rules/index.ts';
 import { classifyMxid, matchesClassification } from './classify.ts';
 import type { AgentRoute, ProjectorConfig, RoomEntry } from './config.ts';
 import type { DenyReason } from './reasons.ts';
@@ -119,7 +120,7 @@ export function decideMatrix(
   if (!encoded.ok) return no(encoded.reason, agent);
   return {
     allow: true,
-    headers: { 'x-fgentic-identity': encoded.value, 'x-user-id': ctx.caller.principal },
+    headers: { [IDENTITY_HEADER]: encoded.value, 'x-user-id': ctx.caller.principal },
     agent,
     context: ctx,
     room,

@@ -4,6 +4,7 @@
  * `delegation_id` is injected.
  */
 import { encodeProjection, type OAuthProjection, oauthUserId, utf8Length } from '../contract/index.ts';
+import { IDENTITY_HEADER } from '../rules/index.ts';
 import { type AgentRoute, isValidTimeoutSetting, type ProjectorConfig, partnerKey } from './config.ts';
 import type { DenyReason } from './reasons.ts';
 import {
@@ -95,7 +96,7 @@ export function decideOAuth(
   return {
     allow: true,
     headers: {
-      'x-fgentic-identity': encoded.value,
+      [IDENTITY_HEADER]: encoded.value,
       'x-user-id': oauthUserId(entry.policyId, { issuer, audience, azp }),
     },
     agent,

@@ -2,6 +2,7 @@
  * The normalised check request the pure decisions consume, and the header rules both routes share.
  * Pure: no I/O. Header names are lowercase; every header maps to the list of values received.
  */
+import { IDENTITY_HEADER } from '../rules/index.ts';
 import type { AgentRoute, ProjectorConfig } from './config.ts';
 import type { DenyReason } from './reasons.ts';
 
@@ -15,7 +16,7 @@ export interface CheckRequest {
 export type RouteName = 'local' | 'public';
 
 export interface IdentityHeaders {
-  readonly 'x-fgentic-identity': string;
+  readonly [IDENTITY_HEADER]: string;
   readonly 'x-user-id': string;
 }
 
@@ -178,7 +179,7 @@ export function classifyHeader(name: string, route: RouteName): HeaderClass {
   if (ROUTE_HEADERS[route].has(name)) return 'expected';
   if (name === 'x-envoy-auth-partial-body' || name === 'transfer-encoding') return 'body';
   if (TRANSPORT_HEADERS.has(name)) return 'transport';
-  if (name === 'x-fgentic-identity' || name === CHECK.identityCount) return 'projected';
+  if (name === IDENTITY_HEADER || name === CHECK.identityCount) return 'projected';
   if (name.startsWith('x-fgentic-') || name === RAW.userId) return 'identity';
   if (CREDENTIAL_HEADERS.has(name) || CREDENTIAL_FRAGMENTS.some((f) => name.includes(f))) return 'credential';
   if (words(name).some((x) => IDENTITY_WORDS.has(x))) return 'identity';

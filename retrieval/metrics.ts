@@ -1,5 +1,7 @@
 /** Prometheus metrics on a registry of our own (never the global default). Labels are reason codes only. */
+
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { IDENTITY_HEADER_NAME, RETRIEVAL_TOOL } from '../rules/index.ts';
 
 export interface RetrievalMetrics {
   readonly registry: Registry;
@@ -35,7 +37,7 @@ export function createMetrics(defaults = false): RetrievalMetrics {
     },
     toolCalls: new Counter({
       name: 'fgentic_retrieval_tool_calls_total',
-      help: 'search_knowledge calls by outcome (ok, denied, invalid_arguments, unavailable).',
+      help: `${RETRIEVAL_TOOL} calls by outcome (ok, denied, invalid_arguments, unavailable).`,
       labelNames: ['outcome'],
       registers: [registry],
     }),
@@ -47,7 +49,7 @@ export function createMetrics(defaults = false): RetrievalMetrics {
     }),
     missingCarrier: new Counter({
       name: 'fgentic_retrieval_tool_calls_without_carrier_total',
-      help: 'tools/call requests that arrived with no X-Fgentic-Identity (a lost carrier: check the gateway and kagent header propagation).',
+      help: `tools/call requests that arrived with no ${IDENTITY_HEADER_NAME} (a lost carrier: check the gateway and kagent header propagation).`,
       registers: [registry],
     }),
     searchSeconds: new Histogram({

@@ -5,8 +5,8 @@
  * form kagent's `allowedHeaders` and documentation use.
  */
 
-export const IDENTITY_HEADER = 'x-fgentic-identity';
-export const IDENTITY_HEADER_NAME = 'X-Fgentic-Identity';
+// The identity header belongs to the identity contract, which imports nothing of ours.
+export { IDENTITY_HEADER, IDENTITY_HEADER_NAME } from '../contract/carrier.ts';
 export const ROOM_CONTEXT_HEADER = 'x-fgentic-room-context';
 export const USER_ID_HEADER = 'x-user-id';
 export const RETRIEVAL_TOOL = 'search_knowledge';

@@ -2,6 +2,7 @@
  * Fixture builders for tests and the benchmark: kagent Agents, our resources and AdmissionReview v1
  * requests. Each builder returns fresh JSON so a test changes exactly the field it is about.
  */
+import { IDENTITY_HEADER_NAME, RETRIEVAL_SERVER, RETRIEVAL_TOOL } from '../rules/index.ts';
 import { makeAdmissionReview } from './review.ts';
 import { CONTROLLER_USER, type KubeObject, type Operation } from './rules/types.ts';
 
@@ -89,10 +90,10 @@ export function retrievalAgent(name = 'knowledge-agent', namespace = KAGENT_NS):
             mcpServer: {
               apiGroup: 'kagent.dev',
               kind: 'RemoteMCPServer',
-              name: 'knowledge-retrieval',
+              name: RETRIEVAL_SERVER,
               namespace: KAGENT_NS,
-              toolNames: ['search_knowledge'],
-              allowedHeaders: ['X-Fgentic-Identity'],
+              toolNames: [RETRIEVAL_TOOL],
+              allowedHeaders: [IDENTITY_HEADER_NAME],
             },
             headersFrom: [
               {

@@ -7,6 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { IDENTITY_HEADER_NAME } from '../carrier.ts';
 import { jcs } from '../jcs.ts';
 import {
   AGENT,
@@ -297,8 +298,7 @@ add('oauth issuer over 512 bytes', encode(withField(o, 'client.issuer', `https:/
 add('oauth client extra field', encode(withField(o, 'client.sub', 'x')), { reason: 'unknown_field' });
 
 const projection = {
-  description:
-    'X-Fgentic-Identity decode vectors (ADR 0017). Each case: header (null = absent, array = repeated values), now (Unix s), expected verdict. Consumers serve exactly the agents listed. On accept, decoded is the canonical JSON text.',
+  description: `${IDENTITY_HEADER_NAME} decode vectors (ADR 0017). Each case: header (null = absent, array = repeated values), now (Unix s), expected verdict. Consumers serve exactly the agents listed. On accept, decoded is the canonical JSON text.`,
   agents: [AGENT],
   cases,
 };

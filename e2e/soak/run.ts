@@ -20,6 +20,7 @@ import { encodeRoomContext, roomContextFromSnapshot } from '../../contract/index
 import { parseConfig } from '../../projector/config.ts';
 import { snapshotFromState } from '../../projector/homeserver.ts';
 import { matrixHeader, oauthHeader } from '../../retrieval/testing.ts';
+import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../../rules/index.ts';
 import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM, roomSnapshot, sendParams } from '../helpers.ts';
 import { ChildServer } from './child-server.ts';
 import {
@@ -457,13 +458,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
             ...s.agentMcpHeaders,
             accept: 'application/json, text/event-stream',
             'mcp-protocol-version': '2025-11-25',
-            'x-fgentic-identity': header,
+            [IDENTITY_HEADER]: header,
           },
           {
             jsonrpc: '2.0',
             id: 1,
             method: 'tools/call',
-            params: { name: 'search_knowledge', arguments: { query, mode, max_results: 10 } },
+            params: { name: RETRIEVAL_TOOL, arguments: { query, mode, max_results: 10 } },
           },
         ));
       } catch {

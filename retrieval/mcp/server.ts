@@ -15,6 +15,7 @@ import {
 import type pg from 'pg';
 import { createLogger } from '../../common/log.ts';
 import { type AgentRef, decodeProjection, type Projection, type Verdict } from '../../contract/index.ts';
+import { IDENTITY_HEADER } from '../../rules/index.ts';
 import { type Embedder, EmbeddingError } from '../embeddings/types.ts';
 import {
   agentKey,
@@ -32,7 +33,6 @@ import { type ArgumentProblem, errorResult, parseArgs, renderResult, TOOL, TOOL_
 import { gateRequest, MCP_REVISION, originAllowed } from './version-gate.ts';
 
 const log = createLogger('retrieval');
-export const IDENTITY_HEADER = 'x-fgentic-identity';
 const MAX_BODY_BYTES = 64 * 1024;
 
 export interface McpContext {

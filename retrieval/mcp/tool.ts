@@ -3,9 +3,10 @@
  * default dialect), argument validation (the low-level SDK Server does not validate: docs/upstream.md#deps-mcp-sdk),
  * and result rendering as structured content plus readable text.
  */
+import { RETRIEVAL_TOOL } from '../../rules/index.ts';
 import type { SearchHit, SearchMode } from '../search.ts';
 
-export const TOOL_NAME = 'search_knowledge';
+export const TOOL_NAME = RETRIEVAL_TOOL;
 export const MAX_QUERY_CHARS = 4096;
 const DIALECT = 'https://json-schema.org/draft/2020-12/schema';
 

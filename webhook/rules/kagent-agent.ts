@@ -8,6 +8,7 @@
  * `[X-Fgentic-Identity]`, on its single tool entry for the exact `knowledge-retrieval` RemoteMCPServer;
  * `requireApproval` stays absent there (the HITL resume turn skips the header refresh).
  */
+import { IDENTITY_HEADER_NAME, RETRIEVAL_SERVER } from '../../rules/index.ts';
 import { controllerWarnings } from './kagent-advice.ts';
 import { arr, type Ctx, findKeys, refNamespace, settledByOwnership, writtenObject } from './kagent-common.ts';
 import { checkCrdV1alpha2, checkRemoteMcpServerSchema } from './kagent-schema.ts';
@@ -76,9 +77,9 @@ function headerProblem(v: Json, identityLower: string, retrieval: boolean): Head
       ? undefined
       : {
           reason: 'identity-header-non-retrieval',
-          why: 'X-Fgentic-Identity may be propagated only by a retrieval Agent to knowledge-retrieval',
+          why: `${IDENTITY_HEADER_NAME} may be propagated only by a retrieval Agent to ${RETRIEVAL_SERVER}`,
         };
-  return { reason: 'header-not-allowed', why: 'only X-Fgentic-Identity may be propagated' };
+  return { reason: 'header-not-allowed', why: `only ${IDENTITY_HEADER_NAME} may be propagated` };
 }
 
 /** Explains, entry by entry, why an allowedHeaders list is not acceptable. */

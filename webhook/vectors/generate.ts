@@ -19,6 +19,7 @@ import {
   room,
   v1alpha1Agent,
 } from '../fixtures.ts';
+import { RETRIEVAL_TOOL } from '../../rules/index.ts';
 import { review } from '../review.ts';
 import type { JsonObject, KubeObject } from '../rules/types.ts';
 import { StaticClusterView } from '../view.ts';
@@ -62,7 +63,7 @@ const cases: Array<[string, Record<string, unknown>]> = [
   ],
   [
     'retrieval Agent with requireApproval',
-    admissionReview(withMcp(retrievalAgent(), { requireApproval: ['search_knowledge'] }), {
+    admissionReview(withMcp(retrievalAgent(), { requireApproval: [RETRIEVAL_TOOL] }), {
       user: CONTROLLER,
     }),
   ],
