@@ -56,6 +56,45 @@ export async function waitFor<T>(
   }
 }
 
+/**
+ * Waits for `p` at most `ms`; on expiry throws an error naming `what`. Teardown steps use it so a
+ * stuck close becomes a named failure instead of a process that never exits. The timer is cleared
+ * either way, so the bound itself keeps nothing alive.
+ */
+export async function within<T>(what: string, p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Handle kinds that keep a process alive and that a test creates: sockets, servers, children. */
+const IO_HANDLES = new Set(['TCPSocketWrap', 'TCPServerWrap', 'TCPWRAP', 'ProcessWrap', 'UDPWrap']);
+
+/** The sockets, listening servers and child processes still open in this process, by kind. */
+export function liveIoHandles(): string[] {
+  return process.getActiveResourcesInfo().filter((kind) => IO_HANDLES.has(kind));
+}
+
+/**
+ * Waits until no socket, server or child process is left (each close is asynchronous), and fails
+ * naming the kinds still open. A test file that ends with this cannot hang on a leaked handle.
+ */
+export async function assertNoLiveIo(timeoutMs = 10_000): Promise<void> {
+  try {
+    await waitFor('every socket, server and child process to close', () => liveIoHandles().length === 0, {
+      timeoutMs,
+    });
+  } catch {
+    throw new Error(`still open after ${timeoutMs} ms: ${liveIoHandles().join(', ')}`);
+  }
+}
+
 function errCode(err: Error): string {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' ? ` ${code}` : '';

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { assertNoLiveIo, waitFor, within } from '../../common/testing/index.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from '../../retrieval/db/embedded.ts';
 import { LOCAL_PROFILE } from '../../retrieval/embeddings/local.ts';
 import { startRetrievalServer } from '../../retrieval/index.ts';
@@ -19,9 +20,12 @@ import { ChildServer, freePort } from './child-server.ts';
 import { prepareDatabase } from './database.ts';
 import { FaultProxy } from './fault-proxy.ts';
 
-let db: EmbeddedDatabase;
-let proxy: FaultProxy;
-let dir: string;
+let db: EmbeddedDatabase | undefined;
+let proxy: FaultProxy | undefined;
+let dir: string | undefined;
+let server: ChildServer | undefined;
+/** Bound on each teardown step; a loaded machine closes PGlite in seconds, never in minutes. */
+const TEARDOWN_STEP_MS = 60_000;
 before(async () => {
   db = await startEmbeddedDatabase({ maxConnections: 24 });
   await prepareDatabase(db.url);
@@ -37,10 +41,25 @@ before(async () => {
   await proxy.up();
   dir = mkdtempSync(join(tmpdir(), 'fgentic-db-reset-'));
 });
+// Every step runs whatever happened before it (a failed start included) and none waits for ever: the
+// child, the proxy's sockets and the database's sockets are what could otherwise keep this file alive.
 after(async () => {
-  await proxy?.down();
-  await db?.close();
-  rmSync(dir, { recursive: true, force: true });
+  const steps: [string, () => Promise<unknown> | undefined][] = [
+    ['the retrieval child', () => server?.kill()],
+    ['the fault proxy', () => proxy?.down()],
+    ['the embedded database', () => db?.close()],
+  ];
+  const failures: string[] = [];
+  for (const [what, step] of steps) {
+    try {
+      await within(what, Promise.resolve().then(step), TEARDOWN_STEP_MS);
+    } catch (err) {
+      failures.push(err instanceof Error ? err.message : String(err));
+    }
+  }
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  assert.deepEqual(failures, []);
+  await assertNoLiveIo();
 });
 
 async function search(url: string): Promise<string> {
@@ -73,12 +92,14 @@ async function search(url: string): Promise<string> {
 test('connection resets during transactions fail the searches, not the retrieval process', {
   timeout: 300_000,
 }, async () => {
+  assert.ok(dir && proxy, 'setup did not finish');
+  const faults = proxy;
   const config = join(dir, 'retrieval.json');
   writeFileSync(
     config,
     JSON.stringify({ version: 1, agents: [AGENT], embeddings: { profile: LOCAL_PROFILE } }),
   );
-  const server = new ChildServer(
+  server = new ChildServer(
     'retrieval',
     await freePort(),
     (p) => [
@@ -92,33 +113,33 @@ test('connection resets during transactions fail the searches, not the retrieval
       '127.0.0.1',
       '--no-migrate',
     ],
-    { DATABASE_URL: `postgres://postgres@${proxy.url}/postgres?sslmode=disable` },
+    { DATABASE_URL: `postgres://postgres@${faults.url}/postgres?sslmode=disable` },
   );
-  assert.ok(await server.start(), 'retrieval never became ready');
+  const child = server;
   try {
-    assert.equal(await search(server.url), 'ok');
+    assert.ok(await child.start(), 'retrieval never became ready');
+    assert.equal(await search(child.url), 'ok');
     const outcomes = new Set<string>();
     for (let round = 0; round < 5; round++) {
       const inflight = Array.from({ length: 8 }, (_, i) =>
-        new Promise((r) => setTimeout(r, i * 7)).then(() => search(server.url)),
+        new Promise((r) => setTimeout(r, i * 7)).then(() => search(child.url)),
       );
       await new Promise((r) => setTimeout(r, 20 + round * 5));
-      await proxy.down();
+      await faults.down();
       for (const o of await Promise.all(inflight)) outcomes.add(o);
-      await proxy.up();
-      assert.equal(server.exits.length, 0, `the retrieval process exited (${server.exits.join(',')})`);
+      await faults.up();
+      assert.equal(child.exits.length, 0, `the retrieval process exited (${child.exits.join(',')})`);
     }
     // Every failure was reported as what it was; nothing was cut at the HTTP level.
     for (const o of outcomes)
       assert.ok(o === 'ok' || o === 'database_unavailable', `unexpected outcome ${o}`);
-    let back = '';
-    for (let i = 0; i < 50 && back !== 'ok'; i++) {
-      back = await search(server.url);
-      if (back !== 'ok') await new Promise((r) => setTimeout(r, 200));
-    }
-    assert.equal(back, 'ok', 'did not serve again after the database came back');
-    assert.equal(server.exits.length, 0);
+    await waitFor(
+      'a search to succeed again after the database came back',
+      async () => (await search(child.url)) === 'ok',
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    assert.equal(child.exits.length, 0);
   } finally {
-    await server.kill();
+    await child.kill();
   }
 });

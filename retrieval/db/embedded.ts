@@ -13,6 +13,7 @@
  * on this host is stale and is taken over.
  */
 import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import type { Server, Socket } from 'node:net';
 import { hostname } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
@@ -23,6 +24,8 @@ import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 export interface EmbeddedDatabase {
   /** A postgres:// URL for `pg`. */
   readonly url: string;
+  /** Sockets the server has accepted and not yet closed (undefined: not trackable, see trackSockets). */
+  readonly sockets?: ReadonlySet<Socket> | undefined;
   /** Pool size that fits under the socket server's connection limit. */
   readonly poolSize: number;
   close(): Promise<void>;
@@ -33,9 +36,50 @@ export interface EmbeddedOptions {
   readonly dataDir?: string;
   readonly port?: number;
   readonly maxConnections?: number;
+  /** Bound on each step of `close()` (default CLOSE_STEP_MS). */
+  readonly closeStepMs?: number;
 }
 
 export const DEFAULT_DATA_DIR = './data/pglite';
+
+/**
+ * Bound on each step of `close()`. pglite-socket 0.2.17's `stop()` starts every handler's detach
+ * without awaiting it and then waits for the listening server to close, which Node delays until every
+ * accepted socket has closed; a handler still holding a reset connection's transaction never gets to
+ * close its socket, and that wait (and the process) would last for ever.
+ */
+export const CLOSE_STEP_MS = 5_000;
+
+/** Resolves when `p` settles or after `ms`, whichever is first; true if `p` settled. */
+function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  return Promise.race([
+    p.then(
+      () => true,
+      () => true,
+    ),
+    bound,
+  ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The accepted sockets of a started PGLiteSocketServer, so `close()` can end the ones its `stop()`
+ * leaves open. The listening server is a private field of the pinned version; `undefined` when it is
+ * not there (another version), which `retrieval/db/embedded-close.test.ts` turns into a failure.
+ */
+export function trackSockets(server: PGLiteSocketServer): Set<Socket> | undefined {
+  const net = (server as unknown as { server?: Server | null }).server;
+  if (!net || typeof net.on !== 'function') return undefined;
+  const sockets = new Set<Socket>();
+  net.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  return sockets;
+}
 
 /** What the lock file records about the process that holds a data directory. */
 export interface LockHolder {
@@ -217,6 +261,8 @@ export async function startEmbeddedDatabase(options: EmbeddedOptions = {}): Prom
     lock?.release();
     throw err;
   }
+  const sockets = trackSockets(server);
+  const stepMs = options.closeStepMs ?? CLOSE_STEP_MS;
   const conn = server.getServerConn();
   const url = `postgres://postgres@${conn}/postgres?sslmode=disable`;
   lock?.setUrl(url);
@@ -224,12 +270,22 @@ export async function startEmbeddedDatabase(options: EmbeddedOptions = {}): Prom
   return {
     url,
     poolSize: Math.max(1, maxConnections - 2),
+    sockets,
     async close() {
       if (closed) return;
       closed = true;
-      await server.stop().catch(() => {});
-      await db.close().catch(() => {});
-      lock?.release();
+      // Every step runs and none waits longer than its bound: a stuck connection must not keep the
+      // process alive, and the lock is released whatever happened before.
+      try {
+        const stopping = server.stop();
+        if (!(await settledWithin(stopping, stepMs)) || (sockets?.size ?? 0) > 0) {
+          for (const socket of sockets ?? []) socket.destroy();
+          await settledWithin(stopping, stepMs);
+        }
+        await settledWithin(db.close(), stepMs);
+      } finally {
+        lock?.release();
+      }
     },
   };
 }
