@@ -1,7 +1,6 @@
-// The hand-written kagent v0.9.11 examples of the research notes, reviewed as real AdmissionReviews.
+// The hand-written kagent v0.9.11 examples (webhook/testdata/kagent-examples), reviewed as real AdmissionReviews.
 // kagent admits valid/* and controller-rejects/*; the platform policy is stricter (ADR 0017 decision 10, docs/decisions.md#adr-10).
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { admissionReview } from './fixtures.ts';
@@ -9,9 +8,7 @@ import { loadManifests } from './manifests.ts';
 import { review } from './review.ts';
 import { StaticClusterView } from './view.ts';
 
-const ROOT = resolve(import.meta.dirname, '../../shared/research/kagent-examples');
-const present = existsSync(ROOT);
-const skip = present ? false : `kagent examples not found at ${ROOT} (read-only shared research material)`;
+const ROOT = resolve(import.meta.dirname, 'testdata/kagent-examples');
 
 interface Expectation {
   allowed: boolean;
@@ -117,8 +114,8 @@ const EXPECTED: Record<string, Expectation> = {
   },
 };
 
-describe('research/kagent-examples as AdmissionReviews', { skip }, () => {
-  const manifests = present ? loadManifests([ROOT]) : [];
+describe('kagent examples as AdmissionReviews', () => {
+  const manifests = loadManifests([ROOT]);
   const view = new StaticClusterView(manifests.flatMap((m) => (m.object ? [m.object] : [])));
 
   test('every example file has an expectation', () => {

@@ -7,6 +7,7 @@
  * a time, so a loaded machine makes it slower but not red.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 
 /** The repository's binary shim (tsx in a checkout, dist/ otherwise). */
@@ -92,6 +93,33 @@ export async function assertNoLiveIo(timeoutMs = 10_000): Promise<void> {
     });
   } catch {
     throw new Error(`still open after ${timeoutMs} ms: ${liveIoHandles().join(', ')}`);
+  }
+}
+
+/**
+ * How long a negative check watches for something that must not happen (a write, a leader change, a
+ * state flip). No event marks "it did not happen", so the check needs time; this bound is long enough
+ * for the double-backed loops of the suites to act several times over (their debounce and retry
+ * intervals are tens of milliseconds), and short enough to keep each check cheap. A loaded machine
+ * can only make such a check weaker, never red.
+ */
+export const QUIET_MS = 400;
+
+/**
+ * Watches `holds` for `ms` (default QUIET_MS) and fails at the first probe where it does not hold,
+ * naming `what`. Use it where a test must show that something does not happen.
+ */
+export async function staysTrue(
+  what: string,
+  holds: () => boolean,
+  ms = QUIET_MS,
+  intervalMs = 20,
+): Promise<void> {
+  const end = performance.now() + ms;
+  for (;;) {
+    if (!holds()) throw new Error(`${what}: no longer true`);
+    if (performance.now() >= end) return;
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
 
@@ -276,4 +304,18 @@ export function startProcess(command: string, args: readonly string[], options: 
       return stopped;
     },
   };
+}
+
+/**
+ * Reference material that cannot live in the repository (the origin platform's schema SQL is its
+ * code, not ours to copy) is read from a folder beside the checkout. Tests that need it skip when it
+ * is absent, so a plain clone tests green; CI sets FGENTIC_REQUIRE_SHARED=1 (.ci/run), and then an
+ * absent folder is a failure, never a silent skip.
+ */
+export const requireShared = process.env['FGENTIC_REQUIRE_SHARED'] === '1';
+
+/** The node:test `skip` value for tests that need `dir`: false (run) when present or required. */
+export function sharedSkip(dir: string, what: string): false | string {
+  if (existsSync(dir) || requireShared) return false;
+  return `skipped: ${dir} (${what}) is absent; FGENTIC_REQUIRE_SHARED=1 makes this a failure`;
 }

@@ -1,17 +1,14 @@
 /**
  * Every rendered object validates against the upstream CRD schemas (agentgateway v1.3.1, Gateway API
- * v1.6.0-rc.1, kagent v0.9.11 from ../shared/upstream): structural schema with unknown fields rejected
+ * v1.6.0-rc.1, kagent v0.9.11, kept in controller/testsupport/upstream/): structural schema with unknown fields rejected
  * plus the CRDs' own CEL rules; core kinds against kubernetes-models 4.5.1.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
-import { parseAllDocuments } from 'yaml';
 import { examples } from '../testsupport/fixtures.ts';
-import { AGENTGATEWAY_VERSIONS, SKIP_UPSTREAM, UPSTREAM, upstreamValidator } from '../testsupport/schema.ts';
+import { AGENTGATEWAY_VERSIONS, upstreamObjects, upstreamValidator } from '../testsupport/schema.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';
 
@@ -42,11 +39,9 @@ function variants(): [string, Resources][] {
   ];
 }
 
-describe('rendered objects validate against upstream schemas', { skip: SKIP_UPSTREAM }, () => {
-  const v = SKIP_UPSTREAM ? undefined : upstreamValidator();
-  const byRelease = new Map(
-    AGENTGATEWAY_VERSIONS.map((r) => [r, SKIP_UPSTREAM ? undefined : upstreamValidator(r)]),
-  );
+describe('rendered objects validate against upstream schemas', () => {
+  const v = upstreamValidator();
+  const byRelease = new Map(AGENTGATEWAY_VERSIONS.map((r) => [r, upstreamValidator(r)]));
   for (const [release, rv] of byRelease)
     for (const [label, input] of variants())
       it(`agentgateway ${release}, ${label}: every agentgateway object passes its schema and CEL rules`, () => {
@@ -93,19 +88,16 @@ describe('rendered objects validate against upstream schemas', { skip: SKIP_UPST
   }
 
   it('the validator is calibrated: upstream valid test CRs pass, invalid ones fail', () => {
-    const dir = join(UPSTREAM, 'agentgateway-v1.3.1/api-testdata');
     let valid = 0;
     let invalid = 0;
-    for (const [file, expectOk] of [
-      ['agentgateway_policy_valid.yaml', true],
-      ['agentgateway_backend_valid.yaml', true],
-      ['agentgateway_policy_invalid.yaml', false],
-      ['agentgateway_backend_invalid.yaml', false],
+    for (const [what, expectOk] of [
+      ['policy-valid', true],
+      ['backend-valid', true],
+      ['policy-invalid', false],
+      ['backend-invalid', false],
     ] as const) {
-      for (const d of parseAllDocuments(readFileSync(join(dir, file), 'utf8'))) {
-        const o = d.toJS() as Record<string, unknown> | null;
-        if (!o?.['kind']) continue;
-        delete o['_err'];
+      const file = `agentgateway-v1.3.1.api-testdata.${what}.json`;
+      for (const o of upstreamObjects(file)) {
         const r = v?.validate(o);
         if (expectOk) {
           assert.deepEqual(

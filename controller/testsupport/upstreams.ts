@@ -1,15 +1,10 @@
 /**
  * Test-only: the upstream APIs an API-server double can serve, as discovery and OpenAPI v3 show them.
- * kagent v0.9.11 uses the Agent schema of its own CRD (shared upstream folder); without that folder a
- * stand-in keeps only the fields the upstream judge reads (runtime default, tools[].headersFrom).
- * kagent v0.10 and 1.0 follow the changes listed in the shared research note on upstream drift
- * (v0.10.0-rc3: `runtime` default `go`, `isolateSessions`; 1.0: Agent reconciler removed, v1alpha3
- * SandboxAgent, MCPToolBinding).
+ * kagent v0.9.11 uses the Agent schema of its own CRD (./upstream/). kagent v0.10 and 1.0 follow the
+ * upstream changes (v0.10.0-rc3: `runtime` default `go`, `isolateSessions`; 1.0: Agent reconciler
+ * removed, v1alpha3 SandboxAgent, MCPToolBinding).
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
-import { UPSTREAM } from './schema.ts';
+import { upstreamCrd } from './schema.ts';
 
 export interface KindInfo {
   apiVersion: string;
@@ -42,35 +37,9 @@ const KAGENT_V1ALPHA2 = [
 ];
 
 function agentSchema09(): Record<string, any> {
-  const file = join(UPSTREAM, 'kagent-v0.9.11/kagent.dev_agents.yaml');
-  if (existsSync(file)) {
-    const crd = parseAllDocuments(readFileSync(file, 'utf8'))[0]?.toJS() as Record<string, any>;
-    const v = crd['spec'].versions.find((x: { name: string }) => x.name === 'v1alpha2');
-    return v.schema.openAPIV3Schema;
-  }
-  return {
-    type: 'object',
-    properties: {
-      spec: {
-        type: 'object',
-        properties: {
-          declarative: {
-            type: 'object',
-            properties: {
-              runtime: { type: 'string', default: 'python', enum: ['python', 'go'] },
-              tools: {
-                type: 'array',
-                items: {
-                  type: 'object',
-                  properties: { headersFrom: { type: 'array', items: { type: 'object' } } },
-                },
-              },
-            },
-          },
-        },
-      },
-    },
-  };
+  const crd = upstreamCrd('kagent-v0.9.11.agents.json');
+  const v = crd['spec'].versions.find((x: { name: string }) => x.name === 'v1alpha2');
+  return v.schema.openAPIV3Schema;
 }
 
 export function kagent09(): UpstreamProfile {

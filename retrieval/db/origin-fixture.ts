@@ -7,17 +7,24 @@
  * knowledge_owner with the database name in the two `ON DATABASE knowledge` lines replaced.
  *
  * The folder is `../shared/upstream/fgentic-origin-477e415` next to the repository, or
- * FGENTIC_ORIGIN_SCHEMA_DIR. A missing folder fails the tests that need it rather than skipping them.
+ * FGENTIC_ORIGIN_SCHEMA_DIR. The SQL is the origin's code (Apache-2.0, github.com/fmind-ai/fgentic at
+ * 477e415, infra/postgres/knowledge-schema-v1.yaml and components/knowledge-ingestion/… for v2 and
+ * v3), so it is read, not copied: without the folder the tests that need it skip (ORIGIN_SKIP), and CI
+ * (FGENTIC_REQUIRE_SHARED=1) turns that skip into a failure.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import { sharedSkip } from '../../common/testing/index.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const ORIGIN_SCHEMA_DIR =
   process.env['FGENTIC_ORIGIN_SCHEMA_DIR'] ??
   join(REPO, '..', 'shared', 'upstream', 'fgentic-origin-477e415');
+
+/** The node:test `skip` value of every test that applies the origin's schema. */
+export const ORIGIN_SKIP = sharedSkip(ORIGIN_SCHEMA_DIR, "the origin platform's knowledge-store schema");
 
 /** The origin's role set and connection limits (its README, step 1). */
 const ORIGIN_ROLES: readonly [string, number][] = [
