@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
+import { staysTrue, waitFor } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
 import { render } from './render/index.ts';
@@ -414,8 +414,7 @@ describe('controller loop against an API-server double, as its ServiceAccount un
       debounceMs: 20,
     });
     try {
-      await new Promise((r) => setTimeout(r, 400));
-      assert.equal(b.isLeader(), false);
+      await staysTrue('the second replica stays standby while the Lease is held', () => !b.isLeader());
       assert.equal((await fetch(`http://127.0.0.1:${b.port}/readyz`)).status, 200);
       await ctl.stop();
       await waitFor('failover', () => b.isLeader(), 5000);

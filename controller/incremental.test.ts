@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { waitFor as waitUntil } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { render } from './render/index.ts';
 import { ApiServerDouble, CONTROLLER_USER } from './testsupport/apiserver.ts';
@@ -16,15 +17,8 @@ const RV = 'retrieval.fgentic.dev/v1alpha1';
 const MCP_KEY = 'mcp-key-0123456789abcdef';
 const WRITES = new Set(['create', 'patch', 'update', 'delete']);
 
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 15_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const waitFor = <T>(what: string, f: () => T | undefined | false, ms = 15_000): Promise<T> =>
+  waitUntil(what, f, ms);
 const cond = (o: any, type: string) => o?.status?.conditions?.find((c: any) => c.type === type);
 const show = (a: Attributes) =>
   `${a.verb} ${a.resource}${a.subresource ? `/${a.subresource}` : ''} ${a.namespace ?? ''}/${a.name ?? ''}`;

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { waitFor as waitUntil } from '../common/testing/index.ts';
 import { Informer, type InformerEvent } from './kube/informer.ts';
 import { ApiServerDouble } from './testsupport/apiserver.ts';
 import { room } from './testsupport/fixtures.ts';
@@ -13,15 +14,8 @@ import { RbacAuthorizer, serviceAccountUser } from './testsupport/rbac.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const waitFor = <T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> =>
+  waitUntil(what, f, ms);
 
 describe('informer: list once, then watch from the list resourceVersion', () => {
   const api = new ApiServerDouble();

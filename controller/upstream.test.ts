@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
+import { staysTrue, waitFor } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { readUpstream } from './kube/discovery.ts';
 import { ApiServerDouble } from './testsupport/apiserver.ts';
@@ -155,8 +155,7 @@ describe('controller when kagent is upgraded to 1.0-style APIs under it', () => 
       /^seen kagent\.dev\/\[v1alpha2,v1alpha3\] agentgateway\.dev\/\[v1alpha1\]/,
     );
     assert.equal(cond(p, 'Ready').reason, 'UnsupportedUpstream');
-    await new Promise((r) => setTimeout(r, 300));
-    assert.equal(api.applies.length, applies, 'nothing applied after the upgrade');
+    await staysTrue('nothing applied after the upgrade', () => api.applies.length === applies);
     assert.equal(api.calls.filter((c) => c.verb === 'delete').length, deletes, 'nothing pruned');
     assert.deepEqual(
       api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config'),

@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { DEFAULT_SHUTDOWN, MAX_SHUTDOWN_MS, shutdownTimingFromEnv } from '../common/shutdown.ts';
+import { waitFor } from '../common/testing/index.ts';
 import { configJson, localRequest } from '../projector/test-doubles/fixtures.ts';
 import { LOCAL_PROFILE } from '../retrieval/embeddings/local.ts';
 import { AGENT } from '../retrieval/testing.ts';
@@ -99,11 +100,10 @@ async function readyStatus(t: Transport): Promise<number | 'refused'> {
 }
 
 async function waitReady(t: Transport): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    if ((await readyStatus(t)) === 200) return;
-    await sleep(50);
-  }
-  throw new Error('never ready');
+  await waitFor('/readyz to answer 200', async () => (await readyStatus(t)) === 200, {
+    timeoutMs: 30_000,
+    intervalMs: 50,
+  });
 }
 
 interface Slow {

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { staysTrue, waitFor } from '../common/testing/index.ts';
 import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { examples } from '../controller/testsupport/fixtures.ts';
@@ -40,15 +41,8 @@ function configMaps(input: Resources): K8sObject[] {
   return r.objects.filter((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('fgentic-projector-'));
 }
 
-async function until<T>(probe: () => T | undefined, limitMs = 15_000): Promise<T> {
-  const start = Date.now();
-  for (;;) {
-    const v = probe();
-    if (v !== undefined) return v;
-    if (Date.now() - start > limitMs) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const until = <T>(probe: () => T | undefined, limitMs = 15_000): Promise<T> =>
+  waitFor('the store state', probe, { timeoutMs: limitMs, intervalMs: 10 });
 
 const classesOf = (s: ConfigState, room: string) =>
   s.ready ? s.config.rooms.get(room)?.allowedClassifications.join(',') : undefined;
@@ -142,8 +136,7 @@ describe('staleness rule', () => {
       room.spec = { roomId: room.spec.roomId, allowedClassifications: ['public'] };
       // Only the manifest arrives; its shard never does.
       api.put(configMaps(input).find((o) => o.metadata.name === 'fgentic-projector-config')!);
-      await new Promise((r) => setTimeout(r, 300));
-      assert.ok(store.current().ready, 'last good registry serves while in transit');
+      await staysTrue('the last good registry serves while in transit', () => store.current().ready);
       const s = await until(() => (store.current().ready ? undefined : store.current()));
       assert.ok(!s.ready && /inconsistent/.test(s.error));
     } finally {

@@ -8,6 +8,7 @@ import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type pg from 'pg';
+import { waitFor } from '../common/testing/index.ts';
 import { createPool } from '../retrieval/db/pool.ts';
 import { CHECK_SQL, capabilityDigest } from '../retrieval/ledger.ts';
 import { startTestDatabase, type TestDatabase } from '../retrieval/testing.ts';
@@ -48,8 +49,7 @@ async function recorded(value: string): Promise<boolean> {
 }
 
 async function ready(ledger: CapabilityLedger): Promise<void> {
-  for (let i = 0; i < 600 && !ledger.healthy(); i++) await new Promise((r) => setTimeout(r, 50));
-  assert.ok(ledger.healthy(), 'ledger reachable');
+  await waitFor('the ledger to be reachable', () => ledger.healthy(), { timeoutMs: 30_000, intervalMs: 50 });
 }
 
 async function withProjector(

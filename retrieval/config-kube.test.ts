@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { waitFor } from '../common/testing/index.ts';
 import type { AgentRef } from '../contract/index.ts';
 import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
@@ -50,15 +51,8 @@ function configMap(config: unknown) {
   };
 }
 
-async function until<T>(probe: () => Promise<T | undefined>, limitMs = 30_000): Promise<T> {
-  const start = Date.now();
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() - start > limitMs) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = <T>(probe: () => Promise<T | undefined>, limitMs = 30_000): Promise<T> =>
+  waitFor('the served configuration', probe, limitMs);
 
 /** One search_knowledge call as `agent` through the MCP SDK client: 'ok' or the refusal's reason. */
 async function callAs(server: RetrievalServer, agent: AgentRef): Promise<string> {

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { waitFor } from '../common/testing/index.ts';
 import type { AgentRef } from '../contract/index.ts';
 import { agentKey, parseConfigText } from './config.ts';
 import { configTracker, fileRetrievalConfigStore, type RetrievalConfigState } from './config-store.ts';
@@ -155,13 +156,9 @@ describe('reload rules', () => {
   });
 });
 
-async function until(probe: () => boolean, limitMs = 15_000): Promise<void> {
-  const start = Date.now();
-  while (!probe()) {
-    if (Date.now() - start > limitMs) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = async (probe: () => boolean, limitMs = 15_000): Promise<void> => {
+  await waitFor('the reloaded configuration', probe, limitMs);
+};
 
 describe('file source', () => {
   test('reloads retrieval.json on change: added, removed, rejected kept, missing denied', async () => {

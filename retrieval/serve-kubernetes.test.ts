@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { waitFor } from '../common/testing/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
 import { AGENT } from './testing.ts';
@@ -16,11 +17,10 @@ import { AGENT } from './testing.ts';
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 
 async function until(probe: () => Promise<boolean>, limitMs = 180_000, onFail?: () => string): Promise<void> {
-  const start = Date.now();
-  while (!(await probe())) {
-    if (Date.now() - start > limitMs)
-      throw new Error(`condition not reached${onFail ? `: ${onFail()}` : ''}`);
-    await new Promise((r) => setTimeout(r, 50));
+  try {
+    await waitFor('the condition', probe, { timeoutMs: limitMs, intervalMs: 50 });
+  } catch (err) {
+    throw new Error(`${(err as Error).message}${onFail ? `: ${onFail()}` : ''}`);
   }
 }
 

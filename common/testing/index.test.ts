@@ -2,7 +2,17 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { describe, test } from 'node:test';
-import { freePort, freePortBase, runProcess, START_PORT_OFFSETS, startProcess, waitFor } from './index.ts';
+import {
+  freePort,
+  freePortBase,
+  liveIoHandles,
+  runProcess,
+  START_PORT_OFFSETS,
+  startProcess,
+  staysTrue,
+  waitFor,
+  within,
+} from './index.ts';
 
 const node = process.execPath;
 const idle = ['-e', 'setInterval(() => {}, 1000)'];
@@ -80,5 +90,38 @@ describe('child processes', () => {
       ready: () => false,
     });
     await assert.rejects(s.ready, /exited 2 before ready:\nno config/);
+  });
+});
+
+describe('negative checks and bounded teardown', () => {
+  test('staysTrue fails at the first probe that no longer holds, naming the check', async () => {
+    let n = 0;
+    await assert.rejects(
+      staysTrue('nothing written', () => ++n < 3, 10_000, 1),
+      /nothing written: no longer true/,
+    );
+    assert.equal(n, 3);
+  });
+
+  test('staysTrue returns once the bound has passed with the probe holding', async () => {
+    let n = 0;
+    await staysTrue('quiet', () => ++n > 0, 30, 1);
+    assert.ok(n >= 2);
+  });
+
+  test('within names the step that did not finish, and passes a result through', async () => {
+    assert.equal(await within('quick step', Promise.resolve(7), 1000), 7);
+    await assert.rejects(
+      within('stuck step', new Promise(() => {}), 20),
+      /stuck step did not finish within 20 ms/,
+    );
+  });
+
+  test('liveIoHandles sees a listening server until it is closed', async () => {
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    assert.ok(liveIoHandles().includes('TCPServerWrap'));
+    await new Promise<void>((r) => server.close(() => r()));
+    await waitFor('the server handle to go', () => !liveIoHandles().includes('TCPServerWrap'), 5000);
   });
 });
