@@ -19,6 +19,7 @@ import { type ProjectorConfig, parseConfig, startProjector } from '../projector/
 import { type CapabilityLedger, createLedger } from '../projector/ledger.ts';
 import { createPool } from '../retrieval/db/pool.ts';
 import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
+import { RETRIEVAL_SERVER } from '../rules/index.ts';
 import { demoRecords } from './demo-corpus.ts';
 import { type AgentRuntime, startAgentRuntime } from './doubles/agent-runtime.ts';
 import { type ApiKeySecret, type GatewayDouble, startGatewayDouble } from './doubles/gateway.ts';
@@ -85,13 +86,182 @@ export interface LocalStack {
   close(): Promise<void>;
 }
 
-function configMapJson(objects: K8sObject[], name: string, key: string): string {
+/** The text of one key of one rendered ConfigMap. */
+export function configMapJson(objects: K8sObject[], name: string, key: string): string {
   const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name) as
     | (K8sObject & { data?: Record<string, string> })
     | undefined;
   const text = cm?.data?.[key];
   if (!text) throw new Error(`render produced no ${name}/${key}`);
   return text;
+}
+
+type Platform = ReturnType<typeof loadResources>['platforms'][number];
+
+export interface RenderedExamples {
+  readonly objects: K8sObject[];
+  readonly platform: Platform;
+}
+
+/** Renders the examples as a controller would, refusing any conflict. */
+export function renderExamples(
+  options: Pick<LocalStackOptions, 'examplesDir' | 'capability' | 'mutateObjects'> = {},
+): RenderedExamples {
+  const resources = loadResources([options.examplesDir ?? EXAMPLES_DIR]);
+  if (options.capability !== undefined && resources.platforms[0])
+    resources.platforms[0].spec.capability = options.capability;
+  const result = render(resources);
+  if (result.conflicts.length > 0) throw new Error(`examples have ${result.conflicts.length} conflicts`);
+  const objects = options.mutateObjects
+    ? options.mutateObjects(structuredClone(result.objects))
+    : result.objects;
+  return { objects, platform: resources.platforms[0]! };
+}
+
+export interface FrontOptions extends RenderedExamples {
+  /** Where the gateway sends ext-auth checks and MCP calls: the projector and the retrieval server. */
+  readonly projectorUrl: string;
+  readonly retrievalUrl: string;
+  /** Key id of the partner issuer's signing key. */
+  readonly keyId: string;
+  readonly now?: () => number;
+  readonly listenerPorts?: Record<string, number>;
+}
+
+/**
+ * What stands in front of the projector and the retrieval server: the partner issuer, the agent
+ * runtime double and the gateway double executing the rendered objects, with the API keys of the
+ * bridge and of the agent's MCP calls.
+ */
+export interface Front {
+  readonly gateway: GatewayDouble;
+  readonly runtime: AgentRuntime;
+  readonly card: AgentCard;
+  readonly localRouteUrl: string;
+  readonly publicRouteUrl: string;
+  readonly mcpRouteUrl: string;
+  readonly bridgeApiKey: string;
+  readonly agentMcpKey: string;
+  /** Headers the agent pod sends on its own MCP calls (the API key from `headersFrom`). */
+  readonly agentMcpHeaders: Record<string, string>;
+  issueToken: LocalStack['issueToken'];
+  readonly issuerPrivateJwk: Record<string, unknown>;
+  close(): Promise<void>;
+}
+
+export async function startFront(o: FrontOptions): Promise<Front> {
+  const { objects, platform } = o;
+  const closers: (() => Promise<void>)[] = [];
+  const closeAll = async () => {
+    for (const c of closers.reverse()) await c().catch(() => {});
+  };
+  try {
+    const gatewayNs = platform.spec.gateway?.namespace ?? 'agentgateway-system';
+    const bridgeApiKey = randomBytes(24).toString('base64url');
+    const agentMcpKey = randomBytes(24).toString('base64url');
+    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+    const jwk = { ...(await exportJWK(publicKey)), kid: o.keyId, alg: 'ES256', use: 'sig' };
+    const issuer = platform.spec.jwt?.issuer ?? 'https://issuer.example';
+    const jwks: JSONWebKeySet = { keys: [jwk] };
+
+    const agent = objects.find((x) => x.kind === 'Agent') as K8sObject & { spec: any };
+    const tool = agent.spec.declarative.tools[0];
+    const agentMcpHeaders: Record<string, string> = {};
+    for (const h of tool.headersFrom ?? []) {
+      agentMcpHeaders[h.name.toLowerCase()] =
+        h.value ?? (h.valueFrom?.type === 'Secret' ? `Bearer ${agentMcpKey}` : '');
+    }
+
+    const mcpListener = platform.spec.gateway?.mcpListener ?? 'knowledge-mcp';
+    // The runtime needs the gateway's MCP URL and the gateway needs the runtime's URL: start the
+    // runtime against a late-bound URL.
+    let mcpRouteUrl = '';
+    const runtime = await startAgentRuntime({
+      allowedHeaders: tool.mcpServer.allowedHeaders ?? [],
+      get mcpUrl() {
+        return mcpRouteUrl;
+      },
+      staticHeaders: agentMcpHeaders,
+      toolName: tool.mcpServer.toolNames[0],
+      agentName: agent.metadata.name,
+      protocolVersion: platform.spec.a2aBackend === 'agentService' ? '0.3' : '1.0',
+    });
+    closers.push(() => runtime.close());
+
+    const upstreams: Record<string, string> = {
+      [`${platform.spec.namespaces?.retrieval ?? 'knowledge'}/${platform.spec.projector?.service ?? 'fgentic-projector'}:${platform.spec.projector?.port ?? 8080}`]:
+        o.projectorUrl,
+    };
+    for (const b of objects.filter((x) => x.kind === 'AgentgatewayBackend') as (K8sObject & {
+      spec: any;
+    })[]) {
+      if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtime.url;
+      for (const t of b.spec.mcp?.targets ?? [])
+        upstreams[`${t.static.host}:${t.static.port}`] = o.retrievalUrl;
+    }
+    const apiKeySecrets: ApiKeySecret[] = [
+      {
+        name: platform.spec.bridge?.apiKeySecretRef?.name ?? 'a2a-bridge-callers',
+        namespace: gatewayNs,
+        entries: [
+          {
+            key: bridgeApiKey,
+            metadata: { workload: platform.spec.bridge?.workload ?? 'matrix-a2a-bridge' },
+          },
+        ],
+      },
+      {
+        name: `${agent.metadata.name}-mcp-key`,
+        namespace: gatewayNs,
+        labels: { 'retrieval.fgentic.dev/api-key': 'mcp' },
+        entries: [
+          { key: agentMcpKey, metadata: { workload: `${agent.metadata.namespace}/${agent.metadata.name}` } },
+        ],
+      },
+    ];
+    const gateway = await startGatewayDouble({
+      objects,
+      upstreams,
+      apiKeySecrets,
+      jwks: { [issuer]: jwks },
+      ...(o.listenerPorts ? { ports: o.listenerPorts } : {}),
+    });
+    closers.push(() => gateway.close());
+    const localListener = platform.spec.gateway?.localListener ?? 'default';
+    const publicListener = platform.spec.gateway?.publicListener ?? 'federation-retrieval';
+    const ns = agent.metadata.namespace;
+    const name = agent.metadata.name;
+    mcpRouteUrl = `${gateway.urls[mcpListener]}/mcp/${RETRIEVAL_SERVER}`;
+    const card = (await (await fetch(`${runtime.url}/.well-known/agent-card.json`)).json()) as AgentCard;
+
+    return {
+      gateway,
+      runtime,
+      card,
+      localRouteUrl: `${gateway.urls[localListener]}/api/a2a/${ns}/${name}`,
+      publicRouteUrl: `${gateway.urls[publicListener]}/a2a/${ns}/${name}`,
+      mcpRouteUrl,
+      bridgeApiKey,
+      agentMcpKey,
+      agentMcpHeaders,
+      issueToken: async ({ azp, aud, expiresInSeconds, iss }) => {
+        const now = o.now ? o.now() : Math.floor(Date.now() / 1000);
+        return new SignJWT({ azp })
+          .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
+          .setIssuer(iss ?? issuer)
+          .setAudience(aud ?? 'fgentic-a2a')
+          .setSubject(`service-account-${azp}`)
+          .setIssuedAt(now)
+          .setExpirationTime(now + (expiresInSeconds ?? 300))
+          .sign(privateKey);
+      },
+      issuerPrivateJwk: { ...(await exportJWK(privateKey)), kid: jwk.kid, alg: 'ES256' },
+      close: closeAll,
+    };
+  } catch (e) {
+    await closeAll();
+    throw e;
+  }
 }
 
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
@@ -102,16 +272,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   };
   try {
     step('render examples');
-    const resources = loadResources([options.examplesDir ?? EXAMPLES_DIR]);
-    if (options.capability !== undefined && resources.platforms[0])
-      resources.platforms[0].spec.capability = options.capability;
-    const result = render(resources);
-    if (result.conflicts.length > 0) throw new Error(`examples have ${result.conflicts.length} conflicts`);
-    const objects = options.mutateObjects
-      ? options.mutateObjects(structuredClone(result.objects))
-      : result.objects;
-    const platform = resources.platforms[0]!;
-    const gatewayNs = platform.spec.gateway?.namespace ?? 'agentgateway-system';
+    const { objects, platform } = renderExamples(options);
 
     step('start retrieval server (embedded Postgres + pgvector)');
     const retrievalConfig = JSON.parse(configMapJson(objects, 'fgentic-retrieval-config', 'retrieval.json'));
@@ -162,110 +323,35 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     closers.push(() => projector.close());
 
-    const bridgeApiKey = randomBytes(24).toString('base64url');
-    const agentMcpKey = randomBytes(24).toString('base64url');
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    const jwk = { ...(await exportJWK(publicKey)), kid: 'demo-issuer-key', alg: 'ES256', use: 'sig' };
-    const issuer = platform.spec.jwt?.issuer ?? 'https://issuer.example';
-    const jwks: JSONWebKeySet = { keys: [jwk] };
-
-    const agent = objects.find((o) => o.kind === 'Agent') as K8sObject & { spec: any };
-    const tool = agent.spec.declarative.tools[0];
-    const staticHeaders: Record<string, string> = {};
-    for (const h of tool.headersFrom ?? []) {
-      staticHeaders[h.name.toLowerCase()] =
-        h.value ?? (h.valueFrom?.type === 'Secret' ? `Bearer ${agentMcpKey}` : '');
-    }
-
     step('start gateway double and agent runtime double');
-    const mcpListener = platform.spec.gateway?.mcpListener ?? 'knowledge-mcp';
-    // The runtime needs the gateway's MCP URL and the gateway needs the runtime's URL: start the
-    // runtime against a late-bound URL.
-    let mcpRouteUrl = '';
-    const runtime = await startAgentRuntime({
-      allowedHeaders: tool.mcpServer.allowedHeaders ?? [],
-      get mcpUrl() {
-        return mcpRouteUrl;
-      },
-      staticHeaders,
-      toolName: tool.mcpServer.toolNames[0],
-      agentName: agent.metadata.name,
-      protocolVersion: platform.spec.a2aBackend === 'agentService' ? '0.3' : '1.0',
-    });
-    closers.push(() => runtime.close());
-
-    const upstreams: Record<string, string> = {
-      [`${platform.spec.namespaces?.retrieval ?? 'knowledge'}/${platform.spec.projector?.service ?? 'fgentic-projector'}:${platform.spec.projector?.port ?? 8080}`]:
-        projector.url,
-    };
-    for (const b of objects.filter((o) => o.kind === 'AgentgatewayBackend') as (K8sObject & {
-      spec: any;
-    })[]) {
-      if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtime.url;
-      for (const t of b.spec.mcp?.targets ?? [])
-        upstreams[`${t.static.host}:${t.static.port}`] = retrieval.url;
-    }
-    const apiKeySecrets: ApiKeySecret[] = [
-      {
-        name: platform.spec.bridge?.apiKeySecretRef?.name ?? 'a2a-bridge-callers',
-        namespace: gatewayNs,
-        entries: [
-          {
-            key: bridgeApiKey,
-            metadata: { workload: platform.spec.bridge?.workload ?? 'matrix-a2a-bridge' },
-          },
-        ],
-      },
-      {
-        name: `${agent.metadata.name}-mcp-key`,
-        namespace: gatewayNs,
-        labels: { 'retrieval.fgentic.dev/api-key': 'mcp' },
-        entries: [
-          { key: agentMcpKey, metadata: { workload: `${agent.metadata.namespace}/${agent.metadata.name}` } },
-        ],
-      },
-    ];
-    const gateway = await startGatewayDouble({
+    const front = await startFront({
       objects,
-      upstreams,
-      apiKeySecrets,
-      jwks: { [issuer]: jwks },
-      ...(options.ports?.listeners ? { ports: options.ports.listeners } : {}),
+      platform,
+      projectorUrl: projector.url,
+      retrievalUrl: retrieval.url,
+      keyId: 'demo-issuer-key',
+      ...(options.now ? { now: options.now } : {}),
+      ...(options.ports?.listeners ? { listenerPorts: options.ports.listeners } : {}),
     });
-    closers.push(() => gateway.close());
-    const localListener = platform.spec.gateway?.localListener ?? 'default';
-    const publicListener = platform.spec.gateway?.publicListener ?? 'federation-retrieval';
-    const agentPath = `/api/a2a/${agent.metadata.namespace}/${agent.metadata.name}`;
-    mcpRouteUrl = `${gateway.urls[mcpListener]}/mcp/knowledge-retrieval`;
-    const card = (await (await fetch(`${runtime.url}/.well-known/agent-card.json`)).json()) as AgentCard;
+    closers.push(() => front.close());
 
     return {
       objects,
-      gateway,
+      gateway: front.gateway,
       retrieval,
       projectorUrl: projector.url,
-      runtime,
-      localRouteUrl: `${gateway.urls[localListener]}${agentPath}`,
-      publicRouteUrl: `${gateway.urls[publicListener]}/a2a/${agent.metadata.namespace}/${agent.metadata.name}`,
-      mcpRouteUrl,
-      bridgeApiKey,
-      agentMcpKey,
+      runtime: front.runtime,
+      localRouteUrl: front.localRouteUrl,
+      publicRouteUrl: front.publicRouteUrl,
+      mcpRouteUrl: front.mcpRouteUrl,
+      bridgeApiKey: front.bridgeApiKey,
+      agentMcpKey: front.agentMcpKey,
       ...(retrieval.embeddedDatabaseUrl ? { databaseUrl: retrieval.embeddedDatabaseUrl } : {}),
       projectorConfigJson,
       ...(ledger ? { ledger } : {}),
-      card,
-      issueToken: async ({ azp, aud, expiresInSeconds, iss }) => {
-        const now = options.now ? options.now() : Math.floor(Date.now() / 1000);
-        return new SignJWT({ azp })
-          .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
-          .setIssuer(iss ?? issuer)
-          .setAudience(aud ?? 'fgentic-a2a')
-          .setSubject(`service-account-${azp}`)
-          .setIssuedAt(now)
-          .setExpirationTime(now + (expiresInSeconds ?? 300))
-          .sign(privateKey);
-      },
-      issuerPrivateJwk: { ...(await exportJWK(privateKey)), kid: jwk.kid, alg: 'ES256' },
+      card: front.card,
+      issueToken: front.issueToken,
+      issuerPrivateJwk: front.issuerPrivateJwk,
       close: closeAll,
     };
   } catch (e) {

@@ -1,27 +1,22 @@
 /**
- * The local stack for the soak: the same render, gateway double and agent-runtime double as
- * `e2e/stack.ts`, but the projector and the retrieval server run as child processes through the real
+ * The local stack for the soak: the same render and the same front (issuer, gateway double,
+ * agent-runtime double) as `e2e/stack.ts`, from its `renderExamples` and `startFront`, but the projector and the retrieval server run as child processes through the real
  * CLI (so they can be stopped with signals and come back on the same port), the retrieval server
  * reaches the embedded database through a fault proxy, and the projector's live room-state check
  * reads a homeserver double whose latency and availability the soak controls.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentCard } from '@a2a-js/sdk';
-import { exportJWK, generateKeyPair, type JSONWebKeySet, SignJWT } from 'jose';
-import { render } from '../../controller/render/index.ts';
-import { loadResources } from '../../controller/render-command.ts';
-import type { K8sObject } from '../../controller/types.ts';
 import { HomeserverDouble } from '../../projector/test-doubles/homeserver.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from '../../retrieval/db/embedded.ts';
 import { LOCAL_PROFILE } from '../../retrieval/embeddings/local.ts';
 import { startRetrievalServer } from '../../retrieval/index.ts';
 import { demoRecords } from '../demo-corpus.ts';
-import { type AgentRuntime, startAgentRuntime } from '../doubles/agent-runtime.ts';
-import { type ApiKeySecret, type GatewayDouble, startGatewayDouble } from '../doubles/gateway.ts';
-import { EXAMPLES_DIR } from '../stack.ts';
+import type { AgentRuntime } from '../doubles/agent-runtime.ts';
+import type { GatewayDouble } from '../doubles/gateway.ts';
+import { configMapJson, renderExamples, startFront } from '../stack.ts';
 import { ChildServer, freePort } from './child-server.ts';
 import { prepareDatabase } from './database.ts';
 import { FaultProxy } from './fault-proxy.ts';
@@ -57,14 +52,8 @@ export interface SoakStack {
   close(): Promise<void>;
 }
 
-function configMapJson(objects: K8sObject[], name: string, key: string): Record<string, any> {
-  const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name) as
-    | (K8sObject & { data?: Record<string, string> })
-    | undefined;
-  const text = cm?.data?.[key];
-  if (!text) throw new Error(`render produced no ${name}/${key}`);
-  return JSON.parse(text);
-}
+const configObject = (...args: Parameters<typeof configMapJson>): Record<string, any> =>
+  JSON.parse(configMapJson(...args));
 
 export async function startSoakStack(): Promise<SoakStack> {
   const closers: (() => Promise<void>)[] = [];
@@ -74,17 +63,13 @@ export async function startSoakStack(): Promise<SoakStack> {
   try {
     const dir = mkdtempSync(join(tmpdir(), 'fgentic-soak-'));
     closers.push(async () => rmSync(dir, { recursive: true, force: true }));
-    const resources = loadResources([EXAMPLES_DIR]);
-    const { objects, conflicts } = render(resources);
-    if (conflicts.length > 0) throw new Error('examples have conflicts');
-    const platform = resources.platforms[0]!;
-    const gatewayNs = platform.spec.gateway?.namespace ?? 'agentgateway-system';
+    const { objects, platform } = renderExamples();
 
     // Database: embedded PGlite, migrated and seeded once, reached by the server through the proxy.
     const db = await startEmbeddedDatabase({ maxConnections: 24 });
     closers.push(() => db.close());
     const retrievalConfig: Record<string, any> = {
-      ...configMapJson(objects, 'fgentic-retrieval-config', 'retrieval.json'),
+      ...configObject(objects, 'fgentic-retrieval-config', 'retrieval.json'),
       embeddings: { profile: LOCAL_PROFILE },
     };
     await prepareDatabase(db.url);
@@ -107,7 +92,7 @@ export async function startSoakStack(): Promise<SoakStack> {
     const tokenFile = join(dir, 'homeserver-token');
     writeFileSync(tokenFile, `${HOMESERVER_TOKEN}\n`);
 
-    const projectorConfig = configMapJson(objects, 'fgentic-projector-config', 'projector.json');
+    const projectorConfig = configObject(objects, 'fgentic-projector-config', 'projector.json');
     projectorConfig['liveRoomCheck'] = {
       enabled: true,
       homeserverUrl: homeserver.url,
@@ -158,73 +143,14 @@ export async function startSoakStack(): Promise<SoakStack> {
     const [pOk, rOk] = await Promise.all([projector.start(), retrieval.start()]);
     if (!pOk || !rOk) throw new Error(`child not ready: projector ${pOk}, retrieval ${rOk}`);
 
-    const bridgeApiKey = randomBytes(24).toString('base64url');
-    const agentMcpKey = randomBytes(24).toString('base64url');
-    const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
-    const jwk = { ...(await exportJWK(publicKey)), kid: 'soak-issuer-key', alg: 'ES256', use: 'sig' };
-    const issuer = platform.spec.jwt?.issuer ?? 'https://issuer.example';
-    const jwks: JSONWebKeySet = { keys: [jwk] };
-
-    const agent = objects.find((o) => o.kind === 'Agent') as K8sObject & { spec: any };
-    const tool = agent.spec.declarative.tools[0];
-    const agentMcpHeaders: Record<string, string> = {};
-    for (const h of tool.headersFrom ?? []) {
-      agentMcpHeaders[h.name.toLowerCase()] =
-        h.value ?? (h.valueFrom?.type === 'Secret' ? `Bearer ${agentMcpKey}` : '');
-    }
-    const mcpListener = platform.spec.gateway?.mcpListener ?? 'knowledge-mcp';
-    let mcpRouteUrl = '';
-    const runtime = await startAgentRuntime({
-      allowedHeaders: tool.mcpServer.allowedHeaders ?? [],
-      get mcpUrl() {
-        return mcpRouteUrl;
-      },
-      staticHeaders: agentMcpHeaders,
-      toolName: tool.mcpServer.toolNames[0],
-      agentName: agent.metadata.name,
-      protocolVersion: platform.spec.a2aBackend === 'agentService' ? '0.3' : '1.0',
+    const front = await startFront({
+      objects,
+      platform,
+      projectorUrl: projector.url,
+      retrievalUrl: retrieval.url,
+      keyId: 'soak-issuer-key',
     });
-    closers.push(() => runtime.close());
-
-    const upstreams: Record<string, string> = {
-      [`${platform.spec.namespaces?.retrieval ?? 'knowledge'}/${platform.spec.projector?.service ?? 'fgentic-projector'}:${platform.spec.projector?.port ?? 8080}`]:
-        projector.url,
-    };
-    for (const b of objects.filter((o) => o.kind === 'AgentgatewayBackend') as (K8sObject & {
-      spec: any;
-    })[]) {
-      if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtime.url;
-      for (const t of b.spec.mcp?.targets ?? [])
-        upstreams[`${t.static.host}:${t.static.port}`] = retrieval.url;
-    }
-    const apiKeySecrets: ApiKeySecret[] = [
-      {
-        name: platform.spec.bridge?.apiKeySecretRef?.name ?? 'a2a-bridge-callers',
-        namespace: gatewayNs,
-        entries: [
-          {
-            key: bridgeApiKey,
-            metadata: { workload: platform.spec.bridge?.workload ?? 'matrix-a2a-bridge' },
-          },
-        ],
-      },
-      {
-        name: `${agent.metadata.name}-mcp-key`,
-        namespace: gatewayNs,
-        labels: { 'retrieval.fgentic.dev/api-key': 'mcp' },
-        entries: [
-          { key: agentMcpKey, metadata: { workload: `${agent.metadata.namespace}/${agent.metadata.name}` } },
-        ],
-      },
-    ];
-    const gateway = await startGatewayDouble({ objects, upstreams, apiKeySecrets, jwks: { [issuer]: jwks } });
-    closers.push(() => gateway.close());
-    const localListener = platform.spec.gateway?.localListener ?? 'default';
-    const publicListener = platform.spec.gateway?.publicListener ?? 'federation-retrieval';
-    mcpRouteUrl = `${gateway.urls[mcpListener]}/mcp/knowledge-retrieval`;
-    const card = (await (await fetch(`${runtime.url}/.well-known/agent-card.json`)).json()) as AgentCard;
-    const ns = agent.metadata.namespace;
-    const name = agent.metadata.name;
+    closers.push(() => front.close());
 
     return {
       dir,
@@ -233,29 +159,19 @@ export async function startSoakStack(): Promise<SoakStack> {
       homeserver,
       projector,
       retrieval,
-      gateway,
-      runtime,
-      card,
-      localRouteUrl: `${gateway.urls[localListener]}/api/a2a/${ns}/${name}`,
-      publicRouteUrl: `${gateway.urls[publicListener]}/a2a/${ns}/${name}`,
-      mcpRouteUrl,
-      bridgeApiKey,
-      agentMcpHeaders,
+      gateway: front.gateway,
+      runtime: front.runtime,
+      card: front.card,
+      localRouteUrl: front.localRouteUrl,
+      publicRouteUrl: front.publicRouteUrl,
+      mcpRouteUrl: front.mcpRouteUrl,
+      bridgeApiKey: front.bridgeApiKey,
+      agentMcpHeaders: front.agentMcpHeaders,
       projectorConfig,
       projectorConfigFile,
       retrievalConfig,
       retrievalConfigFile,
-      issueToken: async (azp) => {
-        const now = Math.floor(Date.now() / 1000);
-        return new SignJWT({ azp })
-          .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
-          .setIssuer(issuer)
-          .setAudience('fgentic-a2a')
-          .setSubject(`service-account-${azp}`)
-          .setIssuedAt(now)
-          .setExpirationTime(now + 300)
-          .sign(privateKey);
-      },
+      issueToken: (azp) => front.issueToken({ azp }),
       close,
     };
   } catch (e) {
