@@ -12,8 +12,8 @@
  * and TLS as for `serve retrieval` (DATABASE_CA_FILE, DATABASE_TLS=require). Without DATABASE_URL a
  * ledger-mode configuration refuses every mint and the projector reports not ready.
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import type { ConfigStore } from './config-store.ts';
@@ -66,23 +66,20 @@ export async function serveProjector(argv: string[]): Promise<number> {
   }
   let store: ConfigStore | undefined;
   if (source === 'kubernetes') {
-    const namespace = values.namespace ?? process.env['POD_NAMESPACE'] ?? inClusterNamespace();
+    const namespace = configNamespace(values.namespace);
     if (namespace === undefined) {
       process.stderr.write(
         'serve projector: --registry-source kubernetes needs --namespace, POD_NAMESPACE or a service account namespace file\n',
       );
       return 2;
     }
-    const k8s = await import('@kubernetes/client-node');
     const { kubeConfigStore } = await import('./kube-store.ts');
-    const kubeConfig = new k8s.KubeConfig();
-    try {
-      kubeConfig.loadFromDefault();
-      if (kubeConfig.getCurrentCluster() === null) throw new Error('no current cluster');
-    } catch (e) {
-      process.stderr.write(`serve projector: no usable kubeconfig (${(e as Error).message})\n`);
+    const loaded = await loadKubeConfig();
+    if ('error' in loaded) {
+      process.stderr.write(`serve projector: ${loaded.error}\n`);
       return 2;
     }
+    const { kubeConfig } = loaded;
     const log = createLogger('projector');
     store = kubeConfigStore({
       kubeConfig,
@@ -133,15 +130,4 @@ export async function serveProjector(argv: string[]): Promise<number> {
   await waitForStopSignal();
   await running.shutdown(shutdownTimingFromEnv());
   return 0;
-}
-
-/** The namespace of the pod's service account, when running in a cluster. */
-function inClusterNamespace(): string | undefined {
-  try {
-    return (
-      readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined
-    );
-  } catch {
-    return undefined;
-  }
 }

@@ -4,9 +4,10 @@
  * assembly and validation are pure (config.ts, registry.ts); kube-store.ts reads the same objects
  * through the Kubernetes API.
  */
-import { type FSWatcher, readdirSync, readFileSync, watch } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { errorFields } from '../common/error-fields.ts';
+import { watchConfigFile } from '../common/file-watch.ts';
 import type { ConfigResult, ProjectorConfig } from './config.ts';
 import { createAssembler, REGISTRY_SHARD_PREFIX } from './registry.ts';
 
@@ -105,29 +106,13 @@ export function fileConfigStore(path: string, options: FileStoreOptions = {}): C
     }
   };
   reload();
-  let watcher: FSWatcher | undefined;
-  try {
-    // Watch the directory: Kubernetes swaps ConfigMap contents through a `..data` symlink rename.
-    const name = basename(path);
-    watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
-      const f = file === null ? null : String(file);
-      if (f === null || f === name || f.startsWith('..') || f.startsWith(REGISTRY_SHARD_PREFIX)) reload();
-    });
-    watcher.on('error', () => {
-      watcher?.close();
-      watcher = undefined;
-    });
-  } catch {
-    watcher = undefined;
-  }
-  const timer = setInterval(reload, options.pollMs ?? 1000);
-  timer.unref();
+  const stop = watchConfigFile(path, reload, {
+    ...(options.pollMs !== undefined ? { pollMs: options.pollMs } : {}),
+    alsoOn: (f) => f.startsWith(REGISTRY_SHARD_PREFIX),
+  });
   return {
     current: () => state,
-    close: () => {
-      clearInterval(timer);
-      watcher?.close();
-    },
+    close: stop,
   };
 }
 

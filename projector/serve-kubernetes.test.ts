@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -13,17 +13,12 @@ import { waitFor } from '../common/testing/index.ts';
 import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { examples } from '../controller/testsupport/fixtures.ts';
-import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
+import { writeKubeconfig } from '../controller/testsupport/kubeconfig.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 
-async function until(probe: () => Promise<boolean>, limitMs = 180_000, onFail?: () => string): Promise<void> {
-  try {
-    await waitFor('the condition', probe, { timeoutMs: limitMs, intervalMs: 50 });
-  } catch (err) {
-    throw new Error(`${(err as Error).message}${onFail ? `: ${onFail()}` : ''}`);
-  }
-}
+/** Children start under load: generous bounds, never expectations. */
+const SERVE_WAIT = { timeoutMs: 180_000, intervalMs: 50 };
 
 test('serve projector reads its registry through the API and follows it', async () => {
   const api = await new ApiServerDouble().start();
@@ -32,22 +27,7 @@ test('serve projector reads its registry through the API and follows it', async 
   try {
     for (const o of render(examples()).objects)
       if (o.kind === 'ConfigMap' && o.metadata.name.startsWith('fgentic-projector-')) api.put(o);
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        // client-node refuses plain HTTP unless TLS verification is explicitly off (the double has no TLS).
-        'clusters: [{name: double, cluster: {server: "http://127.0.0.1:' +
-          api.port +
-          '", insecure-skip-tls-verify: true}}]',
-        `users: [{name: projector, user: {token: ${api.token(serviceAccountUser('knowledge', 'fgentic-projector'))}}}]`,
-        'contexts: [{name: double, context: {cluster: double, user: projector}}]',
-        'current-context: double',
-        '',
-      ].join('\n'),
-    );
+    const kubeconfig = writeKubeconfig(dir, api, 'knowledge', 'fgentic-projector');
     child = spawn(
       process.execPath,
       [
@@ -72,19 +52,26 @@ test('serve projector reads its registry through the API and follows it', async 
     child.stderr?.on('data', (c: Buffer) => {
       err += c.toString();
     });
-    await until(async () => /listening on (http:\/\/\S+)/.test(err));
-    const url = /listening on (http:\/\/\S+)/.exec(err)![1]!;
-    await until(
-      async () => (await fetch(`${url}/readyz`)).status === 200,
-      180_000,
-      () => err,
+    await waitFor(
+      'the child to log its address',
+      async () => /listening on (http:\/\/\S+)/.test(err),
+      SERVE_WAIT,
     );
+    const url = /listening on (http:\/\/\S+)/.exec(err)![1]!;
+    await waitFor('/readyz to answer 200', async () => (await fetch(`${url}/readyz`)).status === 200, {
+      ...SERVE_WAIT,
+      detail: () => err,
+    });
     const metrics = await (await fetch(`${url}/metrics`)).text();
     assert.match(metrics, /fgentic_projector_registry_staleness_seconds 0/);
     assert.ok(api.requests.some((r) => r.includes('/namespaces/knowledge/configmaps?watch=true')));
     // The base configuration deleted (platform removed): every check denies, readiness goes false.
     api.remove('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config');
-    await until(async () => (await fetch(`${url}/readyz`)).status === 503);
+    await waitFor(
+      '/readyz to answer 503',
+      async () => (await fetch(`${url}/readyz`)).status === 503,
+      SERVE_WAIT,
+    );
   } finally {
     child?.kill('SIGTERM');
     await api.stop();

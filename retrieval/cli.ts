@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { parseFlags, UsageError, usageError } from '../cli/args.ts';
+import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { parseStrictJson } from '../contract/index.ts';
@@ -125,17 +126,6 @@ export function readConfig(path: string, isDefault: boolean): RetrievalConfig {
 export const SERVE_RETRIEVAL_USAGE =
   'fgentic-retrieval serve retrieval [--config-source file|kubernetes] [--config FILE] [--namespace NS] [--max-staleness SECONDS] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]';
 
-/** The namespace of the pod's service account, when running in a cluster. */
-function inClusterNamespace(): string | undefined {
-  try {
-    return (
-      readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined
-    );
-  } catch {
-    return undefined;
-  }
-}
-
 type ConfigSourceFlags = {
   source: 'file' | 'kubernetes';
   namespace: string | undefined;
@@ -182,18 +172,13 @@ async function kubernetesConfig(
   flags: ConfigSourceFlags,
   stop: Promise<unknown>,
 ): Promise<{ store: RetrievalConfigStore; config: RetrievalConfig } | string | undefined> {
-  const namespace = flags.namespace ?? process.env['POD_NAMESPACE'] ?? inClusterNamespace();
+  const namespace = configNamespace(flags.namespace);
   if (namespace === undefined)
     return '--config-source kubernetes needs --namespace, POD_NAMESPACE or a service account namespace file';
-  const k8s = await import('@kubernetes/client-node');
   const { kubeRetrievalConfigStore } = await import('./config-kube.ts');
-  const kubeConfig = new k8s.KubeConfig();
-  try {
-    kubeConfig.loadFromDefault();
-    if (kubeConfig.getCurrentCluster() === null) throw new Error('no current cluster');
-  } catch (e) {
-    return `no usable kubeconfig (${(e as Error).message})`;
-  }
+  const loaded = await loadKubeConfig();
+  if ('error' in loaded) return loaded.error;
+  const { kubeConfig } = loaded;
   const store = kubeRetrievalConfigStore({
     kubeConfig,
     namespace,

@@ -15,9 +15,9 @@
  * - The embeddings section is read once, at start (the embedder and the database's profile check
  *   depend on it); a changed one is logged and applies at the next start.
  */
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { Counter, Gauge, type Registry } from 'prom-client';
+import { watchConfigFile } from '../common/file-watch.ts';
 import type { AgentRef } from '../contract/index.ts';
 import { agentKey, parseConfigText, type RetrievalConfig } from './config.ts';
 
@@ -148,29 +148,11 @@ export function fileRetrievalConfigStore(
     tracker.apply(text);
   };
   reload();
-  let watcher: FSWatcher | undefined;
-  try {
-    const name = basename(path);
-    watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
-      const f = file === null ? null : String(file);
-      if (f === null || f === name || f.startsWith('..')) reload();
-    });
-    watcher.on('error', () => {
-      watcher?.close();
-      watcher = undefined;
-    });
-  } catch {
-    watcher = undefined;
-  }
-  const timer = setInterval(reload, options.pollMs ?? 1000);
-  timer.unref();
+  const stop = watchConfigFile(path, reload, options.pollMs !== undefined ? { pollMs: options.pollMs } : {});
   return {
     current: () => tracker.state(),
     reloads: tracker.counts,
-    close: () => {
-      clearInterval(timer);
-      watcher?.close();
-    },
+    close: stop,
   };
 }
 

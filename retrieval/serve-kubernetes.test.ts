@@ -5,24 +5,19 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { waitFor } from '../common/testing/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
+import { writeKubeconfig } from '../controller/testsupport/kubeconfig.ts';
 import { AGENT } from './testing.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 
-async function until(probe: () => Promise<boolean>, limitMs = 180_000, onFail?: () => string): Promise<void> {
-  try {
-    await waitFor('the condition', probe, { timeoutMs: limitMs, intervalMs: 50 });
-  } catch (err) {
-    throw new Error(`${(err as Error).message}${onFail ? `: ${onFail()}` : ''}`);
-  }
-}
+/** Children start under load: generous bounds, never expectations. */
+const SERVE_WAIT = { timeoutMs: 180_000, intervalMs: 50 };
 
 const status = async (url: string) => {
   try {
@@ -37,20 +32,7 @@ test('serve retrieval waits for its ConfigMap, then serves and follows it', asyn
   const dir = mkdtempSync(join(tmpdir(), 'retrieval-kube-'));
   let child: ChildProcess | undefined;
   try {
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        // client-node refuses plain HTTP unless TLS verification is explicitly off (the double has no TLS).
-        `clusters: [{name: double, cluster: {server: "http://127.0.0.1:${api.port}", insecure-skip-tls-verify: true}}]`,
-        `users: [{name: retrieval, user: {token: ${api.token(serviceAccountUser('knowledge', 'knowledge-retrieval'))}}}]`,
-        'contexts: [{name: double, context: {cluster: double, user: retrieval}}]',
-        'current-context: double',
-        '',
-      ].join('\n'),
-    );
+    const kubeconfig = writeKubeconfig(dir, api, 'knowledge', 'knowledge-retrieval');
     child = spawn(
       process.execPath,
       [
@@ -82,10 +64,10 @@ test('serve retrieval waits for its ConfigMap, then serves and follows it', asyn
       err += c.toString();
     });
     // No ConfigMap yet: it waits (and says so) instead of serving without a configuration.
-    await until(
+    await waitFor(
+      'the child to wait for its configuration',
       async () => /waiting for a valid configuration/.test(err + out),
-      180_000,
-      () => err,
+      { ...SERVE_WAIT, detail: () => err },
     );
     assert.doesNotMatch(out, /listening/);
     api.put({
@@ -100,24 +82,22 @@ test('serve retrieval waits for its ConfigMap, then serves and follows it', asyn
         }),
       },
     });
-    await until(
-      async () => /listening on (http:\/\/\S+)\/mcp/.test(out),
-      180_000,
-      () => err,
-    );
+    await waitFor('the child to log its address', async () => /listening on (http:\/\/\S+)\/mcp/.test(out), {
+      ...SERVE_WAIT,
+      detail: () => err,
+    });
     const url = /listening on (http:\/\/\S+)\/mcp/.exec(out)![1]!;
-    await until(
-      async () => (await status(`${url}/readyz`)) === 200,
-      180_000,
-      () => err,
-    );
+    await waitFor('/readyz to answer 200', async () => (await status(`${url}/readyz`)) === 200, {
+      ...SERVE_WAIT,
+      detail: () => err,
+    });
     const metrics = await (await fetch(`${url}/metrics`)).text();
     assert.match(metrics, /fgentic_retrieval_config_staleness_seconds 0/);
     assert.match(metrics, /fgentic_retrieval_config_agents 1/);
     assert.ok(api.requests.some((r) => r.includes('fieldSelector=metadata.name%3Dfgentic-retrieval-config')));
     // The ConfigMap deleted (platform removed): not ready.
     api.remove('v1', 'ConfigMap', 'knowledge', 'fgentic-retrieval-config');
-    await until(async () => (await status(`${url}/readyz`)) === 503);
+    await waitFor('/readyz to answer 503', async () => (await status(`${url}/readyz`)) === 503, SERVE_WAIT);
     assert.deepEqual(api.denied, []);
     // Logs carry no configuration content.
     assert.doesNotMatch(err + out, /knowledge-agent/);

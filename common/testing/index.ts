@@ -25,6 +25,8 @@ export interface WaitOptions {
   readonly timeoutMs?: number;
   /** Pause between probes. */
   readonly intervalMs?: number;
+  /** Context added to the timeout message (e.g. a child's stderr), read only on timeout. */
+  readonly detail?: () => string;
 }
 
 /**
@@ -37,8 +39,11 @@ export async function waitFor<T>(
   probe: () => T | undefined | null | false | Promise<T | undefined | null | false>,
   options: WaitOptions | number = {},
 ): Promise<T> {
-  const { timeoutMs = 30_000, intervalMs = 20 } =
-    typeof options === 'number' ? { timeoutMs: options } : options;
+  const {
+    timeoutMs = 30_000,
+    intervalMs = 20,
+    detail,
+  } = typeof options === 'number' ? ({ timeoutMs: options } as WaitOptions) : options;
   const deadline = performance.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -51,7 +56,9 @@ export async function waitFor<T>(
     if (performance.now() >= deadline) {
       const cause =
         last instanceof Error ? ` (last error: ${last.name}${errCode(last)}: ${last.message})` : '';
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${cause}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${cause}${detail ? `: ${detail()}` : ''}`,
+      );
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
