@@ -1,11 +1,18 @@
 /** Pure render: all our resources in, every desired object (sorted, deterministic) and the conflicts out. */
+
+import { MAX_AGENTS } from '../../retrieval/config-limits.ts';
 import type { Conflict, K8sObject, RenderResult, Resources } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { renderGatewayAgent, renderGatewayShared } from './gateway.ts';
 import { renderKagentAgent, renderKagentShared } from './kagent.ts';
 import { type Agent, cmpStr, type Model } from './model.ts';
 import { renderAgentNetworkPolicy, renderSharedNetworkPolicies } from './network-policy.ts';
-import { CONFIGMAP_DATA_LIMIT, configMapBytes, renderServerConfig } from './server-config.ts';
+import {
+  CONFIGMAP_DATA_LIMIT,
+  configMapBytes,
+  RETRIEVAL_CONFIGMAP,
+  renderServerConfig,
+} from './server-config.ts';
 
 const KIND_ORDER = [
   'ConfigMap',
@@ -47,6 +54,16 @@ export function renderAgentObjects(m: Model, a: Agent): K8sObject[] {
  */
 export function renderSharedObjects(m: Model, conflicts: Conflict[]): K8sObject[] {
   const configs = renderServerConfig(m).filter((cm) => {
+    if (cm.metadata.name === RETRIEVAL_CONFIGMAP && m.agents.length > MAX_AGENTS) {
+      // The retrieval server refuses a longer list (retrieval/config-limits.ts): never a partial one.
+      conflicts.push({
+        kind: 'RetrievalPlatform',
+        name: m.platformRes.metadata.name,
+        reason: 'TooManyAgents',
+        message: `${cm.metadata.name} would list ${m.agents.length} agents (limit ${MAX_AGENTS})`,
+      });
+      return false;
+    }
     const bytes = configMapBytes(cm);
     if (bytes <= CONFIGMAP_DATA_LIMIT) return true;
     // Never a truncated registry: no ConfigMap (the server then fails closed) and a reported conflict.
