@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MAX_AGENTS } from '../../retrieval/config-limits.ts';
 import { parseConfigText } from '../../retrieval/config.ts';
+import { MAX_AGENTS } from '../../retrieval/config-limits.ts';
 import { agent, examples } from '../testsupport/fixtures.ts';
 import type { Resources, RetrievalAgent } from '../types.ts';
 import { analyse } from './conflicts.ts';
@@ -25,9 +25,11 @@ function withAgents(n: number): Resources {
 }
 
 const retrievalJson = (objects: { kind: string; metadata: { name: string } }[]) =>
-  (objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === RETRIEVAL_CONFIGMAP) as
-    | { data: Record<string, string> }
-    | undefined)?.data['retrieval.json'];
+  (
+    objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === RETRIEVAL_CONFIGMAP) as
+      | { data: Record<string, string> }
+      | undefined
+  )?.data['retrieval.json'];
 
 describe('retrieval.json agent bound at render', () => {
   it('1,000 agents: the rendered retrieval.json is read by the server with every agent', () => {
