@@ -20,7 +20,7 @@
 import type { Conflict, K8sObject, OwnResource, Resources } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { compareObjects, renderAgentObjects, renderSharedObjects } from './index.ts';
-import type { Agent, Model } from './model.ts';
+import type { Agent, Model, Partner } from './model.ts';
 
 interface AgentEntry {
   readonly deps: string;
@@ -64,7 +64,7 @@ function readable(r: OwnResource): unknown {
 }
 
 /** Fingerprint of everything the per-Agent renderers read besides the platform. */
-function agentFingerprint(a: Agent): string {
+function agentFingerprint(a: Agent, partnerPrints: Map<Partner, string>): string {
   return JSON.stringify([
     a.namespace,
     a.name,
@@ -74,13 +74,24 @@ function agentFingerprint(a: Agent): string {
     a.localPath,
     a.publicPath,
     readable(a.res),
-    a.partners.map((p) => [p.name, readable(p.res), p.classifications, p.agents]),
+    a.partners.map((p) => partnerFingerprint(p, partnerPrints)),
   ]);
+}
+
+/** A partner is bound to several agents: its fingerprint is computed once per call. */
+function partnerFingerprint(p: Partner, memo: Map<Partner, string>): string {
+  let f = memo.get(p);
+  if (f === undefined) {
+    f = JSON.stringify([p.name, readable(p.res), p.classifications, p.agents]);
+    memo.set(p, f);
+  }
+  return f;
 }
 
 /** The dependency map: for each retrieval Agent (`namespace/name`), the fingerprint of its inputs. */
 export function agentDependencies(m: Model): Map<string, string> {
-  return new Map(m.agents.map((a) => [`${a.namespace}/${a.name}`, agentFingerprint(a)]));
+  const partners = new Map<Partner, string>();
+  return new Map(m.agents.map((a) => [`${a.namespace}/${a.name}`, agentFingerprint(a, partners)]));
 }
 
 function platformFingerprint(m: Model): string {
@@ -109,9 +120,10 @@ export function renderIncremental(input: Resources, memo?: RenderMemo): Incremen
   const agents = new Map<string, AgentEntry>();
   const objects: K8sObject[] = renderSharedObjects(model, conflicts).map((o) => keep(o, prev));
   let agentsRendered = 0;
+  const partners = new Map<Partner, string>();
   for (const a of model.agents) {
     const key = `${a.namespace}/${a.name}`;
-    const deps = agentFingerprint(a);
+    const deps = agentFingerprint(a, partners);
     let entry = reusable?.get(key);
     if (entry === undefined || entry.deps !== deps) {
       entry = { deps, objects: renderAgentObjects(model, a).map((o) => keep(o, prev)) };
