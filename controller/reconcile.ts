@@ -301,6 +301,8 @@ export class Reconciler {
    * Resource (by identity: the caches replace an object on every change) → the inputs of its
    * conditions when its status last said exactly them, and the conditions' summary.
    */
+  /** Mirror key → its content and the same with its hash annotation (mirrors are built per pass). */
+  private readonly mirrorHashes = new Map<string, { sig: string; hashed: K8sObject }>();
   private statusMemo = new WeakMap<OwnResource, { sig: string; computed: ReconcileResult['conditions'] }>();
 
   constructor(
@@ -327,6 +329,7 @@ export class Reconciler {
     this.renderMemo = undefined;
     this.hashed = new WeakMap();
     this.verified.clear();
+    this.mirrorHashes.clear();
     this.statusMemo = new WeakMap();
   }
 
@@ -463,7 +466,8 @@ export class Reconciler {
       const seen = this.verified.get(key);
       // The caches replace an object on every change, so the same two objects compare the same.
       const same = seen !== undefined && seen.desired === o && seen.live === current;
-      if ((same || upToDate(current, o)) && !this.backoff.failuresOf(`apply ${key}`)) {
+      const failing = this.backoff.size > 0 && this.backoff.failuresOf(`apply ${key}`) > 0;
+      if (!failing && (same || upToDate(current, o))) {
         if (this.incremental && current && !same) this.verified.set(key, { desired: o, live: current });
         if (current?.metadata.uid) uids.set(key, current.metadata.uid);
         unchanged++;
@@ -490,7 +494,11 @@ export class Reconciler {
       secret.metadata.ownerReferences = [
         { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayPolicy', name: ownerPolicy, uid },
       ];
-      const hashed = withHash(secret);
+      const mkey = objKey(secret);
+      const sig = JSON.stringify([secret.metadata, (secret as { data?: unknown }).data]);
+      const memoed = this.incremental ? this.mirrorHashes.get(mkey) : undefined;
+      const hashed = memoed?.sig === sig ? memoed.hashed : withHash(secret);
+      if (this.incremental) this.mirrorHashes.set(mkey, { sig, hashed });
       objects.push(hashed);
       desiredKeys.add(objKey(hashed));
       const hash = hashed.metadata.annotations?.[DESIRED_HASH] as string;
@@ -512,8 +520,8 @@ export class Reconciler {
         const existing = state.rendered(k.apiVersion, k.kind);
         if (!existing) continue; // not cached (kind not served or not synced): prune nothing of it
         for (const o of existing) {
-          const full = { ...o, apiVersion: k.apiVersion, kind: k.kind };
-          if (!desiredKeys.has(objKey(full))) doomed.push(full);
+          const key = `${k.apiVersion}|${k.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
+          if (!desiredKeys.has(key)) doomed.push({ ...o, apiVersion: k.apiVersion, kind: k.kind });
         }
       }
       await eachLimited(doomed, this.concurrency, async (o) => {
