@@ -1,10 +1,12 @@
 /**
  * The reconciler: render everything from the cached cluster state, then write only what differs.
  *
- * Level-triggered as before: every pass renders every desired object from our four kinds (the render
- * is pure and takes ~0.1 s at 1,000 agents / 10,000 rooms / 1,000 partners). What changed is that a
- * pass reads the informer caches instead of listing, and writes an object only when the live copy is
- * not already what it would write:
+ * Level-triggered: every pass computes every desired object from our four kinds, but the render is
+ * incremental (render/incremental.ts: an Agent's objects are rendered again only when their inputs
+ * changed, and an unchanged object is the same object as in the previous pass), so hashes and
+ * comparisons with the live caches are remembered by identity; a resync drops every memo. A pass
+ * reads the informer caches instead of listing, and writes an object only when the live copy is not
+ * already what it would write:
  *
  * - each desired object carries `retrieval.fgentic.dev/desired-hash` (SHA-256 of its JSON without
  *   that annotation). The apply is skipped when the live object has the same hash and still
