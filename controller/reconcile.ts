@@ -60,7 +60,11 @@ export interface ClusterWriter {
   upstream(): Promise<UpstreamFacts>;
 }
 
-/** What a pass reads: our four kinds and the live rendered objects (label-selected), from caches. */
+/**
+ * What a pass reads: our four kinds and the live rendered objects (label-selected), from caches.
+ * Objects are never changed in place: a change is a new object, as the informer caches store every
+ * watch event and write-through. The reconciler's memos recognise unchanged objects by identity.
+ */
 export interface ClusterState {
   own<T extends OwnResource>(kind: OwnKind): T[];
   /** Live rendered objects of one kind, or undefined when that kind's cache is not synced. */
