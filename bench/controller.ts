@@ -4,24 +4,34 @@
  * per-request latency (BENCH_LATENCY_MS, default 2), as the controller's ServiceAccount under the
  * shipped RBAC (plus one name per agent in the MCP-key Role, as deploy/base/rbac-controller.yaml asks).
  *
- * Two arms in one run, each on a fresh double seeded with the same resources:
- *   previous — the list-everything, apply-everything pass (bench/controller-baseline.ts), started by
- *              the benchmark right after each change (no watch delay, no debounce: in its favour);
- *   current  — the shipped controller (startController: informers, hashes, pool of 8, backoff), with
- *              its default 200 ms debounce, driven only by its own watches.
+ * Arms (BENCH_ARMS, default `full,incremental`), each on a fresh double seeded with the same resources:
+ *   previous    — the list-everything, apply-everything pass (bench/controller-baseline.ts), started by
+ *                 the benchmark right after each change (no watch delay, no debounce: in its favour);
+ *                 slow at full scale (minutes per pass), so not run by default;
+ *   full        — the shipped controller (startController: informers, hashes, pool of 8, backoff,
+ *                 200 ms debounce) with `incremental: false`: every pass renders, hashes and compares
+ *                 every object, as before the incremental render;
+ *   incremental — the shipped controller as it runs by default.
  * Scenarios per arm: initial sync, no-op resync, one RetrievalRoom change, one RetrievalAgent change.
  * For each: writes (apply / status / delete / event), reads (get / list / discovery), watches opened,
- * the time from the API change until the rendered object that carries it was applied, and peak memory
- * (the double runs in the same process, the same for both arms).
+ * the time from the API change until the rendered object that carries it was applied, where that
+ * time went (watch delivery, debounce and queue, each stage of the pass), and peak memory (the
+ * double runs in the same process, the same for every arm).
  * Prints a table and writes bench/results/controller.json. Run: npm run bench:controller.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startController } from '../controller/cli.ts';
+import { type PassTiming, startController } from '../controller/cli.ts';
 import { KubeClient, RENDERED_KINDS } from '../controller/kube/client.ts';
 import { readUpstream } from '../controller/kube/discovery.ts';
-import { type ClusterState, type ClusterWriter, Reconciler } from '../controller/reconcile.ts';
+import {
+  type ClusterState,
+  type ClusterWriter,
+  PASS_STAGES,
+  type PassStage,
+  Reconciler,
+} from '../controller/reconcile.ts';
 import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
@@ -41,7 +51,9 @@ const AGENTS = Number(process.env['BENCH_AGENTS'] ?? 1000);
 const ROOMS = Number(process.env['BENCH_ROOMS'] ?? 10_000);
 const PARTNERS = Number(process.env['BENCH_PARTNERS'] ?? 1000);
 const LATENCY = Number(process.env['BENCH_LATENCY_MS'] ?? 2);
-const ARMS = (process.env['BENCH_ARMS'] ?? 'previous,current').split(',');
+const ARMS = (process.env['BENCH_ARMS'] ?? 'full,incremental').split(',');
+for (const a of ARMS)
+  if (!['previous', 'full', 'incremental'].includes(a)) throw new Error(`unknown arm ${a}`);
 const NS = 'kagent';
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
 const mib = (n: number) => Math.round((n / 1024 / 1024) * 10) / 10;
@@ -223,7 +235,12 @@ interface Scenario {
   cpuMs: number;
   /** Writes to objects other than the changed resource's own rendered objects and status. */
   foreignWrites?: number;
+  /** Where the change → applied time went (controller arms, change scenarios). */
+  breakdown?: Breakdown;
 }
+
+/** ms from the API change: watch delivery, then debounce and queue, then the pass's stages. */
+type Breakdown = { delivery: number; wait: number; agentsRendered: number } & Record<PassStage, number>;
 
 interface Arm {
   arm: string;
@@ -366,9 +383,24 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const applied = marker ? sw.arm(marker) : undefined;
+    const firstPass = passes.length;
     await act();
     const t1 = applied ? await applied : undefined;
     const slice = api.requests.slice(n);
+    // The pass that applied the change: the first one asked for after it, that ended after the apply.
+    const pass =
+      t1 !== undefined
+        ? passes.slice(firstPass).find((p) => p.requestedAt >= t0 && p.endedAt >= t1)
+        : undefined;
+    const breakdown: Breakdown | undefined = pass && {
+      delivery: Math.round(pass.requestedAt - t0),
+      wait: Math.round(pass.startedAt - pass.requestedAt),
+      agentsRendered: pass.agentsRendered,
+      ...(Object.fromEntries(PASS_STAGES.map((st) => [st, Math.round(pass.stages[st])])) as Record<
+        PassStage,
+        number
+      >),
+    };
     scenarios.push({
       name,
       counts: count(slice),
@@ -376,12 +408,14 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
       cpuMs: Math.round((process.cpuUsage(cpu0).user + process.cpuUsage(cpu0).system) / 1000),
       ...(t1 !== undefined ? { latencyMs: Math.round(t1 - t0) } : {}),
       ...(own ? { foreignWrites: foreign(slice, own) } : {}),
+      ...(breakdown ? { breakdown } : {}),
     });
     process.stderr.write(`${arm}: ${name} done\n`);
     save([...done, { arm, scenarios, peakRssMiB: mib(peakRss), peakHeapMiB: mib(peakHeap) }]);
   };
 
   const client = watchedClient(api, sw);
+  const passes: PassTiming[] = [];
   let stop = async (): Promise<void> => {};
   let start: () => Promise<void>;
   let settle: () => Promise<void>;
@@ -400,6 +434,8 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
         leaseNamespace: 'fgentic-system',
         identity: 'bench',
         writer: () => client,
+        incremental: arm === 'incremental',
+        onPass: (p) => passes.push(p),
       });
       await new Promise((r) => setTimeout(r, 500)); // the lists and the first debounce
       await settle();
@@ -519,18 +555,41 @@ const cell = (s: Scenario | undefined) =>
     ? `${s.counts.writes} w (${s.counts.applies}a ${s.counts.statusWrites}s ${s.counts.deletes}d ${s.counts.events}e) / ${s.counts.reads + s.counts.discovery} r / ${s.latencyMs ?? '-'} ms`
     : '-';
 const names = arms[0]?.scenarios.map((s) => s.name) ?? [];
-const header = ['scenario', ...arms.map((a) => `${a.arm}: writes / reads / change→applied`), 'writes ratio'];
+const header = [
+  'scenario',
+  ...arms.map((a) => `${a.arm}: writes / reads / change→applied`),
+  'ratio first/last arm: writes, change→applied',
+];
 const rows: string[][] = names.map((n) => {
   const cells = arms.map((a) => a.scenarios.find((s) => s.name === n));
-  const [p, c] = cells;
-  const ratio =
+  const p = cells[0];
+  const c = cells.length > 1 ? cells[cells.length - 1] : undefined;
+  const writes =
     p && c
       ? c.counts.writes === 0
         ? `${p.counts.writes}:0`
         : (p.counts.writes / c.counts.writes).toFixed(1)
       : '-';
-  return [n, ...cells.map(cell), ratio];
+  const latency =
+    p?.latencyMs !== undefined && c?.latencyMs !== undefined && c.latencyMs > 0
+      ? `${(p.latencyMs / c.latencyMs).toFixed(1)}x`
+      : '';
+  return [n, ...cells.map(cell), latency ? `${writes}, ${latency}` : writes];
 });
+// Where the change → applied time went, per change scenario (controller arms only).
+for (const n of names) {
+  const cells = arms.map((a) => a.scenarios.find((s) => s.name === n)?.breakdown);
+  if (cells.every((b) => b === undefined)) continue;
+  rows.push([
+    `${n}: ms delivery / wait / ${PASS_STAGES.join(' / ')} (agents rendered)`,
+    ...cells.map((b) =>
+      b
+        ? `${b.delivery} / ${b.wait} / ${PASS_STAGES.map((st) => b[st]).join(' / ')} (${b.agentsRendered})`
+        : '-',
+    ),
+    '',
+  ]);
+}
 rows.push([
   'duration (s): first / no-op / room / agent',
   ...arms.map((a) => a.scenarios.map((s) => (s.durationMs / 1000).toFixed(1)).join(' / ')),

@@ -17,7 +17,13 @@ import { ItemBackoff } from './backoff.ts';
 import { KubeClient, OWN_KINDS_INFO, RENDERED_KINDS } from './kube/client.ts';
 import { Informer, type InformerOptions } from './kube/informer.ts';
 import { LeaderElector } from './kube/lease.ts';
-import { type ClusterState, type ClusterWriter, Reconciler } from './reconcile.ts';
+import {
+  type ClusterState,
+  type ClusterWriter,
+  PASS_STAGES,
+  type PassStage,
+  Reconciler,
+} from './reconcile.ts';
 import { PRUNE_SELECTOR } from './render/model.ts';
 import type { K8sObject, OwnKind, OwnResource, RetrievalAgent, RetrievalPlatform } from './types.ts';
 
@@ -37,6 +43,22 @@ export interface ControllerOptions {
   concurrency?: number;
   /** The writer the reconciler uses (default: the KubeClient); tests and benchmarks count through it. */
   writer?: (client: KubeClient) => ClusterWriter;
+  /** Incremental render and memos (default true; `Reconciler` option of the same name). */
+  incremental?: boolean;
+  /** Called after every pass with where its time went (the benchmark's stage table). */
+  onPass?: (p: PassTiming) => void;
+}
+
+/** One pass's timeline (`performance.now()` ms) and the reconciler's stages. */
+export interface PassTiming {
+  /** When the first event (or timer) that asked for this pass arrived. */
+  requestedAt: number;
+  startedAt: number;
+  endedAt: number;
+  stages: Record<PassStage, number>;
+  agentsRendered: number;
+  applied: number;
+  statusWrites: number;
 }
 
 export interface ControllerHandle {
@@ -127,6 +149,19 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       labelNames: ['kind', 'type', 'status', 'reason'],
       registers: [registry],
     }),
+    stage: new Histogram({
+      name: 'fgentic_controller_pass_stage_seconds',
+      help: 'Time spent in each stage of a reconcile pass',
+      labelNames: ['stage'],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    queued: new Histogram({
+      name: 'fgentic_controller_pass_wait_seconds',
+      help: 'From the event that asked for a pass to its start (debounce and the pass before it)',
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
   };
   const elector = new LeaderElector(client.coordination, {
     name: o.leaseName ?? 'fgentic-retrieval-controller',
@@ -141,6 +176,8 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   let stopped = false;
   let running: Promise<void> | undefined;
   let pending = false;
+  /** When the oldest request not yet served by a pass arrived (performance.now()). */
+  let requestedAt: number | undefined;
   let timer: NodeJS.Timeout | undefined;
   let retryTimer: NodeJS.Timeout | undefined;
   let passes = 0;
@@ -190,8 +227,22 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       return;
     }
     const end = m.duration.startTimer();
+    const startedAt = performance.now();
+    const asked = requestedAt ?? startedAt;
+    requestedAt = undefined;
+    m.queued.observe((startedAt - asked) / 1000);
     try {
       const r = await t.reconciler.pass(stateOf(t));
+      for (const s of PASS_STAGES) m.stage.observe({ stage: s }, r.stages[s] / 1000);
+      o.onPass?.({
+        requestedAt: asked,
+        startedAt,
+        endedAt: performance.now(),
+        stages: r.stages,
+        agentsRendered: r.agentsRendered,
+        applied: r.applied,
+        statusWrites: r.statusWrites,
+      });
       m.reconciles.inc({ result: r.errors.length ? 'error' : 'ok' });
       m.applied.set(r.applied + r.unchanged);
       m.writes.inc({ op: 'apply' }, r.applied);
@@ -245,6 +296,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   const schedule = () => {
     if (!leader || stopped) return;
     pending = true;
+    requestedAt ??= performance.now();
     if (timer || running) return;
     timer = setTimeout(() => {
       timer = undefined;
@@ -256,6 +308,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     const reconciler = new Reconciler(writer, {
       concurrency: o.concurrency ?? 8,
       backoff: new ItemBackoff(),
+      ...(o.incremental !== undefined ? { incremental: o.incremental } : {}),
     });
     const make = (
       k: { apiVersion: string; kind: string; plural: string },

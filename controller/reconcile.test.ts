@@ -192,6 +192,46 @@ describe('writes only what changed', () => {
     assert.deepEqual(c.writes.slice(n), [`apply NetworkPolicy ${np.metadata.name}`]);
   });
 
+  it('after passes that remembered it up to date, an object replaced behind the controller is re-applied', async () => {
+    const input = examples();
+    const c = new MemoryCluster(input);
+    const r = new Reconciler(c);
+    await r.pass(c);
+    await r.pass(c); // remembers every (desired, live) pair as up to date
+    await r.pass(c);
+    const np = [...c.objects.values()].find((o) => o.kind === 'NetworkPolicy') as K8sObject & {
+      spec: { ingress?: unknown[] };
+    };
+    // As a watch event delivers it: a new object with the same hash annotation.
+    c.objects.set(key(np), { ...structuredClone(np), spec: { ...np.spec, ingress: [{}] } });
+    const n = c.writes.length;
+    await r.pass(c);
+    assert.deepEqual(c.writes.slice(n), [`apply NetworkPolicy ${np.metadata.name}`]);
+  });
+
+  it('after passes that remembered its status, a resource changed to a new generation gets its status written', async () => {
+    const input = examples();
+    const c = new MemoryCluster(input);
+    const r = new Reconciler(c);
+    await r.pass(c);
+    await r.pass(c);
+    await r.pass(c);
+    const i = input.agents.findIndex((a) => a.metadata.name === 'knowledge-agent');
+    const old = input.agents[i] as (typeof input.agents)[number];
+    // As a watch event delivers it: a new object, spec and generation changed.
+    input.agents[i] = {
+      ...structuredClone(old),
+      metadata: { ...structuredClone(old.metadata), generation: 2 },
+      spec: { ...old.spec, rateLimit: { requestsPerMinute: 7 } },
+    };
+    const n = c.writes.length;
+    await r.pass(c);
+    assert.ok(
+      c.writes.slice(n).includes('status RetrievalAgent knowledge-agent'),
+      c.writes.slice(n).join(', '),
+    );
+  });
+
   it('prunes nothing while an object is failing, then prunes once it applies', async () => {
     const input = examples();
     const c = new MemoryCluster(input);

@@ -1,10 +1,12 @@
 /**
  * The reconciler: render everything from the cached cluster state, then write only what differs.
  *
- * Level-triggered as before: every pass renders every desired object from our four kinds (the render
- * is pure and takes ~0.1 s at 1,000 agents / 10,000 rooms / 1,000 partners). What changed is that a
- * pass reads the informer caches instead of listing, and writes an object only when the live copy is
- * not already what it would write:
+ * Level-triggered: every pass computes every desired object from our four kinds, but the render is
+ * incremental (render/incremental.ts: an Agent's objects are rendered again only when their inputs
+ * changed, and an unchanged object is the same object as in the previous pass), so hashes and
+ * comparisons with the live caches are remembered by identity; a resync drops every memo. A pass
+ * reads the informer caches instead of listing, and writes an object only when the live copy is not
+ * already what it would write:
  *
  * - each desired object carries `retrieval.fgentic.dev/desired-hash` (SHA-256 of its JSON without
  *   that annotation). The apply is skipped when the live object has the same hash and still
@@ -22,6 +24,7 @@ import { createLogger } from '../common/log.ts';
 import { ItemBackoff } from './backoff.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
 import { mirrorMcpKeys, type SecretReader } from './kube/mcp-keys.ts';
+import { type RenderMemo, renderIncremental } from './render/incremental.ts';
 import { render } from './render/index.ts';
 import type {
   Condition,
@@ -57,7 +60,11 @@ export interface ClusterWriter {
   upstream(): Promise<UpstreamFacts>;
 }
 
-/** What a pass reads: our four kinds and the live rendered objects (label-selected), from caches. */
+/**
+ * What a pass reads: our four kinds and the live rendered objects (label-selected), from caches.
+ * Objects are never changed in place: a change is a new object, as the informer caches store every
+ * watch event and write-through. The reconciler's memos recognise unchanged objects by identity.
+ */
 export interface ClusterState {
   own<T extends OwnResource>(kind: OwnKind): T[];
   /** Live rendered objects of one kind, or undefined when that kind's cache is not synced. */
@@ -85,13 +92,27 @@ export interface ReconcileResult {
   conditions: { kind: OwnResource['kind']; type: string; status: Condition['status']; reason: string }[];
   /** Epoch ms when the earliest failed object may be retried; undefined when nothing is failing. */
   retryAt?: number;
+  /** Wall time of each stage of the pass, in ms (`PASS_STAGES`). */
+  stages: Record<PassStage, number>;
+  /** Retrieval Agents whose objects were rendered in this pass (all of them without `incremental`). */
+  agentsRendered: number;
 }
+
+/** The stages of a pass, in order, as `ReconcileResult.stages` and the stage metric name them. */
+export const PASS_STAGES = ['upstream', 'render', 'compare', 'apply', 'mirror', 'prune', 'status'] as const;
+export type PassStage = (typeof PASS_STAGES)[number];
 
 export interface ReconcilerOptions {
   /** Applies and deletes in flight at once (default 8). */
   concurrency?: number;
   now?: () => Date;
   backoff?: ItemBackoff;
+  /**
+   * Render only what the changed resources affect and remember hashes and comparisons of unchanged
+   * objects (default true). False renders, hashes and compares everything on every pass: kept so the
+   * benchmark can run both side by side.
+   */
+  incremental?: boolean;
 }
 
 const objKey = (o: { apiVersion: string; kind: string; metadata: { namespace?: string; name: string } }) =>
@@ -272,6 +293,23 @@ export class Reconciler {
   private readonly failing = new Map<string, string>();
   private readonly concurrency: number;
   private readonly now: () => Date;
+  private readonly incremental: boolean;
+  /** The previous render's inputs and outputs (incremental mode). */
+  private renderMemo: RenderMemo | undefined;
+  /**
+   * Rendered object → the same with its hash annotation. The incremental render hands back the very
+   * object of the previous pass when its content is unchanged, so identity is enough.
+   */
+  private hashed = new WeakMap<K8sObject, K8sObject>();
+  /** Object key → the desired and live objects last found up to date (both by identity). */
+  private readonly verified = new Map<string, { desired: K8sObject; live: K8sObject }>();
+  /**
+   * Resource (by identity: the caches replace an object on every change) → the inputs of its
+   * conditions when its status last said exactly them, and the conditions' summary.
+   */
+  /** Mirror key → its content and the same with its hash annotation (mirrors are built per pass). */
+  private readonly mirrorHashes = new Map<string, { sig: string; hashed: K8sObject }>();
+  private statusMemo = new WeakMap<OwnResource, { sig: string; computed: ReconcileResult['conditions'] }>();
 
   constructor(
     private readonly api: ClusterWriter,
@@ -281,6 +319,7 @@ export class Reconciler {
     this.secrets = new SecretCache(api);
     this.concurrency = o.concurrency ?? 8;
     this.now = o.now ?? (() => new Date());
+    this.incremental = o.incremental ?? true;
   }
 
   /**
@@ -291,10 +330,24 @@ export class Reconciler {
   resync(): void {
     this.secrets.forget();
     this.goneMirrors.clear();
+    // A resync also renders, hashes and compares everything afresh, so no memo can hide a mistake
+    // for longer than the resync period.
+    this.renderMemo = undefined;
+    this.hashed = new WeakMap();
+    this.verified.clear();
+    this.mirrorHashes.clear();
+    this.statusMemo = new WeakMap();
   }
 
   async pass(state: ClusterState): Promise<ReconcileResult> {
     const api = this.api;
+    const stages = Object.fromEntries(PASS_STAGES.map((s) => [s, 0])) as Record<PassStage, number>;
+    let mark = performance.now();
+    const lap = (stage: PassStage) => {
+      const t = performance.now();
+      stages[stage] += t - mark;
+      mark = t;
+    };
     const live = (r: OwnResource) => !r.metadata.deletionTimestamp;
     const input: Resources = {
       platforms: state.own<RetrievalPlatform>('RetrievalPlatform').filter(live),
@@ -306,6 +359,7 @@ export class Reconciler {
     // An upstream the design does not hold on: render nothing new and prune nothing, so whatever works
     // keeps working, and say what was seen on the RetrievalPlatform.
     const verdict = judgeUpstream(await api.upstream());
+    lap('upstream');
     if (!verdict.supported) {
       const statusWrites = await reportUnsupported(
         api,
@@ -324,6 +378,8 @@ export class Reconciler {
         errors: [],
         conditions: [],
         unsupported: verdict,
+        stages,
+        agentsRendered: 0,
       };
     }
     const jwt = platform?.spec.jwt;
@@ -335,11 +391,32 @@ export class Reconciler {
       );
       if (v) input.jwksInline = v;
     }
-    const rendered = render(input);
-    const conflicts = rendered.conflicts;
-    const objects = rendered.objects.map(withHash);
+    lap('upstream');
+    let conflicts: Conflict[];
+    let objects: K8sObject[];
+    let agentsRendered: number;
+    if (this.incremental) {
+      const r = renderIncremental(input, this.renderMemo);
+      this.renderMemo = r.memo;
+      conflicts = r.conflicts;
+      agentsRendered = r.agentsRendered;
+      const hashed = new WeakMap<K8sObject, K8sObject>();
+      objects = r.objects.map((o) => {
+        const h = this.hashed.get(o) ?? withHash(o);
+        hashed.set(o, h);
+        return h;
+      });
+      this.hashed = hashed; // only this pass's objects: the previous ones may be collected
+    } else {
+      const rendered = render(input);
+      conflicts = rendered.conflicts;
+      agentsRendered = input.agents.length;
+      objects = rendered.objects.map(withHash);
+    }
+    lap('render');
     // The MCP routes' API keys, mirrored from each Agent's own MCP credential (fails closed when absent).
     const mirror = await mirrorMcpKeys(this.secrets, objects);
+    lap('mirror');
 
     let applied = 0;
     let unchanged = 0;
@@ -392,12 +469,27 @@ export class Reconciler {
     for (const o of objects) {
       const key = objKey(o);
       const current = state.live(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name);
-      if (upToDate(current, o) && !this.backoff.failuresOf(`apply ${key}`)) {
+      const seen = this.verified.get(key);
+      // The caches replace an object on every change, so the same two objects compare the same.
+      const same = seen !== undefined && seen.desired === o && seen.live === current;
+      const failing = this.backoff.size > 0 && this.backoff.failuresOf(`apply ${key}`) > 0;
+      if (!failing && (same || upToDate(current, o))) {
+        if (this.incremental && current && !same) this.verified.set(key, { desired: o, live: current });
         if (current?.metadata.uid) uids.set(key, current.metadata.uid);
         unchanged++;
-      } else todo.push(o);
+      } else {
+        this.verified.delete(key);
+        todo.push(o);
+      }
     }
+    if (this.verified.size > objects.length) {
+      // Objects no longer rendered: forget them, so the map stays the size of the render.
+      const keys = new Set(objects.map(objKey));
+      for (const k of this.verified.keys()) if (!keys.has(k)) this.verified.delete(k);
+    }
+    lap('compare');
     await eachLimited(todo, this.concurrency, (o) => applyOne(o));
+    lap('apply');
     // Each mirrored key is owned by its Agent's MCP policy, applied above: the garbage collector then
     // removes the key with the policy, so the controller never needs to list Secrets.
     const mirrors: { secret: K8sObject; hash: string }[] = [];
@@ -408,7 +500,11 @@ export class Reconciler {
       secret.metadata.ownerReferences = [
         { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayPolicy', name: ownerPolicy, uid },
       ];
-      const hashed = withHash(secret);
+      const mkey = objKey(secret);
+      const sig = JSON.stringify([secret.metadata, (secret as { data?: unknown }).data]);
+      const memoed = this.incremental ? this.mirrorHashes.get(mkey) : undefined;
+      const hashed = memoed?.sig === sig ? memoed.hashed : withHash(secret);
+      if (this.incremental) this.mirrorHashes.set(mkey, { sig, hashed });
       objects.push(hashed);
       desiredKeys.add(objKey(hashed));
       const hash = hashed.metadata.annotations?.[DESIRED_HASH] as string;
@@ -417,6 +513,7 @@ export class Reconciler {
       else mirrors.push({ secret: hashed, hash });
     }
     await eachLimited(mirrors, this.concurrency, ({ secret, hash }) => applyOne(secret, hash));
+    lap('mirror');
 
     // Prune only when no object is failing, so a transient failure never removes a working route.
     let pruned = 0;
@@ -429,8 +526,8 @@ export class Reconciler {
         const existing = state.rendered(k.apiVersion, k.kind);
         if (!existing) continue; // not cached (kind not served or not synced): prune nothing of it
         for (const o of existing) {
-          const full = { ...o, apiVersion: k.apiVersion, kind: k.kind };
-          if (!desiredKeys.has(objKey(full))) doomed.push(full);
+          const key = `${k.apiVersion}|${k.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
+          if (!desiredKeys.has(key)) doomed.push({ ...o, apiVersion: k.apiVersion, kind: k.kind });
         }
       }
       await eachLimited(doomed, this.concurrency, async (o) => {
@@ -448,9 +545,12 @@ export class Reconciler {
         }
       });
     }
+    lap('prune');
     // What the conditions report: every object still failing, in a stable order, so a retry that
     // fails the same way writes no status.
     const errors = [...this.failing.values()].sort();
+    const errorsSig = `${errors.length}\u0000${errors[0] ?? ''}`;
+    const verdictSig = JSON.stringify([verdict.supported, verdict.seen, verdict.problems]);
 
     const byKey = new Map(conflicts.map((c) => [resourceKey({ kind: c.kind, metadata: c }), c]));
     const stamp = this.now().toISOString();
@@ -468,15 +568,37 @@ export class Reconciler {
         res.kind === 'RetrievalAgent'
           ? mirror.problems.get(`${res.metadata.namespace}/${res.metadata.name}`)
           : undefined;
+      // Everything the conditions are computed from, besides the resource itself.
+      const sig = this.incremental
+        ? JSON.stringify([
+            conflict?.reason ?? null,
+            conflict?.message ?? null,
+            errorsSig,
+            problem ?? null,
+            res.kind === 'RetrievalPlatform' ? verdictSig : null,
+          ])
+        : '';
+      const memo = this.incremental ? this.statusMemo.get(res) : undefined;
+      if (memo !== undefined && memo.sig === sig) {
+        for (const c of memo.computed) computed.push(c);
+        continue;
+      }
       const conditions = conditionsFor(res, conflict, errors, stamp, problem);
       if (res.kind === 'RetrievalPlatform') conditions.push(upstreamCondition(res, verdict, stamp));
-      for (const c of conditions)
-        computed.push({ kind: res.kind, type: c.type, status: c.status, reason: c.reason });
+      const summary = conditions.map((c) => ({
+        kind: res.kind,
+        type: c.type,
+        status: c.status,
+        reason: c.reason,
+      }));
+      for (const c of summary) computed.push(c);
       if (
         sameConditions(res.status?.conditions, conditions) &&
         res.status?.observedGeneration === res.metadata.generation
-      )
+      ) {
+        if (this.incremental) this.statusMemo.set(res, { sig, computed: summary });
         continue;
+      }
       statusTodo.push({
         res,
         conditions,
@@ -510,6 +632,7 @@ export class Reconciler {
     if (newFailures > 0 && platform) {
       await api.event(platform, 'Warning', 'ApplyFailed', errors[0] as string).catch(() => undefined);
     }
+    lap('status');
     const retryAt = this.backoff.nextDue();
     log.info('reconciled', {
       applied,
@@ -528,6 +651,8 @@ export class Reconciler {
       errors: [...errors, ...statusErrors],
       conditions: computed,
       ...(retryAt !== undefined ? { retryAt } : {}),
+      stages,
+      agentsRendered,
     };
   }
 

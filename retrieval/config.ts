@@ -1,10 +1,12 @@
 /**
  * Strict parse of retrieval.json (docs/interfaces.md "Retrieval configuration file"). Unknown keys,
- * wrong types or an empty agent list are errors: the server refuses to start rather than guess.
+ * wrong types or an empty agent list are errors: the server refuses to start rather than guess. At
+ * most `MAX_AGENTS` agents, the most a 1 MiB ConfigMap always holds (config-limits.ts).
  * The database URL never comes from this file (DATABASE_URL only).
  */
 import { readFileSync } from 'node:fs';
 import { type AgentRef, isDns1123Label, parseStrictJson } from '../contract/index.ts';
+import { MAX_AGENTS } from './config-limits.ts';
 import { LOCAL_PROFILE } from './embeddings/local.ts';
 import { CAPABILITY_MODES, type CapabilityMode } from './ledger.ts';
 
@@ -66,7 +68,7 @@ export function parseConfig(value: unknown, options: ParseOptions = {}): Retriev
   if (
     !Array.isArray(agentsIn) ||
     (agentsIn.length === 0 && options.allowNoAgents !== true) ||
-    agentsIn.length > 64
+    agentsIn.length > MAX_AGENTS
   )
     throw new ConfigError('$.agents');
   const agents = agentsIn.map((a, i) => {

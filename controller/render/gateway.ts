@@ -418,9 +418,18 @@ function sharedObjects(m: Model): K8sObject[] {
   return out;
 }
 
+/** The gateway objects of one Agent: they read the platform, the Agent and its bound partners only. */
+export function renderGatewayAgent(m: Model, a: Agent): K8sObject[] {
+  return [a2aBackend(m, a), ...localObjects(m, a), ...publicObjects(m, a), ...mcpObjects(m, a)];
+}
+
+/** The gateway objects no single Agent owns (they may read the whole set of Agents). */
+export function renderGatewayShared(m: Model): K8sObject[] {
+  return sharedObjects(m);
+}
+
 export function renderGateway(m: Model): K8sObject[] {
   const out = sharedObjects(m);
-  for (const a of m.agents)
-    out.push(a2aBackend(m, a), ...localObjects(m, a), ...publicObjects(m, a), ...mcpObjects(m, a));
+  for (const a of m.agents) out.push(...renderGatewayAgent(m, a));
   return out;
 }

@@ -1,11 +1,18 @@
 /** Pure render: all our resources in, every desired object (sorted, deterministic) and the conflicts out. */
-import type { K8sObject, RenderResult, Resources } from '../types.ts';
+
+import { MAX_AGENTS } from '../../retrieval/config-limits.ts';
+import type { Conflict, K8sObject, RenderResult, Resources } from '../types.ts';
 import { analyse } from './conflicts.ts';
-import { renderGateway } from './gateway.ts';
-import { renderKagent } from './kagent.ts';
-import { cmpStr } from './model.ts';
-import { renderNetworkPolicies } from './network-policy.ts';
-import { CONFIGMAP_DATA_LIMIT, configMapBytes, renderServerConfig } from './server-config.ts';
+import { renderGatewayAgent, renderGatewayShared } from './gateway.ts';
+import { renderKagentAgent, renderKagentShared } from './kagent.ts';
+import { type Agent, cmpStr, type Model } from './model.ts';
+import { renderAgentNetworkPolicy, renderSharedNetworkPolicies } from './network-policy.ts';
+import {
+  CONFIGMAP_DATA_LIMIT,
+  configMapBytes,
+  RETRIEVAL_CONFIGMAP,
+  renderServerConfig,
+} from './server-config.ts';
 
 const KIND_ORDER = [
   'ConfigMap',
@@ -32,26 +39,49 @@ export function compareObjects(a: K8sObject, b: K8sObject): number {
   );
 }
 
-export function render(input: Resources): RenderResult {
-  const { model, conflicts } = analyse(input);
-  if (!model) return { objects: [], conflicts };
-  const configs = renderServerConfig(model).filter((cm) => {
+/**
+ * The objects of one retrieval Agent. They read only the platform, that RetrievalAgent and the
+ * PartnerClients bound to it (`incremental.ts` keys its reuse on exactly these).
+ */
+export function renderAgentObjects(m: Model, a: Agent): K8sObject[] {
+  return [...renderGatewayAgent(m, a), renderAgentNetworkPolicy(m, a), renderKagentAgent(a)];
+}
+
+/**
+ * Everything no single Agent owns: the two configurations (which read every agent, room and
+ * partner), the namespace-wide policies and the shared gateway and kagent objects. A configuration
+ * over the ConfigMap limit is left out and reported in `conflicts`.
+ */
+export function renderSharedObjects(m: Model, conflicts: Conflict[]): K8sObject[] {
+  const configs = renderServerConfig(m).filter((cm) => {
+    if (cm.metadata.name === RETRIEVAL_CONFIGMAP && m.agents.length > MAX_AGENTS) {
+      // The retrieval server refuses a longer list (retrieval/config-limits.ts): never a partial one.
+      conflicts.push({
+        kind: 'RetrievalPlatform',
+        name: m.platformRes.metadata.name,
+        reason: 'TooManyAgents',
+        message: `${cm.metadata.name} would list ${m.agents.length} agents (limit ${MAX_AGENTS})`,
+      });
+      return false;
+    }
     const bytes = configMapBytes(cm);
     if (bytes <= CONFIGMAP_DATA_LIMIT) return true;
     // Never a truncated registry: no ConfigMap (the server then fails closed) and a reported conflict.
     conflicts.push({
       kind: 'RetrievalPlatform',
-      name: model.platformRes.metadata.name,
+      name: m.platformRes.metadata.name,
       reason: 'RegistryTooLarge',
       message: `${cm.metadata.name} would hold ${bytes} bytes (limit ${CONFIGMAP_DATA_LIMIT})`,
     });
     return false;
   });
-  const objects = [
-    ...configs,
-    ...renderNetworkPolicies(model),
-    ...renderGateway(model),
-    ...renderKagent(model),
-  ].sort(compareObjects);
-  return { objects, conflicts };
+  return [...configs, ...renderSharedNetworkPolicies(m), ...renderGatewayShared(m), ...renderKagentShared(m)];
+}
+
+export function render(input: Resources): RenderResult {
+  const { model, conflicts } = analyse(input);
+  if (!model) return { objects: [], conflicts };
+  const objects = renderSharedObjects(model, conflicts);
+  for (const a of model.agents) objects.push(...renderAgentObjects(model, a));
+  return { objects: objects.sort(compareObjects), conflicts };
 }

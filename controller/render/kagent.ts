@@ -84,9 +84,16 @@ function agent(a: Agent): K8sObject {
   };
 }
 
+/** The RemoteMCPServer of every namespace that holds a retrieval Agent. */
+export function renderKagentShared(m: Model): K8sObject[] {
+  return [...new Set(m.agents.map((a) => a.namespace))].sort().map((ns) => remoteMcpServer(m, ns));
+}
+
+/** The kagent Agent of one RetrievalAgent (it reads that resource only). */
+export function renderKagentAgent(a: Agent): K8sObject {
+  return agent(a);
+}
+
 export function renderKagent(m: Model): K8sObject[] {
-  const out: K8sObject[] = [];
-  for (const ns of [...new Set(m.agents.map((a) => a.namespace))].sort()) out.push(remoteMcpServer(m, ns));
-  for (const a of m.agents) out.push(agent(a));
-  return out;
+  return [...renderKagentShared(m), ...m.agents.map(agent)];
 }

@@ -55,17 +55,36 @@ function np(
   return { apiVersion: NP, kind: 'NetworkPolicy', metadata: meta(name, namespace, owner), spec };
 }
 
+/** The proxy's pods and the observability egress rule, both read from the platform only. */
+function platformPeers(m: Model): { proxy: Peer; observability: Record<string, unknown> } {
+  const p = m.platform;
+  const obsNs = p.spec.observability?.namespace ?? MONITORING;
+  const obsPorts = p.spec.observability?.ports ?? [4317, 4318];
+  return {
+    proxy: peer(p.spec.gateway.namespace, p.proxyPodLabels),
+    observability: { to: [peer(obsNs, p.spec.observability?.podLabels ?? OTEL)], ports: tcp(...obsPorts) },
+  };
+}
+
+/** The NetworkPolicy of one retrieval Agent's pod (it reads the platform and that Agent only). */
+export function renderAgentNetworkPolicy(m: Model, a: Agent): K8sObject {
+  const { proxy, observability } = platformPeers(m);
+  return agentPolicy(m, a, proxy, observability);
+}
+
 export function renderNetworkPolicies(m: Model): K8sObject[] {
+  const out = renderSharedNetworkPolicies(m);
+  const { proxy, observability } = platformPeers(m);
+  for (const a of m.agents) out.push(agentPolicy(m, a, proxy, observability));
+  return out;
+}
+
+/** The policies of the retrieval namespace (default deny, retrieval server, projector). */
+export function renderSharedNetworkPolicies(m: Model): K8sObject[] {
   const p = m.platform;
   const ns = p.spec.namespaces.retrieval;
   const gwNs = p.spec.gateway.namespace;
-  const proxy = peer(gwNs, p.proxyPodLabels);
-  const obsNs = p.spec.observability?.namespace ?? MONITORING;
-  const obsPorts = p.spec.observability?.ports ?? [4317, 4318];
-  const observability = {
-    to: [peer(obsNs, p.spec.observability?.podLabels ?? OTEL)],
-    ports: tcp(...obsPorts),
-  };
+  const { proxy, observability } = platformPeers(m);
   // The servers serve /metrics on their one port; Prometheus may reach exactly that port.
   const metricsIn = (port: number) => ({ from: [peer(MONITORING, PROMETHEUS)], ports: tcp(port) });
   const retrievalPods = { matchLabels: { 'app.kubernetes.io/name': p.retrieval.service } };
@@ -128,8 +147,6 @@ export function renderNetworkPolicies(m: Model): K8sObject[] {
   out.push(
     np(m, 'fgentic-projector-egress', ns, { podSelector: projectorPods, policyTypes: ['Egress'], egress }),
   );
-
-  for (const a of m.agents) out.push(agentPolicy(m, a, proxy, observability));
   return out;
 }
 

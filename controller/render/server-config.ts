@@ -92,9 +92,13 @@ export const SHARD_BUDGET = 768 * 1024;
 
 type Entry = { key: string; value: unknown };
 
-function bucketOf(key: string, n: number): number {
-  return createHash('sha256').update(key, 'utf8').digest().readUInt32BE(0) % n;
+/** The first 32 bits of the key's SHA-256; its shard at count n (a power of two) is this modulo n. */
+function keyHash(key: string): number {
+  return createHash('sha256').update(key, 'utf8').digest().readUInt32BE(0);
 }
+
+/** UTF-8 length without encoding the text (Buffer.byteLength counts; it allocates nothing). */
+const utf8Length = (s: string): number => Buffer.byteLength(s, 'utf8');
 
 /**
  * Stable sharding: an entry's shard depends only on its key (room ID, or issuer/audience/azp) and the
@@ -103,16 +107,19 @@ function bucketOf(key: string, n: number): number {
  * doubles or halves. Returns undefined when even the largest count cannot hold it.
  */
 export function shardRegistry(rooms: Entry[], partners: Entry[]): string[] | undefined {
+  // Each key is hashed once, not once per shard count tried.
+  const roomHashes = rooms.map((r) => keyHash(r.key));
+  const partnerHashes = partners.map((p) => keyHash(`partner\u0000${p.key}`));
   for (let n = 1; n <= MAX_REGISTRY_SHARDS; n *= 2) {
     const shards = Array.from({ length: n }, () => ({
       version: 1,
       rooms: [] as unknown[],
       partners: [] as unknown[],
     }));
-    for (const r of rooms) shards[bucketOf(r.key, n)]!.rooms.push(r.value);
-    for (const p of partners) shards[bucketOf(`partner\u0000${p.key}`, n)]!.partners.push(p.value);
+    rooms.forEach((r, i) => shards[(roomHashes[i] as number) % n]!.rooms.push(r.value));
+    partners.forEach((p, i) => shards[(partnerHashes[i] as number) % n]!.partners.push(p.value));
     const texts = shards.map(compact);
-    if (texts.every((t) => utf8.encode(t).length <= SHARD_BUDGET)) return texts;
+    if (texts.every((t) => utf8Length(t) <= SHARD_BUDGET)) return texts;
   }
   return undefined;
 }
@@ -122,7 +129,7 @@ export function renderServerConfig(m: Model): K8sObject[] {
   const label = { [PROJECTOR_CONFIG_LABEL]: 'true' };
   const full = projectorConfig(m);
   const inline = compact(full);
-  if (utf8.encode(inline).length <= INLINE_REGISTRY_LIMIT)
+  if (utf8Length(inline) <= INLINE_REGISTRY_LIMIT)
     return [configMap(m, PROJECTOR_CONFIGMAP, 'projector.json', inline, label), retrieval];
   const rooms = (full['rooms'] as { roomId: string }[]).map((r) => ({ key: r.roomId, value: r }));
   const partners = (full['partners'] as { issuer: string; audience: string; azp: string }[]).map((p) => ({
@@ -149,9 +156,7 @@ export function renderServerConfig(m: Model): K8sObject[] {
 
 /** The apiserver limits a ConfigMap's data (keys + values) to 1 MiB. */
 export const CONFIGMAP_DATA_LIMIT = 1_048_576;
-const utf8 = new TextEncoder();
-
 export function configMapBytes(o: K8sObject): number {
   const data = (o as { data?: Record<string, string> }).data ?? {};
-  return Object.entries(data).reduce((n, [k, v]) => n + utf8.encode(k).length + utf8.encode(v).length, 0);
+  return Object.entries(data).reduce((n, [k, v]) => n + utf8Length(k) + utf8Length(v), 0);
 }
