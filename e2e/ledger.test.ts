@@ -193,3 +193,56 @@ describe('ledger mode: minted values', () => {
     assert.match(r.text, /unminted/);
   });
 });
+
+describe('ledger mode: the projector records after it answers', () => {
+  test('a record that fails after the answer: that value is denied at search and the projector stops minting', async () => {
+    clock = T0;
+    const projectorLedger = ledger.ledger!;
+    const owner = ledger.retrieval.pool;
+    await owner.query(
+      'REVOKE EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) FROM knowledge_projector',
+    );
+    try {
+      // The ledger was healthy when the check arrived: the delegation is answered and forwarded …
+      const before = ledger.runtime.receivedHeaders.length;
+      await bridgeSend({
+        routeUrl: ledger.localRouteUrl,
+        card: ledger.card,
+        apiKey: ledger.bridgeApiKey,
+        snapshot: roomSnapshot(GENERAL_ROOM, [ALICE, BOB]),
+        caller: ALICE,
+        text: 'handbook',
+      }).catch(() => undefined);
+      const carrier = ledger.runtime.receivedHeaders[before]?.['x-fgentic-identity'];
+      assert.ok(carrier, 'the agent pod received the value');
+      await projectorLedger.flush();
+      // … but its record failed, so the value reads nothing, however often it is sent.
+      const r = await search(ledger, carrier);
+      assert.equal(r.isError, true);
+      assert.match(r.text, /unminted/);
+      assert.equal(r.results.length, 0);
+      // From the observed failure on, nothing is minted: the next delegation is refused at the gateway.
+      assert.equal(projectorLedger.healthy(), false);
+      const after = ledger.runtime.receivedHeaders.length;
+      await assert.rejects(
+        bridgeSend({
+          routeUrl: ledger.localRouteUrl,
+          card: ledger.card,
+          apiKey: ledger.bridgeApiKey,
+          snapshot: roomSnapshot(GENERAL_ROOM, [ALICE, BOB]),
+          caller: ALICE,
+          text: 'handbook',
+        }),
+      );
+      assert.equal(ledger.runtime.receivedHeaders.length, after, 'nothing reached the agent pod');
+    } finally {
+      await owner.query(
+        'GRANT EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) TO knowledge_projector',
+      );
+    }
+    // The probe finds the ledger writable again; delegations work as before.
+    await projectorLedger.purge();
+    const { sources } = await delegate(ledger);
+    assert.ok(sources.length > 0);
+  });
+});

@@ -11,8 +11,9 @@
  *   `{"error":"denied","reason":"<code>"}` and nothing from the request.
  * - Authorization/Cookie values are never read; their presence denies (`credential_header`).
  * - One content-free audit line per decision: route, configured agent, decision, reason, status.
- * - Ledger mode (`capability: "ledger"`): an allow is answered only after the ledger recorded the
- *   minted value; a failed write denies `ledger_unavailable` (docs/ledger.md).
+ * - Ledger mode (`capability: "ledger"`): an allow is answered only once the ledger admitted the
+ *   minted value (queued for its record while the ledger is healthy, or recorded in `sync`
+ *   confirmation); an unhealthy ledger denies `ledger_unavailable` (docs/ledger.md).
  *
  * Three steps per check: `readCheck` (check parsing), `decideCheck` (the decision call and its I/O
  * steps), `writeDecision` + `finish` (response writing, metrics, audit).
@@ -255,6 +256,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  options.ledger?.onWrite((result, entries) => ledgerWrites.inc({ result }, entries));
 
   /** Response writing: the one place a check is answered, counted and audited. */
   const finish = (res: ServerResponse, started: bigint, decision: Outcome) => {
@@ -331,7 +333,10 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     return outcome;
   };
 
-  /** Ledger mode: the value leaves the projector only once the ledger has recorded it. */
+  /**
+   * Ledger mode: the value leaves the projector only once the ledger admitted it — queued while the
+   * ledger is healthy (deferred) or recorded (sync); projector/ledger.ts.
+   */
   const recordMinted = async (decision: Outcome & { allow: true }): Promise<Outcome> => {
     const refuse: Outcome = {
       route: decision.route,
@@ -343,11 +348,9 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     const bound = boundOf(value);
     if (options.ledger === undefined || bound === undefined) return refuse;
     try {
-      await options.ledger.record(value, bound.agent, bound.exp);
-      ledgerWrites.inc({ result: 'ok' });
+      await options.ledger.admit(value, bound.agent, bound.exp);
       return decision;
     } catch {
-      ledgerWrites.inc({ result: 'error' });
       return refuse;
     }
   };

@@ -61,6 +61,8 @@ export interface RetrievalServerOptions {
   readonly metrics?: RetrievalMetrics;
   /** `ledger`: searches require the capability ledger entry of their projection (docs/ledger.md). */
   readonly capability?: CapabilityMode;
+  /** Ledger mode: the mint window, ms (default LEDGER_WAIT_MS, retrieval/ledger.ts). */
+  readonly ledgerWaitMs?: number;
 }
 
 export interface RetrievalServer {
@@ -170,6 +172,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       draining: () => draining,
       ...(options.now ? { now: options.now } : {}),
       ...(ledger ? { capability: 'ledger' as const } : {}),
+      ...(options.ledgerWaitMs !== undefined ? { ledgerWaitMs: options.ledgerWaitMs } : {}),
     });
     const host = options.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {

@@ -6,6 +6,13 @@
  *
  * The digest helper and the statement texts are shared with the projector, which records the same
  * digest when it mints (projector/ledger.ts): both sides must hash the same bytes.
+ *
+ * The check is folded into the search statement as a filter without columns: PostgreSQL plans such a
+ * qual over a STABLE function as a one-time filter evaluated before the search function's scan, so
+ * a recorded value costs no extra round trip and an unrecorded one never reaches the search. Only an
+ * empty answer runs the check alone, to tell `unminted` from "no authorized row". The projector
+ * records after it answers (projector/ledger.ts), so a value the ledger does not have yet is
+ * re-checked for a bounded window (`LEDGER_WAIT_MS`) before it is denied.
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
@@ -49,12 +56,40 @@ export function recordMessage(role: string, digest: Buffer, agent: string, exp: 
   return `SELECT set_config('role', '${role}', true); SELECT fgentic_ledger.record_v1('\\x${digest.toString('hex')}'::bytea, '${agent}'::text, ${exp}::bigint)`;
 }
 
+/**
+ * Several records as one simple-protocol message (the projector's batches): one statement calls
+ * record_v1 once per row of a VALUES list, so the batch commits or fails as a whole. Each value is
+ * checked as in `recordMessage`.
+ */
+export function recordBatchMessage(
+  role: string,
+  entries: readonly { readonly digest: Buffer; readonly agent: string; readonly exp: number }[],
+): string {
+  if (entries.length === 0) throw new RangeError('empty batch');
+  if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
+  const rows = entries.map((e) => {
+    if (e.digest.length !== 32) throw new RangeError('digest must be 32 bytes');
+    if (!AGENT_KEY.test(e.agent)) throw new RangeError('agent must be namespace/name');
+    if (!Number.isSafeInteger(e.exp)) throw new RangeError('exp must be an integer');
+    return `('\\x${e.digest.toString('hex')}'::bytea, '${e.agent}'::text, ${e.exp}::bigint)`;
+  });
+  return (
+    `SELECT set_config('role', '${role}', true); ` +
+    `SELECT fgentic_ledger.record_v1(v.d, v.a, v.e) FROM (VALUES ${rows.join(', ')}) AS v(d, a, e)`
+  );
+}
+
 /** What a search must prove in ledger mode. */
 export interface CapabilityProof {
   readonly digest: Buffer;
   readonly agent: string;
   /** The clock the contract check used, Unix seconds. */
   readonly now: number;
+  /**
+   * Where the check runs: `folded` (default) into the search statement, `separate` as its own
+   * statement before the search (the earlier path, kept for bench:ledger's comparison).
+   */
+  readonly placement?: 'folded' | 'separate';
 }
 
 /** The ledger answered: this value was not minted for this agent, or its entry expired or was purged. */
@@ -69,6 +104,119 @@ export class UnmintedCapabilityError extends Error {
 export async function requireRecorded(client: pg.PoolClient, proof: CapabilityProof): Promise<void> {
   const r = await client.query(CHECK_SQL, [proof.digest, proof.agent, proof.now]);
   if (r.rows[0]?.['ok'] !== true) throw new UnmintedCapabilityError();
+}
+
+/** A statement the way retrieval/planner.ts builds it. */
+export interface CheckedStatement {
+  readonly text: string;
+  readonly values: readonly unknown[];
+}
+
+/**
+ * The search statement under the ledger check: the check's arguments follow the search's own, and
+ * its only inputs are parameters, so the planner treats it as a pseudo-constant (one-time filter
+ * before the function scan; `retrieval/ledger-search.test.ts` holds the plan to that). check_v1 is
+ * STABLE and SECURITY DEFINER, which also keeps it from being inlined. The order of the search's
+ * rows (list, then position) is restated because a subquery's ORDER BY does not bind the outer query.
+ */
+export function foldCheck(statement: CheckedStatement, proof: CapabilityProof): CheckedStatement {
+  const n = statement.values.length;
+  return {
+    text:
+      `SELECT s.* FROM (${statement.text}) AS s ` +
+      `WHERE fgentic_ledger.check_v1($${n + 1}::bytea, $${n + 2}::text, $${n + 3}::bigint) ` +
+      'ORDER BY s.list DESC, s.ord',
+    values: [...statement.values, proof.digest, proof.agent, proof.now],
+  };
+}
+
+/**
+ * Runs the search statement inside an open transaction, under the ledger check when there is a
+ * proof; throws UnmintedCapabilityError when the ledger has no live entry for it.
+ */
+export async function runUnderCheck(
+  client: pg.PoolClient,
+  statement: CheckedStatement,
+  proof: CapabilityProof | undefined,
+): Promise<Record<string, unknown>[]> {
+  if (proof === undefined) return (await client.query(statement.text, statement.values as unknown[])).rows;
+  if (proof.placement === 'separate') {
+    await requireRecorded(client, proof);
+    return (await client.query(statement.text, statement.values as unknown[])).rows;
+  }
+  const checked = foldCheck(statement, proof);
+  const rows = (await client.query(checked.text, checked.values as unknown[])).rows;
+  // No row: either nothing is authorized or the filter refused; only the check itself can tell.
+  if (rows.length === 0) await requireRecorded(client, proof);
+  return rows;
+}
+
+/**
+ * How long the retrieval server keeps re-checking a value the ledger does not have before it denies
+ * `unminted`: the projector records after answering, and its record deadline (1 s by default,
+ * projector/ledger.ts) lies inside this bound. A tool call follows the model's turn, which takes far
+ * longer, so the window is almost only spent on values nobody minted.
+ */
+export const LEDGER_WAIT_MS = 2_000;
+
+/** Pauses between re-checks: doubling from 10 ms, the last one cut to the window. */
+export function recheckDelays(windowMs: number): number[] {
+  const out: number[] = [];
+  let total = 0;
+  for (let d = 10; total < windowMs; d *= 2) {
+    const step = Math.min(d, windowMs - total);
+    out.push(step);
+    total += step;
+  }
+  return out;
+}
+
+export interface MintWindow {
+  /** Bound on the total wait, ms; 0 denies at once. */
+  readonly windowMs: number;
+  /** Timer (tests pass a recorder). */
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Re-checks until the ledger has the entry or the window is spent. Each re-check is its own short
+ * transaction: no connection is held while waiting (on the embedded database a held transaction
+ * would also hold back the projector's record).
+ */
+export async function awaitRecorded(recorded: () => Promise<boolean>, window: MintWindow): Promise<boolean> {
+  const sleep = window.sleep ?? realSleep;
+  for (const d of recheckDelays(window.windowMs)) {
+    await sleep(d);
+    if (await recorded()) return true;
+  }
+  return false;
+}
+
+/**
+ * One search under the ledger with the mint window: an `unminted` answer is re-checked within the
+ * window and, once the entry shows up, the search runs again (once; it may still be denied if a
+ * purge removed the entry in between). Any other outcome passes through unchanged.
+ */
+export async function withinMintWindow<T>(
+  attempt: () => Promise<T>,
+  recorded: () => Promise<boolean>,
+  window: MintWindow,
+): Promise<T> {
+  try {
+    return await attempt();
+  } catch (err) {
+    if (!(err instanceof UnmintedCapabilityError)) throw err;
+    if (!(await awaitRecorded(recorded, window))) throw err;
+    return attempt();
+  }
+}
+
+/** The check alone, outside any transaction of the caller (the serving pool wraps it in its own). */
+export async function isRecorded(servingPool: pg.Pool, proof: CapabilityProof): Promise<boolean> {
+  const r = await servingPool.query(CHECK_SQL, [proof.digest, proof.agent, proof.now]);
+  return r.rows[0]?.['ok'] === true;
 }
 
 /** Readiness in ledger mode: the check function exists and the serving role may execute it. */

@@ -8,14 +8,8 @@
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { toVectorParam } from './db/pool.ts';
-import { type CapabilityProof, requireRecorded } from './ledger.ts';
-import {
-  DEFAULT_PLANNER,
-  type Plan,
-  type PlannerOptions,
-  type Statement,
-  searchStatement,
-} from './planner.ts';
+import { type CapabilityProof, runUnderCheck } from './ledger.ts';
+import { DEFAULT_PLANNER, type Plan, type PlannerOptions, searchStatement } from './planner.ts';
 import { searchArguments } from './predicate.ts';
 
 export type SearchMode = 'vector' | 'hybrid';
@@ -27,7 +21,7 @@ export interface SearchRequest {
   readonly mode?: SearchMode;
   /** Needed for hybrid mode. */
   readonly queryText?: string;
-  /** Ledger mode: checked first, in the search's own transaction (retrieval/ledger.ts). */
+  /** Ledger mode: checked in the search's own statement (retrieval/ledger.ts). */
   readonly capability?: CapabilityProof;
 }
 
@@ -48,10 +42,6 @@ export interface SearchResult {
 
 export const MAX_RESULTS = 20;
 const RRF_K = 60;
-
-function run(client: pg.PoolClient, s: Statement): Promise<pg.QueryResult> {
-  return client.query(s.text, s.values as unknown[]);
-}
 
 function toHit(row: Record<string, unknown>): SearchHit {
   return {
@@ -110,8 +100,7 @@ export async function searchKnowledge(
   let failed = false;
   try {
     await client.query('BEGIN READ ONLY');
-    if (req.capability !== undefined) await requireRecorded(client, req.capability);
-    const rows = (await run(client, statement)).rows;
+    const rows = await runUnderCheck(client, statement, req.capability);
     await client.query('COMMIT');
     // Rows arrive ordered by list ('vector' first) and position in it.
     const vectorHits = rows.filter((r) => r['list'] === 'vector').map(toHit);

@@ -22,8 +22,11 @@ import {
   type CapabilityMode,
   type CapabilityProof,
   capabilityDigest,
+  isRecorded,
+  LEDGER_WAIT_MS,
   UNMINTED_REASON,
   UnmintedCapabilityError,
+  withinMintWindow,
 } from '../ledger.ts';
 import type { RetrievalMetrics } from '../metrics.ts';
 import type { PlannerOptions } from '../planner.ts';
@@ -55,6 +58,8 @@ export interface McpContext {
     | undefined;
   /** `ledger`: every search must find its projection in the capability ledger (default `plain`). */
   readonly capability?: CapabilityMode;
+  /** Ledger mode: how long a value the ledger does not have yet is re-checked (default LEDGER_WAIT_MS). */
+  readonly ledgerWaitMs?: number;
 }
 
 /** Every raw value of a header (Node merges duplicates in req.headers; rawHeaders keeps them apart). */
@@ -134,18 +139,25 @@ function buildServer(
     }
     const started = process.hrtime.bigint();
     try {
-      const result = await searchKnowledge(
-        ctx.pool,
-        {
-          projection: identity.value,
-          embedding,
-          maxResults: args.maxResults,
-          mode: args.mode,
-          queryText: args.query,
-          ...(proof ? { capability: proof } : {}),
-        },
-        ctx.planner,
-      );
+      const attempt = () =>
+        searchKnowledge(
+          ctx.pool,
+          {
+            projection: identity.value,
+            embedding,
+            maxResults: args.maxResults,
+            mode: args.mode,
+            queryText: args.query,
+            ...(proof ? { capability: proof } : {}),
+          },
+          ctx.planner,
+        );
+      // Ledger mode: a value not recorded yet is re-checked within the mint window (retrieval/ledger.ts).
+      const result = proof
+        ? await withinMintWindow(attempt, () => isRecorded(ctx.pool, proof), {
+            windowMs: ctx.ledgerWaitMs ?? LEDGER_WAIT_MS,
+          })
+        : await attempt();
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       ctx.metrics.searchSeconds.observe({ plan: result.plan, mode: args.mode }, seconds);
       toolCalls.inc({ outcome: 'ok' });

@@ -1,0 +1,271 @@
+/**
+ * The ledger check's cheap path (retrieval/ledger.ts): folded into the search statement as a
+ * one-time filter, so an unrecorded value never runs the search function and a recorded one costs
+ * no extra statement; and the mint window, the bounded re-check before `unminted` that lets the
+ * projector record after it answered. Real Postgres (PGlite) through `pg` where the database
+ * decides; a recording timer where only the schedule is under test.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
+import { asRole, PROJECTOR_ROLE } from './db/roles.ts';
+import { type RetrievalServer, startRetrievalServer } from './index.ts';
+import {
+  awaitRecorded,
+  type CapabilityProof,
+  capabilityDigest,
+  foldCheck,
+  isRecorded,
+  RECORD_SQL,
+  recheckDelays,
+  recordBatchMessage,
+  UnmintedCapabilityError,
+  withinMintWindow,
+} from './ledger.ts';
+import { DEFAULT_PLANNER, searchStatement } from './planner.ts';
+import { searchArguments } from './predicate.ts';
+import { searchKnowledge } from './search.ts';
+import {
+  AGENT,
+  decodeFixture,
+  type MatrixFixture,
+  matrixHeader,
+  meta,
+  NOW,
+  P,
+  startTestDatabase,
+  type TestDatabase,
+} from './testing.ts';
+
+const AGENT_KEY = `${AGENT.namespace}/${AGENT.name}`;
+
+describe('the mint window schedule', () => {
+  test('the pauses add up to exactly the window, never more (property)', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 600_000 }), (w) => {
+        const d = recheckDelays(w);
+        const total = d.reduce((a, b) => a + b, 0);
+        return total === w && d.every((x) => x > 0) && d.length <= 1 + Math.ceil(Math.log2(w / 10 + 1));
+      }),
+    );
+  });
+
+  test('a value never recorded is re-checked within the bound and then refused', async () => {
+    const slept: number[] = [];
+    let checks = 0;
+    const found = await awaitRecorded(
+      async () => {
+        checks++;
+        return false;
+      },
+      { windowMs: 2_000, sleep: async (ms) => void slept.push(ms) },
+    );
+    assert.equal(found, false);
+    assert.equal(
+      slept.reduce((a, b) => a + b, 0),
+      2_000,
+    );
+    assert.equal(checks, slept.length);
+  });
+
+  test('a zero window refuses at once, without a re-check', async () => {
+    let checks = 0;
+    const found = await awaitRecorded(
+      async () => {
+        checks++;
+        return true;
+      },
+      { windowMs: 0, sleep: async () => {} },
+    );
+    assert.equal(found, false);
+    assert.equal(checks, 0);
+  });
+
+  test('the search runs again once the entry shows up, and only unminted answers wait', async () => {
+    let attempts = 0;
+    const served = await withinMintWindow(
+      async () => {
+        if (attempts++ === 0) throw new UnmintedCapabilityError();
+        return 'served';
+      },
+      async () => attempts > 0,
+      { windowMs: 100, sleep: async () => {} },
+    );
+    assert.equal(served, 'served');
+    assert.equal(attempts, 2);
+    // A fault is never retried or turned into a wait.
+    let faults = 0;
+    await assert.rejects(
+      withinMintWindow(
+        async () => {
+          faults++;
+          throw new Error('connection lost');
+        },
+        async () => true,
+        { windowMs: 100, sleep: async () => {} },
+      ),
+      /connection lost/,
+    );
+    assert.equal(faults, 1);
+  });
+});
+
+describe('the record batch message', () => {
+  test('refuses anything that could leave its literal (property)', () => {
+    fc.assert(
+      fc.property(fc.string(), fc.oneof(fc.integer(), fc.double()), (agent, exp) => {
+        const entry = { digest: capabilityDigest(agent), agent, exp };
+        try {
+          const m = recordBatchMessage(PROJECTOR_ROLE, [entry]);
+          return /^[a-z0-9-]+\/[a-z0-9-]+$/.test(agent) && Number.isSafeInteger(exp) && m.includes(agent);
+        } catch (err) {
+          return err instanceof RangeError;
+        }
+      }),
+    );
+    assert.throws(() => recordBatchMessage(PROJECTOR_ROLE, []), RangeError);
+  });
+});
+
+describe('the folded check against the database', () => {
+  let t: TestDatabase;
+  let server: RetrievalServer;
+  before(async () => {
+    t = await startTestDatabase();
+    server = await startRetrievalServer({
+      agents: [AGENT],
+      databaseUrl: t.db.url,
+      pool: { max: 3 },
+      port: 0,
+      now: () => NOW,
+      capability: 'ledger',
+    });
+    await server.seed([
+      { content: 'alpha handbook for alice', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
+      { content: 'beta notes for bob', metadata: meta({ source: 'docs/b.md', principals: [P.bob] }) },
+    ]);
+  });
+  after(async () => {
+    await server?.close();
+    await t?.close();
+  });
+
+  let serial = 0;
+  const fresh = (caller: MatrixFixture['caller'] = P.alice) =>
+    matrixHeader({ caller, audience: [caller], iat: NOW - 1 - (serial++ % 500) });
+  const proofOf = (v: string): CapabilityProof => ({
+    digest: capabilityDigest(v),
+    agent: AGENT_KEY,
+    now: NOW,
+  });
+  const record = (v: string) =>
+    asRole(t.pool, PROJECTOR_ROLE).query(RECORD_SQL, [capabilityDigest(v), AGENT_KEY, NOW + 600]);
+  const embedding = async () => (await server.embedder.embed(['alpha']))[0]!;
+  const search = async (v: string, placement?: 'folded' | 'separate') =>
+    searchKnowledge(server.servingPool, {
+      projection: decodeFixture(v),
+      embedding: await embedding(),
+      maxResults: 5,
+      capability: { ...proofOf(v), ...(placement ? { placement } : {}) },
+    });
+
+  type PlanNode = {
+    'Node Type': string;
+    'One-Time Filter'?: string;
+    'Actual Loops'?: number;
+    Plans?: PlanNode[];
+  };
+  const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
+
+  async function explain(v: string): Promise<PlanNode> {
+    const s = foldCheck(
+      searchStatement(
+        searchArguments(decodeFixture(v)),
+        `[${(await embedding()).join(',')}]`,
+        5,
+        null,
+        DEFAULT_PLANNER,
+      ),
+      proofOf(v),
+    );
+    const client = await server.servingPool.connect();
+    try {
+      await client.query('BEGIN READ ONLY');
+      const r = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values as unknown[]);
+      await client.query('ROLLBACK');
+      return r.rows[0]['QUERY PLAN'][0].Plan as PlanNode;
+    } finally {
+      client.release();
+    }
+  }
+
+  test('the check is a one-time filter above the search function: an unrecorded value never runs the search', async () => {
+    const v = fresh();
+    const gate = (plan: PlanNode) => nodes(plan).find((n) => n['One-Time Filter']?.includes('check_v1'));
+    const scan = (plan: PlanNode) => nodes(plan).find((n) => n['Node Type'] === 'Function Scan');
+    const before = await explain(v);
+    const g = gate(before);
+    assert.ok(g, 'check_v1 is planned as a one-time filter');
+    assert.ok(scan(g), 'the search function lies below it');
+    assert.equal(scan(before)?.['Actual Loops'], 0, 'never executed while unrecorded');
+    await record(v);
+    assert.equal(scan(await explain(v))?.['Actual Loops'], 1);
+  });
+
+  test('recorded → rows in one statement; unrecorded → unminted; recorded with nothing authorized → empty, no denial', async () => {
+    const v = fresh();
+    await assert.rejects(search(v), UnmintedCapabilityError);
+    await assert.rejects(search(v, 'separate'), UnmintedCapabilityError);
+    await record(v);
+    const folded = await search(v);
+    const separate = await search(v, 'separate');
+    assert.deepEqual(
+      folded.hits.map((h) => h.chunk_id),
+      separate.hits.map((h) => h.chunk_id),
+    );
+    assert.equal(folded.hits.length, 1);
+    // Carol may read nothing: the empty answer is told apart from a denial by the check alone.
+    const carol = fresh(P.carol);
+    await assert.rejects(search(carol), UnmintedCapabilityError);
+    await record(carol);
+    assert.equal((await search(carol)).hits.length, 0);
+  });
+
+  test('a value recorded while its call waits in the window is served', async () => {
+    const v = fresh();
+    let recordedInWindow = false;
+    const result = await withinMintWindow(
+      () => search(v),
+      () => isRecorded(server.servingPool, proofOf(v)),
+      {
+        windowMs: 2_000,
+        // The record lands during the first pause, after the first attempt was refused.
+        sleep: async () => {
+          if (!recordedInWindow) {
+            recordedInWindow = true;
+            await record(v);
+          }
+        },
+      },
+    );
+    assert.ok(recordedInWindow);
+    assert.equal(result.hits.length, 1);
+  });
+
+  test('a forged value is still denied after the window', async () => {
+    const v = fresh();
+    let pauses = 0;
+    await assert.rejects(
+      withinMintWindow(
+        () => search(v),
+        () => isRecorded(server.servingPool, proofOf(v)),
+        {
+          windowMs: 2_000,
+          sleep: async () => void pauses++,
+        },
+      ),
+      UnmintedCapabilityError,
+    );
+    assert.equal(pauses, recheckDelays(2_000).length);
+  });
+});
