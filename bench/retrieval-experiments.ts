@@ -285,7 +285,45 @@ const before: Experiment = {
   },
 };
 
+// The search functions as migration 0007 left them (HNSW ties widened from the walk alone), under
+// bench-only names, so the cost of the exact tie lookup (migration 0009) is measured side by side.
+const V0007_SQL = new URL('../retrieval/db/migrations/0007_integer_acl_search.sql', import.meta.url);
+const v0007: Experiment = {
+  async setup(pool) {
+    const sql = readFileSync(V0007_SQL, 'utf8');
+    const from = sql.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
+    const to = sql.indexOf('-- Executable by every role');
+    const body = sql
+      .slice(from, to)
+      .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
+      .replaceAll('knowledge.fgentic_rank_v1', 'bench.v0007_rank')
+      .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.v0007_search_matrix')
+      .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.v0007_search_groups');
+    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+    await pool.query(body);
+  },
+  async run(pool, projection, embedding, k) {
+    const st = searchStatement(
+      searchArguments(projection),
+      toVectorParam(embedding),
+      k,
+      null,
+      DEFAULT_PLANNER,
+    );
+    const text = st.text
+      .replace('knowledge.fgentic_search_matrix_v1', 'bench.v0007_search_matrix')
+      .replace('knowledge.fgentic_search_groups_v1', 'bench.v0007_search_groups');
+    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
+    const vectorRows = r.rows.filter((row) => row.list === 'vector');
+    return {
+      ids: vectorRows.map((row) => String(row.chunk_id)),
+      plan: `v0007:${String(vectorRows[0]?.plan ?? 'exact')}`,
+    };
+  },
+};
+
 export const EXPERIMENTS: Record<string, Experiment> = {
+  v0007,
   before,
   relaxed,
   'guard-ef': guard('ef'),

@@ -5,7 +5,7 @@
  *
  *   npm run bench:retrieval -- [--database-url URL] [--rows 20000] [--queries 30] [--no-vacuum]
  *     [--selectivities 0.001,0.01,...] [--arms planner,exact,hnsw,post] [--experiments a,b,...]
- *     [--reuse] [--out FILE]
+ *     [--planner-ef 40,64] [--reuse] [--out FILE]
  *
  * Reference: unfiltered HNSW at the smallest ef_search (from a fixed ladder) whose own recall@10
  * against the exact unfiltered ranking is ≥ 0.99, chosen separately for each query set. Ground truth:
@@ -63,6 +63,8 @@ const { values: args } = parseArgs({
     audiences: { type: 'string', default: AUDIENCE_KINDS.join(',') },
     sets: { type: 'string', default: 'in,ood' },
     arms: { type: 'string', default: 'planner' },
+    // Extra planner arms at other ef_search values (`planner@ef40`, …), to tune the default.
+    'planner-ef': { type: 'string', default: '' },
     experiments: { type: 'string', default: '' },
     reuse: { type: 'boolean', default: false },
     m: { type: 'string', default: '16' },
@@ -84,6 +86,7 @@ const KINDS = list(args.audiences) as Audience['kind'][];
 const SETS = list(args.sets) as QuerySet[];
 const ARMS = list(args.arms);
 const EXPERIMENT_NAMES = list(args.experiments);
+const PLANNER_EF = list(args['planner-ef']).map(Number);
 for (const [name, ok] of [
   ['rows', Number.isSafeInteger(N) && N >= 100],
   ['queries', Number.isSafeInteger(Q) && Q >= 2],
@@ -93,6 +96,7 @@ for (const [name, ok] of [
   ['sets', SETS.every((s) => s === 'in' || s === 'ood')],
   ['arms', ARMS.every((a) => ['planner', 'exact', 'hnsw', 'post'].includes(a))],
   ['experiments', EXPERIMENT_NAMES.every((e) => e in EXPERIMENTS)],
+  ['planner-ef', PLANNER_EF.every((e) => Number.isSafeInteger(e) && e >= 1 && e <= 1000)],
 ] as const) {
   if (!ok) {
     process.stderr.write(`bench: invalid --${name}\n`);
@@ -422,6 +426,11 @@ async function main(): Promise<void> {
         }),
       ]);
   }
+  for (const ef of PLANNER_EF)
+    armFns.push([
+      `planner@ef${ef}`,
+      (a, v) => serverSearch(pool, a.projection, v, { ...DEFAULT_PLANNER, efSearch: ef }),
+    ]);
   for (const [name, e] of experiments) armFns.push([`x:${name}`, (a, v) => e.run(pool, a.projection, v, K)]);
 
   const rows: Row[] = [];

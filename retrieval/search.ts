@@ -8,8 +8,14 @@
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { toVectorParam } from './db/pool.ts';
+import { EMBEDDING_DIMENSIONS } from './embeddings/types.ts';
 import { type CapabilityProof, runUnderCheck } from './ledger.ts';
-import { DEFAULT_PLANNER, type Plan, type PlannerOptions, searchStatement } from './planner.ts';
+import {
+  DEFAULT_PLANNER,
+  type Plan,
+  type PlannerOptions,
+  searchStatement,
+} from './planner.ts';
 import { searchArguments } from './predicate.ts';
 
 export type SearchMode = 'vector' | 'hybrid';
@@ -85,7 +91,7 @@ export async function searchKnowledge(
 ): Promise<SearchResult> {
   if (!Number.isSafeInteger(req.maxResults) || req.maxResults < 1 || req.maxResults > MAX_RESULTS)
     throw new RangeError('max_results out of range');
-  if (req.embedding.length !== 1024) throw new RangeError('embedding dimension');
+  if (req.embedding.length !== EMBEDDING_DIMENSIONS) throw new RangeError('embedding dimension');
   const args = searchArguments(req.projection);
   const vector = toVectorParam(req.embedding);
   const hybrid = req.mode === 'hybrid' && req.queryText !== undefined && req.queryText.trim() !== '';

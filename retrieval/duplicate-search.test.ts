@@ -1,0 +1,95 @@
+/**
+ * Bit-identical copies of one vector (one text ingested under several sources) are the common tie:
+ * every copy is exactly as far from any query as the others. When the top-k cut-off falls inside such
+ * a group, the approximate path must return the copies the exact ranking returns (smallest chunk_id
+ * first) and only those the audience may read. HNSW yields copies in graph order, so without the
+ * tie lookup of migration 0009 this returns other copies at low and high ef_search alike.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER } from './planner.ts';
+import { searchKnowledge } from './search.ts';
+import {
+  decodeFixture,
+  matrixHeader,
+  meta,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from './testing.ts';
+
+const DIMS = 1024;
+const COPIES = 30;
+let t: TestDatabase;
+
+const axis = (i: number, a: number, j: number, b: number) => {
+  const v = new Array<number>(DIMS).fill(0);
+  v[i] = a;
+  v[j] = (v[j] ?? 0) + b;
+  return v;
+};
+const query = axis(0, 1, 0, 0);
+// chunk_ids in an order unrelated to insertion order; every third copy is bob's alone.
+const copyId = (i: number) => `dup-${String((i * 11) % COPIES).padStart(2, '0')}`;
+const aliceMay = (i: number) => i % 3 !== 2;
+const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+
+before(async () => {
+  t = await startTestDatabase();
+  const rand = prng(31_337);
+  const alice = meta({ principals: [P.alice] });
+  await writeChunks(t.pool, {
+    chunks: [
+      ...Array.from({ length: 4 }, (_, i) => ({
+        chunk_id: `near-${i}`,
+        content: `near ${i}`,
+        embedding: axis(0, 1, 900 + i, 0.1 * (i + 1)),
+        metadata: alice,
+      })),
+      ...Array.from({ length: COPIES }, (_, i) => ({
+        chunk_id: copyId(i),
+        content: `copy ${i}`,
+        embedding: axis(0, 0.9, 1000, 0.43),
+        metadata: aliceMay(i) ? alice : meta({ principals: [P.bob] }),
+      })),
+      ...Array.from({ length: 100 }, (_, i) => ({
+        chunk_id: `fill-${String(i).padStart(3, '0')}`,
+        content: `filler ${i}`,
+        embedding: randomVector(rand),
+        metadata: alice,
+      })),
+    ],
+  });
+});
+
+after(async () => {
+  await t?.close();
+});
+
+test('copies of one vector at the cut-off: the approximate path returns the exact ranking', async () => {
+  const readable = Array.from({ length: COPIES }, (_, i) => i)
+    .filter(aliceMay)
+    .map(copyId)
+    .sort();
+  for (const k of [5, 10, 20]) {
+    const req = { projection, embedding: query, maxResults: k };
+    const exact = await searchKnowledge(t.pool, req, { ...DEFAULT_PLANNER, force: 'exact' });
+    // The exact ranking itself: the four closer rows, then alice's copies by chunk_id.
+    assert.deepEqual(
+      exact.hits.map((h) => h.chunk_id),
+      [...['near-0', 'near-1', 'near-2', 'near-3'], ...readable].slice(0, k),
+    );
+    for (const efSearch of [1, 4, 10, 40, 100]) {
+      const approx = await searchKnowledge(t.pool, req, { ...DEFAULT_PLANNER, efSearch, force: 'hnsw' });
+      assert.equal(approx.plan, 'hnsw');
+      assert.deepEqual(
+        approx.hits.map((h) => h.chunk_id),
+        exact.hits.map((h) => h.chunk_id),
+        `k ${k}, ef_search ${efSearch}`,
+      );
+    }
+  }
+});
