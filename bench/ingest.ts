@@ -15,23 +15,29 @@
  * and each index's build from scratch. Prints tables and writes bench/results/ingest.json.
  * BENCH_CHUNKS (default "1000,5000") lists the fresh sizes.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool, toVectorParam } from '../retrieval/db/pool.ts';
-import { asRole, bootstrapDatabase, INGESTION_ROLE } from '../retrieval/db/roles.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { createLocalEmbedder } from '../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../retrieval/embeddings/profile.ts';
 import { type IngestRecord, ingestRecords, prepareRecords } from '../retrieval/ingest/jsonl.ts';
 import { withIngestionLease } from '../retrieval/ingest/lease.ts';
+import { VECTOR_INDEX_MIN_ROWS, vectorParam, writeChunks } from '../retrieval/ingest/store.ts';
+import { DEFAULT_PLANNER } from '../retrieval/planner.ts';
+import { searchKnowledge } from '../retrieval/search.ts';
+import { decodeFixture, matrixHeader, P } from '../retrieval/testing.ts';
 import { baselineIngest } from './ingest-baseline.ts';
 
 const SIZES = (process.env['BENCH_CHUNKS'] ?? '1000,5000').split(',').map(Number);
 const PROFILE = process.env['BENCH_PROFILE'] !== '0';
 const WORKLOADS = process.env['BENCH_WORKLOADS'] !== '0';
+const SEARCH = process.env['BENCH_SEARCH'] !== '0';
 const embedder = createLocalEmbedder();
 
 const WORDS =
@@ -66,12 +72,26 @@ interface Target {
   close(): Promise<void>;
 }
 
+/** A fresh persisted embedded database in a child process (bench/ingest-db.ts), as `npm start` runs it. */
 async function open(): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'fgentic-bench-ingest-'));
-  const db = await startEmbeddedDatabase({ dataDir: join(dir, 'pglite') });
-  // PGlite runs on this thread: a long statement can delay another connection's handshake.
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./ingest-db.ts', import.meta.url)), join(dir, 'pglite')],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const line = out.split('\n')[0];
+      if (out.includes('\n') && line !== undefined) resolve((JSON.parse(line) as { url: string }).url);
+    });
+    child.once('exit', (code) => reject(new Error(`embedded database exited with ${code}`)));
+  });
   const pool = createPool({
-    connectionString: db.url,
+    connectionString: url,
     max: 2,
     statementTimeoutMs: 600_000,
     connectionTimeoutMs: 120_000,
@@ -83,7 +103,8 @@ async function open(): Promise<Target> {
     pool,
     async close() {
       await pool.end().catch(() => {});
-      await db.close();
+      child.stdin.end();
+      await exited;
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -172,10 +193,17 @@ async function profile(n: number) {
     ).rows as { name: string; def: string; am: string }[];
     await t.pool.query('CREATE SCHEMA bench');
     let k = 0;
-    // A copy of the table with its CHECK constraints and no index; `indexes` are added before the load.
-    const load = async (indexes: readonly string[], settings: readonly string[] = []) => {
+    // A copy of the table with its CHECK constraints and generated ACL ids and no index; `indexes`
+    // are added before the load. Vectors go as the store sends them (binary) unless `text` is set.
+    const load = async (
+      indexes: readonly string[],
+      settings: readonly string[] = [],
+      encode: (v: readonly number[]) => unknown = vectorParam,
+    ) => {
       const table = `bench.t${k++}`;
-      await t.pool.query(`CREATE TABLE ${table} (LIKE knowledge.chunks INCLUDING CONSTRAINTS)`);
+      await t.pool.query(
+        `CREATE TABLE ${table} (LIKE knowledge.chunks INCLUDING CONSTRAINTS INCLUDING GENERATED)`,
+      );
       for (const d of indexes) await t.pool.query(retarget(d, table));
       const client = await t.pool.connect();
       try {
@@ -184,12 +212,7 @@ async function profile(n: number) {
         for (let i = 0; i < n; i += 200) {
           const values: unknown[] = [];
           const tuples = prepared.slice(i, i + 200).map((c, j) => {
-            values.push(
-              c.chunk_id,
-              c.content,
-              toVectorParam(vectors[i + j] ?? []),
-              JSON.stringify(c.metadata),
-            );
+            values.push(c.chunk_id, c.content, encode(vectors[i + j] ?? []), JSON.stringify(c.metadata));
             return `($${j * 4 + 1}, $${j * 4 + 2}, $${j * 4 + 3}::vector, $${j * 4 + 4}::jsonb)`;
           });
           await client.query(
@@ -204,7 +227,8 @@ async function profile(n: number) {
       }
     };
     const bare = await load([]);
-    step('INSERT: heap, TOAST, CHECK constraints (no index)', bare.ms);
+    step('INSERT: heap, TOAST, CHECKs, ACL ids (no index)', bare.ms);
+    step('  the same with vectors as decimal text (previous)', (await load([], [], toVectorParam)).ms);
     for (const d of defs) step(`  + upkeep of ${d.name} (${d.am})`, (await load([d.def])).ms - bare.ms);
     const all = defs.map((d) => d.def);
     step('INSERT with every index (the rows path)', (await load(all)).ms);
@@ -224,6 +248,65 @@ async function profile(n: number) {
   return out;
 }
 
+/**
+ * Search latency around the vector-index bound: on tables of VECTOR_INDEX_MIN_ROWS and more rows that
+ * one audience may read whole (the exact scan's worst case), p50 of the search entry point forced
+ * to the exact plan and to the HNSW plan (the index built), queries alternating between the two.
+ */
+async function searchLatency(sizes: readonly number[], queries = 30) {
+  const t = await open();
+  const out: { rows: number; exactMs: number; hnswMs: number; indexAtLoad: string }[] = [];
+  try {
+    const retrieval = asRole(t.pool, RETRIEVAL_ROLE);
+    const projection = decodeFixture(
+      matrixHeader({ caller: P.alice, audience: [P.alice], classifications: ['public'] }),
+    );
+    const all = records(Math.max(...sizes), P.alice.principal);
+    const { prepared } = prepareRecords(all, embedder.profile);
+    const qs = await embedder.embed(
+      Array.from(
+        { length: queries },
+        (_, i) => `${WORDS[i % WORDS.length]} ${WORDS[(i * 5) % WORDS.length]} team ${i}`,
+      ),
+    );
+    let have = 0;
+    for (const n of sizes) {
+      const batch = prepared.slice(have, n);
+      const vectors = await embedder.embed(batch.map((p) => p.content));
+      const stats = await withIngestionLease(t.pool, (w) =>
+        writeChunks(w, { chunks: batch.map((p, i) => ({ ...p, embedding: vectors[i] ?? [] })) }, undefined, {
+          path: 'bulk',
+        }),
+      );
+      have = n;
+      const indexAtLoad = stats.deferredIndexes > 0 ? 'deferred' : 'built';
+      // Build a deferred index here, so that both plans can be timed on the same table.
+      const d = await t.pool.query('DELETE FROM knowledge.fgentic_deferred_indexes RETURNING def');
+      for (const row of d.rows) await t.pool.query(row.def);
+      const times = { exact: [] as number[], hnsw: [] as number[] };
+      for (const q of qs)
+        for (const force of ['exact', 'hnsw'] as const) {
+          const t0 = performance.now();
+          await searchKnowledge(
+            retrieval,
+            { projection, embedding: q ?? [], maxResults: 10 },
+            { ...DEFAULT_PLANNER, force },
+          );
+          times[force].push(performance.now() - t0);
+        }
+      out.push({ rows: n, exactMs: median(times.exact), hnswMs: median(times.hnsw), indexAtLoad });
+    }
+  } finally {
+    await t.close();
+  }
+  return out;
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)] ?? Number.NaN;
+}
+
 let copies = 0;
 /** An index definition moved onto a copy of the table, under a name no other copy uses. */
 function retarget(def: string, table: string): string {
@@ -239,9 +322,22 @@ if (PROFILE) {
   for (const s of breakdown) console.log(`${s.step.padEnd(58)} ${s.msPerRow.toFixed(3).padStart(7)}`);
 }
 
+let search: Awaited<ReturnType<typeof searchLatency>> = [];
+if (SEARCH) {
+  search = await searchLatency([VECTOR_INDEX_MIN_ROWS, 2 * VECTOR_INDEX_MIN_ROWS, 5 * VECTOR_INDEX_MIN_ROWS]);
+  console.log(
+    `\nsearch p50 around the vector-index bound (${VECTOR_INDEX_MIN_ROWS} rows), one audience reading every row\n`,
+  );
+  console.log('rows    exact ms   hnsw ms   exact÷hnsw   index after a bulk load');
+  for (const r of search)
+    console.log(
+      `${String(r.rows).padEnd(6)} ${r.exactMs.toFixed(1).padStart(9)} ${r.hnswMs.toFixed(1).padStart(9)} ${`${(r.exactMs / r.hnswMs).toFixed(2)}×`.padStart(12)}   ${r.indexAtLoad}`,
+    );
+}
+
 const out = new URL('./results/', import.meta.url);
 mkdirSync(out, { recursive: true });
 writeFileSync(
   new URL('ingest.json', out),
-  `${JSON.stringify({ sizes: SIZES, runs, ratios, profile: breakdown }, null, 2)}\n`,
+  `${JSON.stringify({ sizes: SIZES, load: loadavg(), runs, ratios, profile: breakdown, search }, null, 2)}\n`,
 );

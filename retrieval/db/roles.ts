@@ -30,7 +30,9 @@ export const ROLES: readonly DbRole[] = [OWNER_ROLE, RETRIEVAL_ROLE, INGESTION_R
 export type TransactionGuard = (client: pg.PoolClient) => Promise<void>;
 
 const BEGIN = /^\s*(BEGIN|START\s+TRANSACTION)\b/i;
-const END = /^\s*(COMMIT|ROLLBACK|END|ABORT)\b/i;
+// `ROLLBACK TO [SAVEPOINT] x` stays inside the transaction: it must not count as its end, or every
+// later statement would be wrapped (and committed) on its own.
+const END = /^\s*(COMMIT|ROLLBACK(?!\s+TO\b)|END|ABORT)\b/i;
 const SET_ROLE = "SELECT set_config('role', $1, true)";
 
 async function enter(client: pg.PoolClient, role: DbRole, guard?: TransactionGuard): Promise<void> {

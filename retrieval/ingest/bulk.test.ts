@@ -23,9 +23,18 @@ import {
   startTestDatabase,
   type TestDatabase,
 } from '../testing.ts';
-import { type IngestRecord, ingestRecords } from './jsonl.ts';
+import { type IngestRecord, ingestRecords, prepareRecords } from './jsonl.ts';
 import { withIngestionLease } from './lease.ts';
-import { BULK_MIN_ROWS, bulkPays, type StoredChunk, type WriteOptions, writeChunks } from './store.ts';
+import {
+  BULK_MIN_ROWS,
+  bulkPays,
+  type StoredChunk,
+  VECTOR_INDEX_MIN_ROWS,
+  vectorIndexWaits,
+  vectorParam,
+  type WriteOptions,
+  writeChunks,
+} from './store.ts';
 
 let t: TestDatabase;
 const embedder = createLocalEmbedder();
@@ -38,7 +47,18 @@ after(async () => {
 });
 beforeEach(async () => {
   await t.pool.query('DELETE FROM knowledge.chunks');
+  // A test that bulk-loaded a small table left the vector index deferred; every test starts with it.
+  await restoreDeferred(t.pool);
 });
+
+/** Builds every deferred index now, as a fixture (the superuser session). */
+async function restoreDeferred(pool: pg.Pool): Promise<void> {
+  const r = await pool.query('DELETE FROM knowledge.fgentic_deferred_indexes RETURNING def');
+  for (const row of r.rows) await pool.query(row.def);
+}
+
+const deferred = async (pool = t.pool) =>
+  (await pool.query('SELECT name, am FROM knowledge.fgentic_deferred_indexes ORDER BY name')).rows;
 
 const PEOPLE: readonly MatrixPrincipal[] = [P.alice, P.bob, P.carol, P.slackBob];
 const WORDS = 'budget travel incident backup roadmap partner review release policy guide'.split(' ');
@@ -60,6 +80,18 @@ function corpus(n: number, seed: number, tag = ''): IngestRecord[] {
       }),
     };
   });
+}
+
+/** The records as the store takes them, embedded. */
+async function stored(records: readonly IngestRecord[]): Promise<StoredChunk[]> {
+  const { prepared } = prepareRecords(records, embedder.profile);
+  const vectors = await embedder.embed(prepared.map((p) => p.content));
+  return prepared.map((p, i) => ({
+    chunk_id: p.chunk_id,
+    content: p.content,
+    metadata: p.metadata,
+    embedding: vectors[i] ?? [],
+  }));
 }
 
 /** Everything a reader or the planner could tell apart: rows with their ACLs and vectors, and indexes. */
@@ -139,7 +171,14 @@ describe('bulk load', () => {
     const byBulk = { ...(await snapshot()), results: await searches(queries) };
     assert.equal(byBulk.rows.length, input.length);
     assert.deepEqual(byBulk.rows, byRows.rows);
-    assert.deepEqual(byBulk.indexes, byRows.indexes);
+    // 600 rows is at most VECTOR_INDEX_MIN_ROWS: the HNSW index waits, recorded; every other index
+    // is as the row path left it, and searches return the same rows at the same distances.
+    assert.ok(input.length <= VECTOR_INDEX_MIN_ROWS);
+    assert.deepEqual(await deferred(), [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    assert.deepEqual(
+      byBulk.indexes,
+      byRows.indexes.filter((i: { indexname: string }) => i.indexname !== 'chunks_embedding_hnsw_idx'),
+    );
     assert.ok(byBulk.indexes.every((i: { usable: boolean }) => i.usable));
     assert.deepEqual(byBulk.results, byRows.results);
     assert.deepEqual(
@@ -187,11 +226,17 @@ describe('bulk load', () => {
         });
         const run = async (path: 'rows' | 'bulk') => {
           await t.pool.query('DELETE FROM knowledge.chunks');
+          await restoreDeferred(t.pool);
           const stats = [];
           for (const input of inputs) {
             const s = await ingest(input, path);
             stats.push({ ...s, path: undefined });
           }
+          // A small table's vector index waits after a bulk load (tested on its own below); the
+          // rest of the table must be identical, and so must the index once it is built.
+          const waiting = (await deferred()).map((d: { am: string }) => d.am);
+          assert.ok(waiting.every((am: string) => am === 'hnsw'));
+          await restoreDeferred(t.pool);
           return { ...(await snapshot()), stats };
         };
         const byRows = await run('rows');
@@ -331,9 +376,12 @@ describe('bulk load', () => {
     );
     assert.equal(builds, 2);
     assert.deepEqual(await snapshot(), before);
-    // And the table still takes a bulk load afterwards.
+    assert.deepEqual(await deferred(), [], 'the deferral was rolled back with the load');
+    // And the table still takes a bulk load afterwards (its vector index waits: 520 rows).
     const again = await ingest(corpus(BULK_MIN_ROWS, 8, 'new '), 'auto');
     assert.equal(again.path, 'bulk');
+    assert.deepEqual(await deferred(), [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    await restoreDeferred(t.pool);
     assert.deepEqual((await snapshot()).indexes, before.indexes);
   });
 
@@ -361,6 +409,133 @@ describe('bulk load', () => {
     } finally {
       await own.close();
     }
+  });
+  test('a session that may not act as the owner falls back inside the one transaction: a bad last batch leaves nothing', async () => {
+    // The fallback rolls back to a savepoint; the write must stay one transaction after it, so the
+    // batches before the bad row are undone with it.
+    const own = await startTestDatabase();
+    try {
+      await own.pool.query(`SET SESSION AUTHORIZATION ${INGESTION_ROLE}`);
+      const [v] = await embedder.embed(['x']);
+      const chunks: StoredChunk[] = Array.from({ length: BULK_MIN_ROWS + 10 }, (_, i) => ({
+        chunk_id: `load-${i}`,
+        content: `load ${i}`,
+        embedding: v ?? [],
+        metadata:
+          i === BULK_MIN_ROWS + 9
+            ? ({
+                ...meta({ principals: [P.alice] }),
+                allowed_principals: [{ kind: 'matrix', principal: '@alice' }],
+              } as never)
+            : meta({ principals: [P.alice] }),
+      }));
+      await assert.rejects(
+        withIngestionLease(own.pool, (w) =>
+          writeChunks(w, { chunks }, undefined, { path: 'bulk', insertBatch: 100 }),
+        ),
+        (err: { code?: string }) => err.code === '23514',
+      );
+      const n = await own.pool.query('SELECT count(*)::int AS n FROM knowledge.chunks');
+      assert.equal(n.rows[0].n, 0);
+    } finally {
+      await own.close();
+    }
+  });
+});
+
+describe('deferred vector index', () => {
+  test('the bound: only a vector index waits, and only on a table at or below VECTOR_INDEX_MIN_ROWS', () => {
+    assert.equal(vectorIndexWaits('hnsw', VECTOR_INDEX_MIN_ROWS), true);
+    assert.equal(vectorIndexWaits('hnsw', VECTOR_INDEX_MIN_ROWS + 1), false);
+    assert.equal(vectorIndexWaits('gin', 0), false);
+    assert.equal(vectorIndexWaits('btree', 0), false);
+  });
+
+  test('a write that takes the table past the bound builds the deferred index from its recorded definition', async () => {
+    const original = await indexes();
+    const first = await ingest(corpus(BULK_MIN_ROWS + 100, 21, 'first '), 'auto');
+    assert.equal(first.path, 'bulk');
+    assert.equal((await deferred()).length, 1);
+    // Row by row up to the bound: still deferred.
+    const upTo = VECTOR_INDEX_MIN_ROWS - (BULK_MIN_ROWS + 100);
+    const secondChunks = await stored(corpus(upTo, 22, 'second '));
+    const second = await withIngestionLease(t.pool, (w) =>
+      writeChunks(w, { chunks: secondChunks }, undefined, { path: 'rows' }),
+    );
+    assert.equal(second.rebuiltIndexes, 0);
+    assert.equal((await deferred()).length, 1, 'at the bound the index still waits');
+    // One more row: past the bound, the same write builds it.
+    const thirdChunks = await stored(corpus(1, 23, 'third '));
+    const third = await withIngestionLease(t.pool, (w) =>
+      writeChunks(w, { chunks: thirdChunks }, undefined, { path: 'rows' }),
+    );
+    assert.equal(third.rebuiltIndexes, 1);
+    assert.deepEqual(await deferred(), []);
+    assert.deepEqual(await indexes(), original, 'every index is back, defined as the migrations made it');
+  });
+
+  test('a bulk load that leaves the table past the bound builds the deferred index with the others', async () => {
+    const original = await indexes();
+    await ingest(corpus(BULK_MIN_ROWS + 100, 24, 'first '), 'auto');
+    assert.equal((await deferred()).length, 1);
+    const moreChunks = await stored(corpus(BULK_MIN_ROWS + 100, 25, 'more '));
+    const more = await withIngestionLease(t.pool, (w) =>
+      writeChunks(w, { chunks: moreChunks }, undefined, { path: 'auto' }),
+    );
+    assert.equal(more.path, 'bulk');
+    assert.equal(more.deferredIndexes, 0);
+    assert.deepEqual(await deferred(), []);
+    assert.deepEqual(await indexes(), original);
+  });
+
+  test('a session that may not act as the owner leaves the index deferred, and its write still lands', async () => {
+    const own = await startTestDatabase();
+    try {
+      await withIngestionLease(own.pool, (w) =>
+        ingestRecords(w, embedder, corpus(BULK_MIN_ROWS + 100, 26), undefined, {}, { path: 'bulk' }),
+      );
+      assert.equal((await deferred(own.pool)).length, 1);
+      await own.pool.query(`SET SESSION AUTHORIZATION ${INGESTION_ROLE}`);
+      const stats = await withIngestionLease(own.pool, (w) =>
+        ingestRecords(
+          w,
+          embedder,
+          corpus(VECTOR_INDEX_MIN_ROWS, 27, 'more '),
+          undefined,
+          {},
+          { path: 'rows' },
+        ),
+      );
+      assert.equal(stats.upserted, VECTOR_INDEX_MIN_ROWS);
+      const hnsw = await own.pool.query(
+        "SELECT count(*)::int AS n FROM pg_indexes WHERE tablename = 'chunks' AND indexdef LIKE '% USING hnsw %'",
+      );
+      assert.equal(hnsw.rows[0].n, 0, 'the ingestion role may not build it');
+    } finally {
+      await own.close();
+    }
+  });
+});
+
+describe('vector parameters', () => {
+  test('property: a binary vector parameter is stored as the float4 rounding of each component', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.double({ min: -1e30, max: 1e30, noNaN: true }), { minLength: 1024, maxLength: 1024 }),
+        async (v) => {
+          const r = await t.pool.query('SELECT $1::vector::real[] AS a', [vectorParam(v)]);
+          // real[] arrives as shortest float4 decimals: rounding them to float4 recovers the exact value.
+          assert.deepEqual(Array.from(new Float32Array(r.rows[0].a)), Array.from(new Float32Array(v)));
+        },
+      ),
+      { numRuns: 25, seed: 1212 },
+    );
+  });
+
+  test('a component that is not a finite float4 is refused before it is sent', () => {
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, 1e39, -1e39])
+      assert.throws(() => vectorParam([0.5, bad]), RangeError);
+    assert.throws(() => vectorParam([]), RangeError);
   });
 });
 

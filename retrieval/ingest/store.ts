@@ -14,15 +14,17 @@
  *   then see the new rows and the rebuilt indexes together; a failure rolls back the drops as well.
  *   Dropping and creating indexes needs the table owner's rights, so this path is taken only when
  *   the session may act as knowledge_owner (the embedded database, or a login that is a member of
- *   it); otherwise the rows path runs. Threshold and measurements: retrieval/README.md, "Ingestion
- *   throughput".
+ *   it); otherwise the rows path runs. A vector index on a table that ends at or below
+ *   VECTOR_INDEX_MIN_ROWS rows is not re-created: its definition is recorded and the first write
+ *   that takes the table past the bound builds it. Threshold and measurements: retrieval/README.md,
+ *   "Large writes".
  * After a commit that changed rows, `maintainAfterWrite` merges the GIN pending lists and refreshes
  * the planner statistics, so searches start from indexes in their fast state.
  */
 import type pg from 'pg';
 import { type ChunkMetadata, jcs } from '../../contract/index.ts';
-import { toVectorParam } from '../db/pool.ts';
 import { OWNER_ROLE } from '../db/roles.ts';
+import { DEFAULT_PLANNER } from '../planner.ts';
 
 export interface StoredChunk {
   readonly chunk_id: string;
@@ -54,8 +56,10 @@ export interface WriteStats {
   deleted: number;
   /** How the new rows were written. */
   path: WritePath;
-  /** Indexes dropped and re-created by the bulk path (0 on the rows path). */
+  /** Indexes built in this write: re-created by the bulk path, or built once the table outgrew their deferral. */
   rebuiltIndexes: number;
+  /** Vector indexes left unbuilt because the table is at or below VECTOR_INDEX_MIN_ROWS (recorded, built later). */
+  deferredIndexes: number;
   /**
    * After-write maintenance: done; none (nothing changed, or not asked for); not-owner (this session
    * may not act as the table owner: autovacuum does it); failed (the rows are committed regardless).
@@ -91,6 +95,24 @@ const LOOKUP_BATCH = 1000;
  */
 export const BULK_MIN_ROWS = 500;
 export const BULK_TABLE_RATIO = 2;
+/**
+ * The bulk path re-creates an HNSW index only when the table then holds more rows than this; below,
+ * it records the index's definition in knowledge.fgentic_deferred_indexes instead, and the first
+ * write that takes the table past it (as a session that may act as the owner) builds the index.
+ * The bound is the search planner's default exact threshold: an audience of at most that many rows
+ * is always ranked exactly, so on a table this small no default search uses the graph, and an
+ * operator-lowered threshold gets an exact scan in its place (recall 1.0, the same rows). The graph
+ * build was about half of a fresh row's write time on the embedded database, and an exact scan of a
+ * table this size is about as fast as the graph walk (`npm run bench:ingest`, search section).
+ */
+export const VECTOR_INDEX_MIN_ROWS = DEFAULT_PLANNER.exactThreshold;
+const VECTOR_INDEX_METHODS: ReadonlySet<string> = new Set(['hnsw', 'ivfflat']);
+
+/** Whether a vector index (by access method) waits on a table of `rows` rows. */
+export function vectorIndexWaits(am: string, rows: number): boolean {
+  return VECTOR_INDEX_METHODS.has(am) && rows <= VECTOR_INDEX_MIN_ROWS;
+}
+
 /** How long the bulk path waits for readers to leave the table before it writes row by row. */
 const BULK_LOCK_TIMEOUT = '5s';
 /** Memory per row for an in-memory index build (a 1024-d vector is 4 KiB, plus its graph links). */
@@ -138,6 +160,8 @@ export function buildMemoryMb(rows: number): number {
 interface RecordedIndex {
   /** Schema-qualified, quoted as needed (regclass text under a pinned search_path). */
   readonly name: string;
+  /** Access method (`hnsw`, `gin`, …). */
+  readonly am: string;
   /** pg_get_indexdef, the text pg_indexes.indexdef shows. */
   readonly def: string;
   /** A ready-made COMMENT ON INDEX statement, when the index has a comment. */
@@ -159,7 +183,7 @@ const PINNED_PATH = "SELECT set_config('search_path', 'pg_catalog, pg_temp', tru
  */
 async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
   const r = await client.query(
-    `SELECT i.indexrelid::regclass::text AS name, pg_get_indexdef(i.indexrelid) AS def,
+    `SELECT i.indexrelid::regclass::text AS name, am.amname AS am, pg_get_indexdef(i.indexrelid) AS def,
             CASE WHEN obj_description(i.indexrelid, 'pg_class') IS NOT NULL
               THEN format('COMMENT ON INDEX %s IS %L', i.indexrelid::regclass, obj_description(i.indexrelid, 'pg_class'))
             END AS comment
@@ -224,38 +248,131 @@ async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undef
   }
 }
 
-/** Re-creates the dropped indexes, each from its recorded definition, before the commit. */
+/** Deferred index definitions whose index does not exist; entries for an index that exists again are removed. */
+async function deferredIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
+  await client.query(
+    'DELETE FROM knowledge.fgentic_deferred_indexes WHERE pg_catalog.to_regclass(name) IS NOT NULL',
+  );
+  const r = await client.query(
+    'SELECT name, am, def, comment FROM knowledge.fgentic_deferred_indexes ORDER BY name',
+  );
+  return r.rows as RecordedIndex[];
+}
+
+async function tableRows(client: pg.PoolClient): Promise<number> {
+  return Number((await client.query('SELECT count(*) AS n FROM knowledge.chunks')).rows[0]?.n ?? 0);
+}
+
+/**
+ * As the owner: builds `build` (each from its recorded definition and comment) and records `defer`
+ * for later; a built index leaves the deferred list.
+ */
+async function buildIndexes(
+  client: pg.PoolClient,
+  build: readonly RecordedIndex[],
+  defer: readonly RecordedIndex[],
+  rows: number,
+  onProgress?: (done: number) => void,
+): Promise<void> {
+  for (const ix of defer)
+    await client.query(
+      `INSERT INTO knowledge.fgentic_deferred_indexes (name, am, def, comment) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (name) DO UPDATE SET am = EXCLUDED.am, def = EXCLUDED.def, comment = EXCLUDED.comment`,
+      [ix.name, ix.am, ix.def, ix.comment],
+    );
+  if (build.length === 0) return;
+  // pgvector builds the graph in memory when it fits in maintenance_work_mem, far faster than on
+  // disk. Only ever raised; like every setting here it reverts with the transaction.
+  await client.query(
+    `SELECT set_config('maintenance_work_mem', $1, true)
+      WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes($1)`,
+    [`${buildMemoryMb(rows)}MB`],
+  );
+  // A build of a large table may outlast the per-statement limit meant for single writes; the
+  // lease and the transaction bound it instead.
+  const timeout = String((await client.query("SELECT current_setting('statement_timeout') AS t")).rows[0]?.t);
+  await client.query("SELECT set_config('statement_timeout', '0', true)");
+  let done = 0;
+  for (const ix of build) {
+    // Definitions are the catalog's own text (recorded by this code as the owner), never input.
+    await client.query(ix.def);
+    if (ix.comment !== null) await client.query(ix.comment);
+    await client.query('DELETE FROM knowledge.fgentic_deferred_indexes WHERE name = $1', [ix.name]);
+    done += 1;
+    onProgress?.(done);
+  }
+  await client.query("SELECT set_config('statement_timeout', $1, true)", [timeout]);
+}
+
+/**
+ * Re-creates the dropped indexes (and any deferred earlier that the table is now large enough for),
+ * each from its recorded definition, before the commit; a vector index on a table at or below
+ * VECTOR_INDEX_MIN_ROWS is recorded instead. Returns how many were built and deferred.
+ */
 async function finishBulk(
   client: pg.PoolClient,
   indexes: readonly RecordedIndex[],
   onPhase?: (label: string, total: number) => void,
   onProgress?: (done: number) => void,
-): Promise<void> {
-  onPhase?.('indexing', indexes.length);
-  const rows = Number((await client.query('SELECT count(*) AS n FROM knowledge.chunks')).rows[0]?.n ?? 0);
-  await asOwner(client, async () => {
-    // pgvector builds the graph in memory when it fits in maintenance_work_mem, far faster than on
-    // disk. Only ever raised; like every setting here it reverts with the transaction.
-    await client.query(
-      `SELECT set_config('maintenance_work_mem', $1, true)
-        WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes($1)`,
-      [`${buildMemoryMb(rows)}MB`],
-    );
-    // A build of a large table may outlast the per-statement limit meant for single writes; the
-    // lease and the transaction bound it instead.
-    const timeout = String(
-      (await client.query("SELECT current_setting('statement_timeout') AS t")).rows[0]?.t,
-    );
-    await client.query("SELECT set_config('statement_timeout', '0', true)");
-    let done = 0;
-    for (const ix of indexes) {
-      await client.query(ix.def);
-      if (ix.comment !== null) await client.query(ix.comment);
-      done += 1;
-      onProgress?.(done);
-    }
-    await client.query("SELECT set_config('statement_timeout', $1, true)", [timeout]);
+): Promise<{ built: number; deferred: number }> {
+  const rows = await tableRows(client);
+  return asOwner(client, async () => {
+    const pending = [...indexes, ...(await deferredIndexes(client))];
+    const defer = pending.filter((ix) => vectorIndexWaits(ix.am, rows));
+    const build = pending.filter((ix) => !vectorIndexWaits(ix.am, rows));
+    onPhase?.('indexing', build.length);
+    await buildIndexes(client, build, defer, rows, onProgress);
+    return { built: build.length, deferred: defer.length };
   });
+}
+
+/**
+ * On the rows path: builds the deferred indexes once the table has grown past their threshold.
+ * A session that may not act as the owner leaves them deferred (searches stay exact) and a
+ * later owner session builds them.
+ */
+async function buildDueIndexes(
+  client: pg.PoolClient,
+  onPhase?: (label: string, total: number) => void,
+): Promise<number> {
+  await client.query('SAVEPOINT fgentic_deferred');
+  try {
+    const built = await asOwner(client, async () => {
+      const pending = await deferredIndexes(client);
+      if (pending.length === 0) return 0;
+      const rows = await tableRows(client);
+      const build = pending.filter((ix) => !vectorIndexWaits(ix.am, rows));
+      if (build.length > 0) onPhase?.('indexing', build.length);
+      await buildIndexes(client, build, [], rows);
+      return build.length;
+    });
+    await client.query('RELEASE SAVEPOINT fgentic_deferred');
+    return built;
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== '42501') throw err;
+    await client.query('ROLLBACK TO SAVEPOINT fgentic_deferred');
+    return 0;
+  }
+}
+
+/**
+ * A vector in pgvector's binary format (its recv function: int16 dimensions, int16 zero, float4
+ * big-endian each). node-postgres sends a Buffer parameter as binary, so the server reads 4 KiB
+ * instead of parsing ~20 KB of decimal text per 1024-d row. Components are rounded to float4 here
+ * (Math.fround) rather than by the server's strtof on a decimal string; the two can differ in the
+ * last bit for rare values, which at most makes a re-supplied vector count as changed once.
+ */
+export function vectorParam(v: readonly number[]): Buffer {
+  if (v.length < 1 || v.length > 0x7fff) throw new RangeError('vector dimensions out of range');
+  const b = Buffer.allocUnsafe(4 + 4 * v.length);
+  b.writeInt16BE(v.length, 0);
+  b.writeInt16BE(0, 2);
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i] as number;
+    if (!Number.isFinite(Math.fround(x))) throw new RangeError('vector component is not a finite float4');
+    b.writeFloatBE(x, 4 + 4 * i);
+  }
+  return b;
 }
 
 async function insertRows(
@@ -265,7 +382,7 @@ async function insertRows(
 ): Promise<void> {
   const values: unknown[] = [];
   const tuples = rows.map((c, k) => {
-    values.push(c.chunk_id, c.content, toVectorParam(c.embedding ?? []), JSON.stringify(c.metadata));
+    values.push(c.chunk_id, c.content, vectorParam(c.embedding ?? []), JSON.stringify(c.metadata));
     const b = k * 4;
     return `($${b + 1}, $${b + 2}, $${b + 3}::vector, $${b + 4}::jsonb)`;
   });
@@ -294,6 +411,7 @@ export async function writeChunks(
     deleted: 0,
     path: 'rows',
     rebuiltIndexes: 0,
+    deferredIndexes: 0,
     maintenance: 'none',
   };
   const insertBatch = options.insertBatch ?? INSERT_BATCH;
@@ -362,9 +480,12 @@ export async function writeChunks(
       stats.deleted += r.rowCount ?? 0;
     }
     if (rebuild !== undefined) {
-      await finishBulk(client, rebuild, options.onPhase, onProgress);
+      const built = await finishBulk(client, rebuild, options.onPhase, onProgress);
       stats.path = 'bulk';
-      stats.rebuiltIndexes = rebuild.length;
+      stats.rebuiltIndexes = built.built;
+      stats.deferredIndexes = built.deferred;
+    } else if (plan.chunks.length > 0) {
+      stats.rebuiltIndexes = await buildDueIndexes(client, options.onPhase);
     }
     await client.query('COMMIT');
   } catch (err) {
