@@ -10,12 +10,7 @@ import type { Projection } from '../contract/index.ts';
 import { toVectorParam } from './db/pool.ts';
 import { EMBEDDING_DIMENSIONS } from './embeddings/types.ts';
 import { type CapabilityProof, runUnderCheck } from './ledger.ts';
-import {
-  DEFAULT_PLANNER,
-  type Plan,
-  type PlannerOptions,
-  searchStatement,
-} from './planner.ts';
+import { DEFAULT_PLANNER, type Plan, type PlannerOptions, searchStatement } from './planner.ts';
 import { searchArguments } from './predicate.ts';
 
 export type SearchMode = 'vector' | 'hybrid';
