@@ -116,8 +116,9 @@ export function shardRegistry(rooms: Entry[], partners: Entry[]): string[] | und
       rooms: [] as unknown[],
       partners: [] as unknown[],
     }));
-    rooms.forEach((r, i) => shards[(roomHashes[i] as number) % n]!.rooms.push(r.value));
-    partners.forEach((p, i) => shards[(partnerHashes[i] as number) % n]!.partners.push(p.value));
+    for (let i = 0; i < rooms.length; i++) shards[(roomHashes[i] as number) % n]!.rooms.push(rooms[i]!.value);
+    for (let i = 0; i < partners.length; i++)
+      shards[(partnerHashes[i] as number) % n]!.partners.push(partners[i]!.value);
     const texts = shards.map(compact);
     if (texts.every((t) => utf8Length(t) <= SHARD_BUDGET)) return texts;
   }
