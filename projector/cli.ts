@@ -10,7 +10,8 @@
  * Ledger mode (`capability: "ledger"` in the configuration, docs/ledger.md): DATABASE_URL names the
  * knowledge database, with the credentials of the `knowledge_projector` role in PGUSER/PGPASSWORD
  * and TLS as for `serve retrieval` (DATABASE_CA_FILE, DATABASE_TLS=require). Without DATABASE_URL a
- * ledger-mode configuration refuses every mint and the projector reports not ready.
+ * ledger-mode configuration refuses every mint and the projector reports not ready. Records are
+ * confirmed after the answer, in batches (projector/ledger.ts, `deferred`).
  */
 import { parseArgs } from 'node:util';
 import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
