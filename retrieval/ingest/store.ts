@@ -58,7 +58,7 @@ export interface WriteStats {
   path: WritePath;
   /** Indexes built in this write: re-created by the bulk path, or built once the table outgrew their deferral. */
   rebuiltIndexes: number;
-  /** Vector indexes left unbuilt because the table is at or below VECTOR_INDEX_MIN_ROWS (recorded, built later). */
+  /** Vector indexes this bulk load left unbuilt, the table being at or below VECTOR_INDEX_MIN_ROWS (recorded, built later). */
   deferredIndexes: number;
   /**
    * After-write maintenance: done; none (nothing changed, or not asked for); not-owner (this session
@@ -102,8 +102,9 @@ export const BULK_TABLE_RATIO = 2;
  * The bound is the search planner's default exact threshold: an audience of at most that many rows
  * is always ranked exactly, so on a table this small no default search uses the graph, and an
  * operator-lowered threshold gets an exact scan in its place (recall 1.0, the same rows). The graph
- * build was about half of a fresh row's write time on the embedded database, and an exact scan of a
- * table this size is about as fast as the graph walk (`npm run bench:ingest`, search section).
+ * build was the largest cost of a fresh row on the bulk path of the embedded database; from twice
+ * this size on, the graph walk is clearly faster than the exact scan, and the graph is always built
+ * there (`npm run bench:ingest`, search table).
  */
 export const VECTOR_INDEX_MIN_ROWS = DEFAULT_PLANNER.exactThreshold;
 const VECTOR_INDEX_METHODS: ReadonlySet<string> = new Set(['hnsw', 'ivfflat']);
