@@ -200,6 +200,11 @@ describe('groups: CRD = rules', () => {
           fc.array(fc.constantFrom('partner/org-x/a', 'partner/org-x/b', 'partner/org-x/c'), {
             maxLength: 18,
           }),
+          // Mostly valid (with policy org-x), so both decisions stay frequent for every seed.
+          fc.uniqueArray(fc.constantFrom('partner/org-x/a', 'partner/org-x/docs', 'partner/org-x/b-1'), {
+            minLength: 1,
+            maxLength: 3,
+          }),
         ),
         fc.constantFrom('org-x', 'org-x', 'org-y'),
       ),
