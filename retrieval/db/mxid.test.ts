@@ -32,12 +32,13 @@ before(async () => {
   ours = await startTestDatabase();
   const db = await startEmbeddedDatabase();
   const pool = createPool({ connectionString: db.url, max: 2 });
-  await applyOriginSchema(pool, [1]);
-  origin = judge(pool);
+  // Set before the schema is applied, so a failing fixture still closes the database.
   closeOrigin = async () => {
     await pool.end().catch(() => {});
     await db.close();
   };
+  await applyOriginSchema(pool, [1]);
+  origin = judge(pool);
 });
 after(async () => {
   await ours?.close();
