@@ -16,6 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { makeSelfSignedCert } from '../common/dev-tls.ts';
 import { type RunResult, runCli } from '../common/testing/index.ts';
 
 const repo = new URL('..', import.meta.url).pathname;
@@ -260,5 +261,54 @@ describe('serve errors', () => {
       unreachable.stderr,
       /cannot reach the API server https:\/\/127\.0\.0\.1:1 .*connection refused/,
     );
+  });
+
+  test('serve webhook names the certificate file it needs before it starts anything', async () => {
+    const certs = join(work, 'webhook-tls');
+    mkdirSync(certs, { recursive: true });
+    const [dflt, given] = await Promise.all([
+      cli(['serve', 'webhook'], { HOME: join(work, 'home'), KUBECONFIG: '' }),
+      cli(['serve', 'webhook', '--cert-dir', certs], { HOME: join(work, 'home'), KUBECONFIG: '' }),
+    ]);
+    assert.equal(dflt.code, 1);
+    assert.match(
+      dflt.stderr,
+      /^serve webhook: certificate \/etc\/fgentic\/webhook-tls\/tls\.crt: does not exist \(the default; pass --cert-dir DIR\)\n$/,
+    );
+    assert.equal(given.code, 1);
+    assert.equal(given.stderr, `serve webhook: certificate ${join(certs, 'tls.crt')}: does not exist\n`);
+    // Not a certificate: said without echoing the bytes.
+    writeFileSync(join(certs, 'tls.crt'), 'not-a-certificate-s3cret\n');
+    writeFileSync(join(certs, 'tls.key'), 'not-a-key-s3cret\n');
+    const garbage = await cli(['serve', 'webhook', '--cert-dir', certs], {
+      HOME: join(work, 'home'),
+      KUBECONFIG: '',
+    });
+    assert.equal(garbage.code, 1);
+    assert.match(garbage.stderr, /tls\.crt and tls\.key are not a PEM certificate and private key/);
+    assert.doesNotMatch(garbage.stderr, /s3cret/);
+    // A good certificate but no cluster: exits naming what it tried, instead of watching localhost forever.
+    makeSelfSignedCert(certs);
+    const noCluster = await cli(['serve', 'webhook', '--cert-dir', certs, '--port', '0'], {
+      HOME: join(work, 'home'),
+      KUBECONFIG: '',
+    });
+    assert.equal(noCluster.code, 1);
+    assert.match(
+      noCluster.stderr,
+      /^serve webhook: no kubeconfig: tried --kubeconfig \(not given\), KUBECONFIG \(unset\)/,
+    );
+  });
+
+  test('admission check and render name the missing input path', async () => {
+    const missing = join(work, 'no-such-dir', 'agent.yaml');
+    const [check, rendered] = await Promise.all([
+      cli(['admission', 'check', '-f', missing]),
+      cli(['render', '-f', missing]),
+    ]);
+    assert.equal(check.code, 2);
+    assert.equal(check.stderr, `admission check: ${missing}: does not exist\n`);
+    assert.equal(rendered.code, 2);
+    assert.equal(rendered.stderr, `render: ${missing}: does not exist\n`);
   });
 });

@@ -5,13 +5,12 @@
  * serves /healthz, /readyz and /metrics.
  */
 
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
-import { homedir, hostname } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { apiServerProblem, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { ItemBackoff } from './backoff.ts';
 import { KubeClient, OWN_KINDS_INFO, RENDERED_KINDS } from './kube/client.ts';
@@ -483,55 +482,12 @@ export async function serveController(argv: string[]): Promise<number> {
   return 0;
 }
 
-const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
-
 /**
  * A kubeconfig that names a cluster and reaches its API server, or a sentence saying which sources
- * were tried and what failed. Without it the client would fall back to http://localhost:8080 and
- * the leader election would retry forever.
+ * were tried and what failed (common/kube-config.ts); the leader election needs the API from the start.
  */
 export async function usableKubeConfig(file: string | undefined): Promise<k8s.KubeConfig | string> {
-  const kc = new k8s.KubeConfig();
-  const envFiles = (process.env['KUBECONFIG'] ?? '').split(delimiter).filter(Boolean);
-  const home = join(homedir(), '.kube', 'config');
-  let source: string;
-  try {
-    if (file !== undefined) {
-      source = `--kubeconfig ${file}`;
-      kc.loadFromFile(file);
-    } else if (envFiles.length > 0) {
-      source = `KUBECONFIG ${envFiles.join(delimiter)}`;
-      kc.loadFromDefault();
-    } else if (existsSync(home)) {
-      source = home;
-      kc.loadFromFile(home);
-    } else if (existsSync(SERVICE_ACCOUNT_TOKEN)) {
-      source = 'the in-cluster service account';
-      kc.loadFromCluster();
-    } else
-      return `no kubeconfig: tried --kubeconfig (not given), KUBECONFIG (unset), ${home} (absent) and the in-cluster service account (${SERVICE_ACCOUNT_TOKEN} absent)`;
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const which = file ?? (envFiles.length > 0 ? envFiles.join(delimiter) : home);
-    return `kubeconfig ${which}: ${code === 'ENOENT' ? 'does not exist' : code === 'EACCES' ? 'permission denied' : 'cannot be parsed'}`;
-  }
-  const cluster = kc.getCurrentCluster();
-  if (!cluster?.server) return `kubeconfig from ${source}: no current context with a cluster server`;
-  try {
-    const version = kc.makeApiClient(k8s.VersionApi);
-    await Promise.race([
-      version.getCode(),
-      new Promise((_, reject) =>
-        setTimeout(() => reject(Object.assign(new Error(), { code: 'ETIMEDOUT' })), 10_000).unref(),
-      ),
-    ]);
-  } catch (e) {
-    const err = e as { code?: string; cause?: { code?: string }; statusCode?: number; code_?: number };
-    const why =
-      err.cause?.code ??
-      err.code ??
-      (typeof err.statusCode === 'number' ? `HTTP ${err.statusCode}` : 'error');
-    return `cannot reach the API server ${cluster.server} (kubeconfig from ${source}): ${why === 'ECONNREFUSED' ? 'connection refused' : why}`;
-  }
-  return kc;
+  const loaded = await loadKubeConfig(file);
+  if ('error' in loaded) return loaded.error;
+  return (await apiServerProblem(loaded.kubeConfig, loaded.source)) ?? loaded.kubeConfig;
 }

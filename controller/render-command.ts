@@ -3,6 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, wri
 import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { parseFlags, UsageError, usageError } from '../cli/args.ts';
+import { fsErrorPath, fsProblem } from '../common/fs-problem.ts';
 import { render } from './render/index.ts';
 import { MANAGED_LABELS } from './render/model.ts';
 import type { Conflict, K8sObject, OwnResource, Resources } from './types.ts';
@@ -171,9 +172,9 @@ export async function renderCommand(argv: string[]): Promise<number> {
   try {
     resources = loadResources(values.file);
   } catch (e) {
-    const err = e as NodeJS.ErrnoException & { path?: string };
+    const err = e as NodeJS.ErrnoException;
     process.stderr.write(
-      `render: ${err.code === 'ENOENT' ? `${err.path ?? 'a path'}: does not exist` : err.code === 'EACCES' ? `${err.path ?? 'a path'}: permission denied` : err.message}\n`,
+      `render: ${err.code ? `${fsErrorPath(err) ?? 'a path'}: ${fsProblem(err)}` : err.message}\n`,
     );
     return 2;
   }

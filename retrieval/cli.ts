@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { parseFlags, UsageError, usageError } from '../cli/args.ts';
+import { fsProblem } from '../common/fs-problem.ts';
 import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
@@ -92,18 +93,7 @@ export function readConfig(path: string, isDefault: boolean): RetrievalConfig {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new ConfigFileError(
-      path,
-      isDefault,
-      code === 'ENOENT'
-        ? 'does not exist'
-        : code === 'EACCES'
-          ? 'permission denied'
-          : code === 'EISDIR'
-            ? 'is a directory'
-            : `cannot be read (${code ?? 'unknown error'})`,
-    );
+    throw new ConfigFileError(path, isDefault, fsProblem(err));
   }
   const parsed = parseStrictJson(text, { maxDepth: 8, maxLength: 1 << 20 });
   if (!parsed.ok)

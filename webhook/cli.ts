@@ -9,6 +9,7 @@
  * rendered output. Exit 0 when nothing is denied, 1 when something is denied or unreadable, 2 on usage.
  */
 import { parseArgs } from 'node:util';
+import { fsErrorPath, fsProblem } from '../common/fs-problem.ts';
 import { loadManifests } from './manifests.ts';
 import { checkManifests } from './offline.ts';
 import { CONTROLLER_USER } from './rules/types.ts';
@@ -68,8 +69,9 @@ export async function admissionCheck(argv: string[]): Promise<number> {
   try {
     manifests = loadManifests(paths);
   } catch (err) {
+    const e = err as NodeJS.ErrnoException;
     process.stderr.write(
-      `admission check: ${(err as NodeJS.ErrnoException).code ?? 'error'} reading ${paths.join(', ')}\n`,
+      `admission check: ${e.code ? `${fsErrorPath(e) ?? paths.join(', ')}: ${fsProblem(e)}` : e.message}\n`,
     );
     return 2;
   }

@@ -3,12 +3,14 @@
  * runs) and the HTTPS server, until SIGTERM/SIGINT.
  */
 import { readFileSync } from 'node:fs';
+import { fsProblem } from '../common/fs-problem.ts';
+import { apiServerProblem, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { loadManifests } from './manifests.ts';
 import { type ReviewOutcome, reviewBytes, reviewUnavailable } from './review.ts';
 import { type ClusterView, DEFAULT_RULES_CONFIG, isObject, type RulesConfig } from './rules/types.ts';
-import { startWebhookServer } from './server.ts';
+import { certificateProblem, startWebhookServer } from './server.ts';
 import { StaticClusterView } from './view.ts';
 
 export interface WebhookConfig {
@@ -75,9 +77,7 @@ export async function runWebhookServer(args: {
       ? parseWebhookConfig(readFileSync(args.configFile, 'utf8'))
       : { ...DEFAULT_WEBHOOK_CONFIG };
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const problem =
-      code === 'ENOENT' ? 'does not exist' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    const problem = (err as NodeJS.ErrnoException).code ? fsProblem(err) : (err as Error).message;
     process.stderr.write(`serve webhook: config ${args.configFile}: ${problem}\n`);
     return 2;
   }
@@ -89,6 +89,13 @@ export async function runWebhookServer(args: {
       return 2;
     }
     cfg.port = p;
+  }
+  // The certificate first: without it nothing can be served, so nothing else is started.
+  const certProblem = certificateProblem(cfg.certDir);
+  if (certProblem !== undefined) {
+    const hint = args.certDir === undefined && !args.configFile ? ' (the default; pass --cert-dir DIR)' : '';
+    process.stderr.write(`serve webhook: certificate ${certProblem}${hint}\n`);
+    return 1;
   }
   const rules: RulesConfig = {
     ...DEFAULT_RULES_CONFIG,
@@ -105,11 +112,16 @@ export async function runWebhookServer(args: {
     );
     ready = () => true;
   } else {
-    const { KubeConfig } = await import('@kubernetes/client-node');
+    // Without the API the webhook can only deny; say why and exit, as the controller does.
+    const loaded = await loadKubeConfig();
+    const problem =
+      'error' in loaded ? loaded.error : await apiServerProblem(loaded.kubeConfig, loaded.source);
+    if ('error' in loaded || problem !== undefined) {
+      process.stderr.write(`serve webhook: ${problem}; or set offlineObjects in --config\n`);
+      return 1;
+    }
     const { KubeClusterView } = await import('./kube-view.ts');
-    const kc = new KubeConfig();
-    kc.loadFromDefault();
-    const kv = new KubeClusterView(kc, log);
+    const kv = new KubeClusterView(loaded.kubeConfig, log);
     await kv.start();
     view = kv;
     ready = () => kv.ready();
@@ -126,7 +138,10 @@ export async function runWebhookServer(args: {
       handler: (body) => handleReview(body, view, rules, ready, confirm),
     });
   } catch (err) {
-    process.stderr.write(`serve webhook: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}\n`);
+    const code = (err as NodeJS.ErrnoException).code;
+    process.stderr.write(
+      `serve webhook: ${code === 'EADDRINUSE' ? `port ${cfg.port} is already in use` : code === 'EACCES' ? `port ${cfg.port}: permission denied` : (code ?? (err as Error).message)}\n`,
+    );
     await stopView();
     return 1;
   }

@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { errorFields } from '../common/error-fields.ts';
+import { fsProblem } from '../common/fs-problem.ts';
 import { createLogger, type Logger } from '../common/log.ts';
 import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
 import type { ReviewOutcome } from './review.ts';
@@ -47,6 +48,30 @@ interface KeyPair {
   key: Buffer;
   digest: string;
   notAfter: number;
+}
+
+/**
+ * Why the certificate directory cannot serve, as `<file>: <problem>` without any key material, or
+ * undefined when it can. Run before anything else starts, so a missing Secret mount is the first and
+ * only thing the operator reads.
+ */
+export function certificateProblem(dir: string): string | undefined {
+  for (const file of ['tls.crt', 'tls.key']) {
+    try {
+      readFileSync(join(dir, file));
+    } catch (err) {
+      return `${join(dir, file)}: ${fsProblem(err)}`;
+    }
+  }
+  try {
+    readPair(dir);
+    return undefined;
+  } catch (err) {
+    // The key material itself is never echoed: only which check failed.
+    return err instanceof Error && err.message === 'tls.key does not match tls.crt'
+      ? `${join(dir, 'tls.key')}: does not match tls.crt`
+      : `${dir}: tls.crt and tls.key are not a PEM certificate and private key`;
+  }
 }
 
 function readPair(dir: string): KeyPair {
