@@ -82,14 +82,13 @@ describe('informer: list once, then watch from the list resourceVersion', () => 
   });
 
   it('bookmarks move the resume point, so a compaction behind it needs no re-list', async () => {
-    await waitFor('watch open', () => api.requests.filter((r) => r.includes('watch=true')).length >= 2);
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor('watch open', () => api.openWatches === 1);
     // Changes to another kind move the store's resourceVersion past everything the informer saw.
     for (let i = 0; i < 5; i++)
       api.put({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `x${i}`, namespace: 'knowledge' } });
     api.bookmark();
     const head = api.resourceVersion;
-    await new Promise((r) => setTimeout(r, 200));
+    await waitFor('bookmark seen', () => inf.lastSyncResourceVersion === String(head));
     api.compact(head);
     api.endWatches();
     api.put(room('e', '!e:org-a.example'));

@@ -127,6 +127,11 @@ export class Informer {
     return this.store.size;
   }
 
+  /** The resourceVersion a resumed watch would start from (the last list, event or bookmark seen). */
+  get lastSyncResourceVersion(): string | undefined {
+    return this.resourceVersion;
+  }
+
   /** Write-through of an object the controller just wrote (the API server's answer). */
   upsert(obj: K8sObject): void {
     if (!obj?.metadata?.name) return;

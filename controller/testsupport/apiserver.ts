@@ -357,6 +357,11 @@ export class ApiServerDouble {
     this.watchers.clear();
   }
 
+  /** Watches currently open (registered and not yet ended). */
+  get openWatches(): number {
+    return this.watchers.size;
+  }
+
   /** The current resourceVersion (the highest one written). */
   get resourceVersion(): number {
     return this.rv;
