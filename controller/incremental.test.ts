@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor as waitUntil } from '../common/testing/index.ts';
+import { quietFor, waitFor as waitUntil } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { render } from './render/index.ts';
 import { ApiServerDouble, CONTROLLER_USER } from './testsupport/apiserver.ts';
@@ -44,19 +44,12 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
       .map(show)
       .sort();
   };
-  /** Idle, and no request but leader election for 400 ms (a watch event may still be on its way). */
-  const settle = async () => {
-    let seen = api.requests.length;
-    let quietSince = Date.now();
-    for (;;) {
-      await ctl.idle();
-      await new Promise((r) => setTimeout(r, 50));
-      const fresh = api.requests.slice(seen).filter((r) => !r.includes('/leases'));
-      seen = api.requests.length;
-      if (fresh.length > 0) quietSince = Date.now();
-      else if (Date.now() - quietSince >= 400) return;
-    }
-  };
+  /** Idle, and no request but leader election for QUIET_MS (a watch event may still be on its way). */
+  const settle = () =>
+    quietFor('the controller', () => api.requests.filter((r) => !r.includes('/leases')).length, {
+      step: () => ctl.idle(),
+      intervalMs: 50,
+    });
 
   before(async () => {
     await api.start();

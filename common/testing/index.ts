@@ -130,6 +130,33 @@ export async function staysTrue(
   }
 }
 
+/**
+ * Resolves once `progress()` (a counter such as requests seen) has not moved for `ms` (default
+ * QUIET_MS), running `step` (e.g. "wait until idle") before each round. For a test that collects
+ * everything a change caused when the last effect has no end marker of its own.
+ */
+export async function quietFor(
+  what: string,
+  progress: () => number,
+  options: { ms?: number; intervalMs?: number; timeoutMs?: number; step?: () => Promise<void> } = {},
+): Promise<void> {
+  const { ms = QUIET_MS, intervalMs = 20, timeoutMs = 30_000, step } = options;
+  const deadline = performance.now() + timeoutMs;
+  let seen = progress();
+  let quietSince = performance.now();
+  for (;;) {
+    await step?.();
+    await new Promise((r) => setTimeout(r, intervalMs));
+    const now = performance.now();
+    const current = progress();
+    if (current !== seen) {
+      seen = current;
+      quietSince = now;
+    } else if (now - quietSince >= ms) return;
+    if (now >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} to go quiet`);
+  }
+}
+
 function errCode(err: Error): string {
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' ? ` ${code}` : '';
