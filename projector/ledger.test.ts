@@ -275,8 +275,10 @@ describe('ledger mode (deferred): records after the answer', () => {
     await withProjector({ ledger, random: true }, async (p) => {
       const r = await sendCheck(p.url, localRequest());
       assert.equal(r.status, 200);
-      for (let i = 0; i < 600 && ledger.healthy(); i++) await new Promise((res) => setTimeout(res, 10));
-      assert.equal(ledger.healthy(), false, 'the overdue batch marks the ledger down');
+      await waitFor('the overdue batch to mark the ledger down', () => !ledger.healthy(), {
+        timeoutMs: 6_000,
+        intervalMs: 10,
+      });
       await assertRefused(p);
       assert.equal((await get(`${p.url}/readyz`)).status, 503);
       // The late answer records the value but does not vouch for the ledger; the probe does.

@@ -8,6 +8,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitFor } from '../../common/testing/index.ts';
 
 const CLI = fileURLToPath(new URL('../../cli/main.ts', import.meta.url));
 
@@ -55,6 +56,9 @@ export class ChildServer {
     }
   }
 
+  /** Why the last `start()` returned false: the exit, or the readiness timeout and its last error. */
+  startFailure: string | undefined;
+
   /** Start and wait until /readyz answers 200; false if the process exits or the wait times out. */
   async start(readyTimeoutMs = 60_000): Promise<boolean> {
     // Warnings and errors (content-free JSON lines) go to <name>.log when a log directory is set.
@@ -72,15 +76,25 @@ export class ChildServer {
         resolve(code);
       }),
     );
-    const deadline = Date.now() + readyTimeoutMs;
-    while (Date.now() < deadline && proc.exitCode === null && proc.signalCode === null) {
-      try {
-        const r = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(1000) });
-        if (r.status === 200) return true;
-      } catch {}
-      await new Promise((r) => setTimeout(r, 100));
+    // The probe's fetch errors (refused while starting) are retried; the last one's class is in the
+    // timeout message kept in `startFailure`.
+    try {
+      const state = await waitFor(
+        `${this.name} /readyz to answer 200`,
+        async () => {
+          if (proc.exitCode !== null || proc.signalCode !== null) return 'exited';
+          const r = await fetch(`${this.url}/readyz`, { signal: AbortSignal.timeout(1000) });
+          await r.body?.cancel();
+          return r.status === 200 ? 'ready' : undefined;
+        },
+        { timeoutMs: readyTimeoutMs, intervalMs: 100 },
+      );
+      this.startFailure = state === 'ready' ? undefined : `exited (${proc.exitCode ?? proc.signalCode})`;
+      return state === 'ready';
+    } catch (e) {
+      this.startFailure = e instanceof Error ? e.message : String(e);
+      return false;
     }
-    return false;
   }
 
   /** SIGTERM, then SIGKILL if still running after graceMs (the kubelet's sequence). */

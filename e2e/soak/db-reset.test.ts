@@ -117,7 +117,7 @@ test('connection resets during transactions fail the searches, not the retrieval
   );
   const child = server;
   try {
-    assert.ok(await child.start(), 'retrieval never became ready');
+    assert.ok(await child.start(), `retrieval never became ready: ${child.startFailure}`);
     assert.equal(await search(child.url), 'ok');
     const outcomes = new Set<string>();
     for (let round = 0; round < 5; round++) {

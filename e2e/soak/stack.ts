@@ -141,7 +141,10 @@ export async function startSoakStack(): Promise<SoakStack> {
     closers.push(() => projector.kill());
     closers.push(() => retrieval.kill());
     const [pOk, rOk] = await Promise.all([projector.start(), retrieval.start()]);
-    if (!pOk || !rOk) throw new Error(`child not ready: projector ${pOk}, retrieval ${rOk}`);
+    if (!pOk || !rOk)
+      throw new Error(
+        `child not ready: projector ${projector.startFailure ?? 'ready'}, retrieval ${retrieval.startFailure ?? 'ready'}`,
+      );
 
     const front = await startFront({
       objects,
