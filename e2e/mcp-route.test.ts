@@ -79,9 +79,9 @@ function carrier(overrides: Partial<Record<string, unknown>> = {}): string {
   return enc.value;
 }
 
-function agentHeaders(extra: Record<string, string> = {}): Record<string, string> {
+function agentHeaders(extra: Record<string, string> = {}, on: LocalStack = stack): Record<string, string> {
   return {
-    authorization: `Bearer ${stack.agentMcpKey}`,
+    authorization: `Bearer ${on.agentMcpKey}`,
     'x-retrieval-agent': 'kagent/knowledge-agent',
     ...extra,
   };
@@ -95,8 +95,13 @@ async function mcp(headers: Record<string, string>): Promise<Client> {
   return client;
 }
 
-async function rpc(headers: Record<string, string>, body: unknown, version: string | null = '2025-11-25') {
-  const res = await fetch(stack.mcpRouteUrl, {
+async function rpc(
+  headers: Record<string, string>,
+  body: unknown,
+  version: string | null = '2025-11-25',
+  on: LocalStack = stack,
+) {
+  const res = await fetch(on.mcpRouteUrl, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -284,15 +289,63 @@ describe('header boundary: 8,192 bytes through both hops, 8,193 rejected by the 
   });
 });
 
-// Last in the file: it drains the agent's token bucket.
 describe('MCP route: per-agent rate limit', () => {
-  test('past the rendered requestsPerMinute the gateway answers 429 before the retrieval server', async () => {
-    let limited = 0;
-    for (let k = 0; k < 700 && limited === 0; k++) {
-      const r = await rpc(agentHeaders(), { jsonrpc: '2.0', id: k, method: 'tools/list' });
-      if (r.status === 429) limited = k;
-    }
-    assert.ok(limited > 0, 'a 429 within 700 requests');
-    assert.ok(stack.gateway.events.some((e) => e.phase === 'rateLimit' && e.status === 429));
+  // A stack of its own with a small rendered limit and the gateway's rate-limit clock held, so the
+  // bucket (full at load, refilled per whole minute: docs/upstream.md#agentgateway-timeouts-rate-limits)
+  // is counted exactly, whatever the machine's load.
+  const RPM = 5;
+  let limited: LocalStack;
+  let dir: string;
+  let clock = 1_000_000;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'fgentic-examples-rpm-'));
+    cpSync(EXAMPLES_DIR, dir, { recursive: true });
+    const agentFile = join(dir, 'agent.yaml');
+    const agent = parseAllDocuments(readFileSync(agentFile, 'utf8'))[0]!.toJS();
+    agent.spec.rateLimit = { requestsPerMinute: RPM };
+    writeFileSync(agentFile, stringify(agent));
+    limited = await startLocalStack({
+      now: () => T0,
+      examplesDir: dir,
+      seed: false,
+      gatewayNow: () => clock,
+    });
+  });
+  after(async () => {
+    await limited?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** `n` concurrent tools/list requests; their statuses. */
+  const burst = async (n: number) =>
+    (
+      await Promise.all(
+        Array.from({ length: n }, (_, k) =>
+          rpc(
+            agentHeaders({}, limited),
+            { jsonrpc: '2.0', id: k, method: 'tools/list' },
+            '2025-11-25',
+            limited,
+          ),
+        ),
+      )
+    ).map((r) => r.status);
+  const refusals = () =>
+    limited.gateway.events.filter((e) => e.phase === 'rateLimit' && e.status === 429).length;
+
+  test('a burst past the rendered requestsPerMinute: exactly the excess is answered 429 by the gateway', async () => {
+    const statuses = await burst(RPM + 3);
+    assert.equal(statuses.filter((s) => s !== 429).length, RPM, statuses.join(','));
+    assert.equal(statuses.filter((s) => s === 429).length, 3);
+    assert.equal(refusals(), 3, 'the 429s come from the gateway rate limit');
+  });
+
+  test('the bucket refills only per whole minute, up to the limit', async () => {
+    clock += 59_999;
+    assert.equal((await burst(1))[0], 429, 'refilled before the minute was over');
+    clock += 1;
+    const statuses = await burst(RPM + 1);
+    assert.equal(statuses.filter((s) => s !== 429).length, RPM, statuses.join(','));
+    assert.equal(refusals(), 3 + 1 + 1);
   });
 });

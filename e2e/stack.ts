@@ -45,6 +45,8 @@ export interface LocalStackOptions {
   readonly capability?: 'plain' | 'ledger';
   /** Ledger mode: purge interval of the projector's ledger schedule (default 60 s). */
   readonly ledgerPurgeIntervalMs?: number;
+  /** Clock of the gateway double's local rate limit, in ms (default Date.now). */
+  readonly gatewayNow?: () => number;
   /** Progress callback for `npm start`. */
   readonly progress?: (step: string) => void;
   /** Fixed loopback ports (`npm start`); tests use free ports. */
@@ -126,6 +128,8 @@ export interface FrontOptions extends RenderedExamples {
   readonly keyId: string;
   readonly now?: () => number;
   readonly listenerPorts?: Record<string, number>;
+  /** Clock of the gateway double's local rate limit, in ms. */
+  readonly gatewayNow?: () => number;
 }
 
 /**
@@ -225,6 +229,7 @@ export async function startFront(o: FrontOptions): Promise<Front> {
       apiKeySecrets,
       jwks: { [issuer]: jwks },
       ...(o.listenerPorts ? { ports: o.listenerPorts } : {}),
+      ...(o.gatewayNow ? { now: o.gatewayNow } : {}),
     });
     closers.push(() => gateway.close());
     const localListener = platform.spec.gateway?.localListener ?? 'default';
@@ -332,6 +337,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       keyId: 'demo-issuer-key',
       ...(options.now ? { now: options.now } : {}),
       ...(options.ports?.listeners ? { listenerPorts: options.ports.listeners } : {}),
+      ...(options.gatewayNow ? { gatewayNow: options.gatewayNow } : {}),
     });
     closers.push(() => front.close());
 

@@ -22,6 +22,9 @@
  * - MCP backend: downstream headers copied upstream with the first value of each name; a denied
  *   `tools/call` → JSON-RPC error -32602 "Unknown tool" (docs/upstream.md#agentgateway-mcp-backend);
  * - A2A backend: only the card's top-level `url` is rewritten; a card without it → 503 (docs/upstream.md#agentgateway-a2a-backend).
+ * - local rate limit: one bucket per policy, built when the policy loads: full (`requests + burst`),
+ *   refilled by `requests` per whole elapsed `unit`, capped at full; only `local[0]` counts
+ *   (docs/upstream.md#agentgateway-timeouts-rate-limits).
  * Not reproduced: MCP session multiplexing (requests are forwarded one to one), gRPC ext-auth,
  * global rate limits, TLS.
  */
@@ -63,6 +66,8 @@ export interface GatewayDoubleOptions {
   readonly listeners?: readonly string[];
   /** Fixed loopback ports per listener (default: any free port). */
   readonly ports?: Readonly<Record<string, number>>;
+  /** Clock of the local rate limit, in ms (default Date.now); a test holds it to count tokens exactly. */
+  readonly now?: () => number;
 }
 
 export interface GatewayEvent {
@@ -223,12 +228,49 @@ function parseDuration(s: string | undefined): number | undefined {
   return m[2] === 'ms' ? n : m[2] === 's' ? n * 1000 : n * 60000;
 }
 
+/** agentgateway's local rate-limit bucket (docs/upstream.md#agentgateway-timeouts-rate-limits). */
+interface TokenBucket {
+  readonly capacity: number;
+  readonly perFill: number;
+  readonly intervalMs: number;
+  available: number;
+  refillAt: number;
+}
+
+const UNIT_MS: Readonly<Record<string, number>> = { Seconds: 1_000, Minutes: 60_000, Hours: 3_600_000 };
+
+/** Built full, with the first refill one interval after loading. */
+function newBucket(rl: { requests: number; burst?: number; unit: string }, now: number): TokenBucket {
+  const intervalMs = UNIT_MS[rl.unit];
+  if (intervalMs === undefined) throw new Error(`rate limit unit ${rl.unit} is not one agentgateway accepts`);
+  const capacity = rl.requests + (rl.burst ?? 0);
+  return { capacity, perFill: rl.requests, intervalMs, available: capacity, refillAt: now + intervalMs };
+}
+
+/** Adds `perFill` for every whole interval elapsed (capped at capacity), then takes one token if any. */
+export function takeToken(b: TokenBucket, now: number): boolean {
+  if (now >= b.refillAt) {
+    const intervals = Math.floor((now - b.refillAt) / b.intervalMs) + 1;
+    b.refillAt += intervals * b.intervalMs;
+    b.available = Math.min(b.capacity, b.available + intervals * b.perFill);
+  }
+  if (b.available < 1) return false;
+  b.available -= 1;
+  return true;
+}
+
 export async function startGatewayDouble(options: GatewayDoubleOptions): Promise<GatewayDouble> {
   const routes = options.objects.filter((o) => o.kind === 'HTTPRoute');
   const policies = options.objects.filter((o) => o.kind === 'AgentgatewayPolicy');
   const backends = options.objects.filter((o) => o.kind === 'AgentgatewayBackend');
   const events: GatewayEvent[] = [];
-  const buckets = new Map<string, { tokens: number; last: number }>();
+  const now = options.now ?? Date.now;
+  const policyKey = (p: Obj) => `${p.metadata.namespace ?? ''}/${p.metadata.name}`;
+  const buckets = new Map<string, TokenBucket>();
+  for (const p of policies) {
+    const first = p.spec.traffic?.rateLimit?.local?.[0];
+    if (first) buckets.set(policyKey(p), newBucket(first, now()));
+  }
   const listeners =
     options.listeners ??
     [
@@ -411,19 +453,12 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
     }
 
     // Local rate limit: one token bucket per policy (docs/upstream.md#agentgateway-timeouts-rate-limits).
-    for (const rl of traffic.rateLimit?.local ?? []) {
-      const unitMs = rl.unit === 'Seconds' ? 1000 : rl.unit === 'Minutes' ? 60000 : 3600000;
-      const max = rl.requests + (rl.burst ?? 0);
-      const b = buckets.get(routeName) ?? { tokens: max, last: Date.now() };
-      const now = Date.now();
-      b.tokens = Math.min(max, b.tokens + ((now - b.last) / unitMs) * rl.requests);
-      b.last = now;
-      buckets.set(routeName, b);
-      if (b.tokens < 1) {
+    for (const p of routePolicies) {
+      const bucket = buckets.get(policyKey(p));
+      if (bucket && !takeToken(bucket, now())) {
         record('rateLimit', 429, routeName);
         return send(res, 429);
       }
-      b.tokens -= 1;
     }
 
     // Route filters: header modifier then URL rewrite (docs/upstream.md#agentgateway-phase-order).
