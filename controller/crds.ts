@@ -14,6 +14,9 @@ import {
   LOCAL_GROUP_MAX,
   LOCAL_GROUP_PATTERN,
   LOCAL_GROUPS_CEL,
+  MAX_BRIDGED_ORIGINS,
+  MAX_LOCAL_GROUPS,
+  MAX_PARTNER_AGENTS,
   MAX_PARTNER_GROUPS,
   MXID_PATTERN,
   PARTNER_GROUPS_CEL,
@@ -264,7 +267,7 @@ const partnerSpec = obj(
         ['namespace', 'name'],
       ),
       {
-        maxItems: 64,
+        maxItems: MAX_PARTNER_AGENTS,
         'x-kubernetes-list-type': 'map',
         'x-kubernetes-list-map-keys': ['namespace', 'name'],
         description: 'RetrievalAgents this partner may call over their public route.',
@@ -344,7 +347,7 @@ const platformSpec = obj(
             ['network', 'userIdRegex'],
           ),
           {
-            maxItems: 32,
+            maxItems: MAX_BRIDGED_ORIGINS,
             'x-kubernetes-list-type': 'map',
             'x-kubernetes-list-map-keys': ['network'],
             description:
@@ -356,7 +359,7 @@ const platformSpec = obj(
       { description: 'The Matrix A2A bridge: its gateway identity and how the projector classifies MXIDs.' },
     ),
     localGroups: arr(str({ pattern: PATTERNS.localGroup, maxLength: LOCAL_GROUP_MAX }), {
-      maxItems: 256,
+      maxItems: MAX_LOCAL_GROUPS,
       'x-kubernetes-list-type': 'set',
       description: 'Local group names; none may start with partner/ or equal a PartnerClient group.',
     }),

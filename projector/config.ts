@@ -27,6 +27,10 @@ import {
   isIssuer,
   isLocalGroup,
   isValidTimeoutSetting,
+  MAX_AGENTS,
+  MAX_BRIDGED_ORIGINS,
+  MAX_LOCAL_GROUPS,
+  MAX_PARTNER_AGENTS,
   PARTNER_PREFIX,
   PUBLIC_TIMEOUT,
   partnerKey,
@@ -240,18 +244,20 @@ function build(v: JsonValue): ProjectorConfig {
   if (!isServerName(localServer)) fail('bridge.localServer', 'must be a Matrix server name');
   const serviceUserRegex = compileSafeRegex(b['serviceUserRegex'], 'bridge.serviceUserRegex');
   const networks = new Set<string>();
-  const bridgedOrigins = arr(b['bridgedOrigins'], 'bridge.bridgedOrigins', 64).map((o, k) => {
-    const p = `bridge.bridgedOrigins[${k}]`;
-    const e = obj(o, p, ['network', 'userIdRegex']);
-    const network = label(e['network'], `${p}.network`);
-    if (networks.has(network)) fail(`${p}.network`, 'duplicate network');
-    networks.add(network);
-    return { network, userIdRegex: compileSafeRegex(e['userIdRegex'], `${p}.userIdRegex`) };
-  });
+  const bridgedOrigins = arr(b['bridgedOrigins'], 'bridge.bridgedOrigins', MAX_BRIDGED_ORIGINS).map(
+    (o, k) => {
+      const p = `bridge.bridgedOrigins[${k}]`;
+      const e = obj(o, p, ['network', 'userIdRegex']);
+      const network = label(e['network'], `${p}.network`);
+      if (networks.has(network)) fail(`${p}.network`, 'duplicate network');
+      networks.add(network);
+      return { network, userIdRegex: compileSafeRegex(e['userIdRegex'], `${p}.userIdRegex`) };
+    },
+  );
 
   const agentKeys = new Set<string>();
   const paths = new Set<string>();
-  const agents = arr(root['agents'], 'agents', 1000).map((a, k): AgentRoute => {
+  const agents = arr(root['agents'], 'agents', MAX_AGENTS).map((a, k): AgentRoute => {
     const p = `agents[${k}]`;
     const e = obj(a, p, ['namespace', 'name', 'localPath'], ['publicPath']);
     const namespace = label(e['namespace'], `${p}.namespace`);
@@ -280,7 +286,7 @@ function build(v: JsonValue): ProjectorConfig {
     rooms.set(roomId, { roomId, allowedClassifications: classifications(e['allowedClassifications'], p) });
   });
 
-  const localGroups = arr(root['localGroups'], 'localGroups', 1000).map((g, k) => {
+  const localGroups = arr(root['localGroups'], 'localGroups', MAX_LOCAL_GROUPS).map((g, k) => {
     if (typeof g === 'string' && g.startsWith(PARTNER_PREFIX))
       fail(`localGroups[${k}]`, 'local group in the partner namespace');
     if (!isLocalGroup(g)) fail(`localGroups[${k}]`, 'must be a local group name');
@@ -317,7 +323,7 @@ function build(v: JsonValue): ProjectorConfig {
     if ('ok' in groups) fail(`${p}.groups`, 'must be 1–16 unique partner/<policyId>/<group> names');
     for (const g of groups) if (localGroupSet.has(g)) fail(`${p}.groups`, 'collides with a local group');
     const agentRefs = new Set<string>();
-    const partnerAgents = arr(e['agents'], `${p}.agents`, 1000).map((a, j) => {
+    const partnerAgents = arr(e['agents'], `${p}.agents`, MAX_PARTNER_AGENTS).map((a, j) => {
       const q = `${p}.agents[${j}]`;
       const r = obj(a, q, ['namespace', 'name']);
       const ref = { namespace: label(r['namespace'], `${q}.namespace`), name: label(r['name'], `${q}.name`) };

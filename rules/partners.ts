@@ -8,6 +8,7 @@
  */
 import { isDns1123Label, isPartnerGroup, isTokenText, partnerGroupPolicy } from '../contract/index.ts';
 import { checkIssuer } from './issuers.ts';
+import { MAX_LOCAL_GROUPS, MAX_PARTNER_AGENTS } from './limits.ts';
 import { at, type Problem, problem } from './result.ts';
 
 export const CLIENT_TEXT_MAX = 255;
@@ -49,6 +50,23 @@ export function checkClient(client: object, path = 'spec'): Problem[] {
   return out;
 }
 
+/** At most MAX_PARTNER_AGENTS unique RetrievalAgent references (namespace and name labels). */
+export function checkPartnerAgents(agents: unknown, path: string): Problem[] {
+  if (agents === undefined) return [];
+  if (!Array.isArray(agents) || agents.length > MAX_PARTNER_AGENTS)
+    return [problem('partner-agents', path, `must list at most ${MAX_PARTNER_AGENTS} agents`)];
+  const out: Problem[] = [];
+  const seen = new Set<string>();
+  agents.forEach((a: { namespace?: unknown; name?: unknown } | null, i) => {
+    const p = `${path}[${i}]`;
+    if (!isDns1123Label(a?.namespace) || !isDns1123Label(a?.name))
+      out.push(problem('partner-agents', p, 'namespace and name must be DNS-1123 labels'));
+    else if (seen.has(`${a.namespace}/${a.name}`)) out.push(problem('partner-agents', p, 'duplicate agent'));
+    else seen.add(`${a.namespace}/${a.name}`);
+  });
+  return out;
+}
+
 /** 1-16 unique groups, each `partner/<policyId>/<group>`; order does not matter here. */
 export function checkPartnerGroups(groups: unknown, policyId: unknown, path: string): Problem[] {
   if (!Array.isArray(groups) || groups.length < 1 || groups.length > MAX_PARTNER_GROUPS)
@@ -75,7 +93,7 @@ export function isLocalGroup(v: unknown): v is string {
   return typeof v === 'string' && LOCAL_GROUP.test(v) && !v.startsWith(PARTNER_PREFIX);
 }
 
-export function checkLocalGroups(groups: unknown, path: string, max = 256): Problem[] {
+export function checkLocalGroups(groups: unknown, path: string, max = MAX_LOCAL_GROUPS): Problem[] {
   if (groups === undefined) return [];
   if (!Array.isArray(groups) || groups.length > max)
     return [problem('local-groups', path, `must be an array of at most ${max} groups`)];

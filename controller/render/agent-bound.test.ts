@@ -1,17 +1,18 @@
 /**
- * The retrieval server's agent bound at render: 1,000 agents render a retrieval.json the server reads;
- * more than `MAX_AGENTS` render no retrieval configuration at all and report `TooManyAgents` on the
- * platform, never a shortened list.
+ * The one agent bound (rules/agent-bound.ts) at render: up to `MAX_AGENTS` agents render a
+ * projector.json and a retrieval.json that both servers read; one more renders neither configuration
+ * and reports `TooManyAgents` on the platform, never a shortened list.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { parseConfig as parseProjectorConfig } from '../../projector/config.ts';
 import { parseConfigText } from '../../retrieval/config.ts';
-import { MAX_AGENTS } from '../../retrieval/config-limits.ts';
+import { MAX_AGENTS } from '../../rules/index.ts';
 import { agent, examples } from '../testsupport/fixtures.ts';
 import type { Resources, RetrievalAgent } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { render, renderSharedObjects } from './index.ts';
-import { RETRIEVAL_CONFIGMAP } from './server-config.ts';
+import { PROJECTOR_CONFIGMAP, RETRIEVAL_CONFIGMAP } from './server-config.ts';
 
 function withAgents(n: number): Resources {
   const input = examples();
@@ -24,14 +25,18 @@ function withAgents(n: number): Resources {
   return input;
 }
 
-const retrievalJson = (objects: { kind: string; metadata: { name: string } }[]) =>
+const configText = (objects: { kind: string; metadata: { name: string } }[], name: string, key: string) =>
   (
-    objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === RETRIEVAL_CONFIGMAP) as
+    objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name) as
       | { data: Record<string, string> }
       | undefined
-  )?.data['retrieval.json'];
+  )?.data[key];
+const retrievalJson = (objects: { kind: string; metadata: { name: string } }[]) =>
+  configText(objects, RETRIEVAL_CONFIGMAP, 'retrieval.json');
+const projectorJson = (objects: { kind: string; metadata: { name: string } }[]) =>
+  configText(objects, PROJECTOR_CONFIGMAP, 'projector.json');
 
-describe('retrieval.json agent bound at render', () => {
+describe('agent bound at render', () => {
   it('1,000 agents: the rendered retrieval.json is read by the server with every agent', () => {
     const r = render(withAgents(1000));
     assert.deepEqual(r.conflicts, []);
@@ -42,11 +47,12 @@ describe('retrieval.json agent bound at render', () => {
     assert.equal(parsed.config.agents.length, 1000);
   });
 
-  it('one agent over the bound: no retrieval configuration and TooManyAgents, never a shortened list', () => {
+  it('one agent over the bound: neither configuration and TooManyAgents, never a shortened list', () => {
     const { model, conflicts } = analyse(withAgents(MAX_AGENTS + 1));
     assert.ok(model);
     const objects = renderSharedObjects(model, conflicts);
     assert.equal(retrievalJson(objects), undefined);
+    assert.equal(projectorJson(objects), undefined);
     assert.deepEqual(
       conflicts.map((c) => [c.kind, c.name, c.reason]),
       [['RetrievalPlatform', 'default', 'TooManyAgents']],
@@ -55,9 +61,13 @@ describe('retrieval.json agent bound at render', () => {
     const at = analyse(withAgents(MAX_AGENTS));
     assert.ok(at.model);
     const atConflicts = [...at.conflicts];
-    const text = retrievalJson(renderSharedObjects(at.model, atConflicts));
+    const rendered = renderSharedObjects(at.model, atConflicts);
+    const text = retrievalJson(rendered);
     assert.ok(text);
     assert.deepEqual(atConflicts, []);
     assert.ok(parseConfigText(text).ok);
+    const projector = parseProjectorConfig(projectorJson(rendered) ?? '');
+    assert.ok(projector.ok, projector.ok ? '' : projector.error);
+    assert.equal(projector.config.agents.length, MAX_AGENTS);
   });
 });

@@ -8,10 +8,13 @@
  */
 import { isDns1123Label } from '../../contract/index.ts';
 import {
+  agentLocalPath,
+  agentPublicPath,
   checkCeiling,
   checkClient,
   checkIssuer,
   checkLocalGroups,
+  checkPartnerAgents,
   checkPartnerGroups,
   checkPublicTimeout,
   formatProblem,
@@ -70,6 +73,7 @@ function partnerProblem(p: PartnerClient): string | undefined {
   return firstProblem([
     ...checkClient(s),
     ...checkPartnerGroups(s.groups, s.policyId, 'spec.groups'),
+    ...checkPartnerAgents(s.agents, 'spec.agents'),
     ...checkCeiling(s.allowedClassifications, s.agreementRef),
   ]);
 }
@@ -235,8 +239,8 @@ function resolveAgents(items: readonly RetrievalAgent[], report: Report): Agent[
       res: a,
       rpm: a.spec.rateLimit?.requestsPerMinute ?? 60,
       public: a.spec.public === true,
-      localPath: `/api/a2a/${ns}/${name}`,
-      publicPath: `/a2a/${ns}/${name}`,
+      localPath: agentLocalPath(ns, name),
+      publicPath: agentPublicPath(ns, name),
       partners: [],
     };
   });

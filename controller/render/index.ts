@@ -1,6 +1,6 @@
 /** Pure render: all our resources in, every desired object (sorted, deterministic) and the conflicts out. */
 
-import { MAX_AGENTS } from '../../retrieval/config-limits.ts';
+import { MAX_AGENTS } from '../../rules/index.ts';
 import type { Conflict, K8sObject, RenderResult, Resources } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { renderGatewayAgent, renderGatewayShared } from './gateway.ts';
@@ -10,6 +10,7 @@ import { renderAgentNetworkPolicy, renderSharedNetworkPolicies } from './network
 import {
   CONFIGMAP_DATA_LIMIT,
   configMapBytes,
+  PROJECTOR_CONFIGMAP,
   RETRIEVAL_CONFIGMAP,
   renderServerConfig,
 } from './server-config.ts';
@@ -53,17 +54,18 @@ export function renderAgentObjects(m: Model, a: Agent): K8sObject[] {
  * over the ConfigMap limit is left out and reported in `conflicts`.
  */
 export function renderSharedObjects(m: Model, conflicts: Conflict[]): K8sObject[] {
+  // Both servers refuse a longer agent list (rules/agent-bound.ts): neither gets a partial one.
+  const tooMany = m.agents.length > MAX_AGENTS;
+  if (tooMany)
+    conflicts.push({
+      kind: 'RetrievalPlatform',
+      name: m.platformRes.metadata.name,
+      reason: 'TooManyAgents',
+      message: `${m.agents.length} agents would be listed in ${PROJECTOR_CONFIGMAP} and ${RETRIEVAL_CONFIGMAP} (limit ${MAX_AGENTS})`,
+    });
   const configs = renderServerConfig(m).filter((cm) => {
-    if (cm.metadata.name === RETRIEVAL_CONFIGMAP && m.agents.length > MAX_AGENTS) {
-      // The retrieval server refuses a longer list (retrieval/config-limits.ts): never a partial one.
-      conflicts.push({
-        kind: 'RetrievalPlatform',
-        name: m.platformRes.metadata.name,
-        reason: 'TooManyAgents',
-        message: `${cm.metadata.name} would list ${m.agents.length} agents (limit ${MAX_AGENTS})`,
-      });
+    if ((cm.metadata.name === RETRIEVAL_CONFIGMAP || cm.metadata.name === PROJECTOR_CONFIGMAP) && tooMany)
       return false;
-    }
     const bytes = configMapBytes(cm);
     if (bytes <= CONFIGMAP_DATA_LIMIT) return true;
     // Never a truncated registry: no ConfigMap (the server then fails closed) and a reported conflict.
