@@ -5,6 +5,7 @@
 import { PARTNER_GROUP } from '../contract/index.ts';
 import {
   AGREEMENT_REF_SCHEMA,
+  BRIDGE_REGEX_SCHEMA,
   CEILING_CEL,
   CEILING_SCHEMA,
   CLIENT_TEXT_SCHEMA,
@@ -45,7 +46,6 @@ export const PATTERNS = {
   httpUrl: '^https?://[^\\s/?#@]+(/[^\\s?#]*)?$',
   partnerGroup: PARTNER_GROUP.source,
   localGroup: LOCAL_GROUP_PATTERN,
-  anchoredRegex: '^\\^.*\\$$',
 } as const;
 
 const str = (extra: Schema = {}): Schema => ({ type: 'string', ...extra });
@@ -329,19 +329,18 @@ const platformSpec = obj(
           description: 'Matrix server name of the local homeserver.',
         }),
         serviceUserRegex: str({
-          pattern: PATTERNS.anchoredRegex,
-          maxLength: 1024,
+          ...structuredClone(BRIDGE_REGEX_SCHEMA),
           description:
-            "Anchored regex (^...$) of the bridge's own service MXIDs; they are never callers nor audience members.",
+            "Anchored regex (^...$, printable ASCII, no backreferences, lookaround or nested quantifiers) of the bridge's own service MXIDs; they are never callers nor audience members.",
         }),
         bridgedOrigins: arr(
           obj(
             {
               network: dnsLabel('Name of the bridged network (e.g. slack).'),
               userIdRegex: str({
-                pattern: PATTERNS.anchoredRegex,
-                maxLength: 1024,
-                description: 'Anchored regex (^...$) of the puppet MXIDs of that network.',
+                ...structuredClone(BRIDGE_REGEX_SCHEMA),
+                description:
+                  'Anchored regex (^...$, same rule as serviceUserRegex) of the puppet MXIDs of that network.',
               }),
             },
             ['network', 'userIdRegex'],

@@ -22,6 +22,7 @@ import {
 } from '../contract/index.ts';
 import {
   CLIENT_TEXT_MAX,
+  compileBridgeRegex,
   ISSUER_MAX,
   isClientText,
   isIssuer,
@@ -101,7 +102,6 @@ export const MAX_ROOMS = 500_000;
 export const MAX_PARTNERS = 50_000;
 
 export const RESERVED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
-const MAX_REGEX_LENGTH = 1024; // the CRD's maxLength
 const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 const PATH_RE = /^\/[A-Za-z0-9._~!$&'()*+,;=:@/%-]{0,1023}$/;
 
@@ -146,22 +146,11 @@ function routePath(v: JsonValue | undefined, path: string): string {
   return v;
 }
 
-/**
- * Compile an operator regex safely: anchored, bounded, no backreferences or lookaround, no nested
- * quantifiers (the classic catastrophic-backtracking shape). Inputs are MXIDs (≤ 255 bytes) anyway.
- */
+/** An operator's MXID regex, compiled under the one bridge-regex rule (rules/bridge.ts). */
 export function compileSafeRegex(v: JsonValue | undefined, path: string): RegExp {
-  if (typeof v !== 'string' || v.length === 0 || v.length > MAX_REGEX_LENGTH) fail(path, 'bad regex');
-  if (!v.startsWith('^') || !v.endsWith('$') || v.endsWith('\\$')) fail(path, 'regex must be anchored ^…$');
-  if (/\\[1-9]|\\k<|\(\?[=!<]/.test(v)) fail(path, 'regex uses backreferences or lookaround');
-  if (/\([^()]*[+*}][^()]*\)\s*[+*{]/.test(v)) fail(path, 'regex has nested quantifiers');
-  try {
-    // No 'u' flag: the inputs are ASCII MXIDs, and non-unicode syntax accepts the identity escapes
-    // (e.g. `\-`) operators write; unicode mode would turn them into load errors (deny-all).
-    return new RegExp(v);
-  } catch {
-    fail(path, 'regex does not compile');
-  }
+  const r = compileBridgeRegex(v);
+  if (r instanceof RegExp) return r;
+  return fail(path, `regex ${r.fault}`);
 }
 
 function classifications(v: JsonValue | undefined, path: string): AllowedClassifications {

@@ -37,7 +37,7 @@ export const ROOM_ID_PATTERN = `^(?:${V12_ROOM_ID_SOURCE}|${ROOM_PREFIX}${SERVER
 export const DNS1123_LABEL_PATTERN = DNS1123_LABEL.source;
 
 /** CEL single-quoted string literal. */
-function celString(s: string): string {
+export function celString(s: string): string {
   return `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
 

@@ -10,6 +10,7 @@ import { isDns1123Label } from '../../contract/index.ts';
 import {
   agentLocalPath,
   agentPublicPath,
+  checkBridgeRegexes,
   checkCeiling,
   checkClient,
   checkIssuer,
@@ -83,6 +84,7 @@ function platformProblem(s: Resources['platforms'][number]['spec']): string | un
   return firstProblem([
     ...checkPublicTimeout(s.publicRetrievalTimeoutSeconds, 'spec.publicRetrievalTimeoutSeconds'),
     ...checkLocalGroups(s.localGroups, 'spec.localGroups'),
+    ...checkBridgeRegexes(s.bridge, 'spec.bridge'),
     ...(isServerName(s.bridge?.localServer ?? '')
       ? []
       : [problem('server-name', 'spec.bridge.localServer', 'not a Matrix server name')]),

@@ -5,10 +5,12 @@
  * objects (unique room IDs and partner keys, group collisions). Pure.
  */
 import {
+  checkBridgeRegexes,
   checkCeiling,
   checkClient,
   checkIssuer,
   checkLocalGroups,
+  checkPartnerAgents,
   checkPartnerGroups,
   checkPublicTimeout,
   groupCollision,
@@ -97,6 +99,7 @@ function reviewPartner(f: Findings, obj: KubeObject, view: ClusterView): void {
       'collides with a local group of the RetrievalPlatform',
     );
   f.add(checkCeiling(spec['allowedClassifications'], spec['agreementRef']));
+  f.add(checkPartnerAgents(spec['agents'], 'spec.agents'));
   const agents = spec['agents'];
   if (Array.isArray(agents))
     agents.forEach((a, i) => {
@@ -122,6 +125,8 @@ function reviewPlatform(f: Findings, obj: KubeObject, view: ClusterView): void {
   const bridge = field(spec, 'bridge');
   if (isObject(bridge) && !isServerName(str(bridge, 'localServer') ?? ''))
     f.deny('server-name', 'spec.bridge.localServer', 'not a Matrix server name');
+  // The projector compiles these; one it refused would deny every request (rules/bridge.ts).
+  if (isObject(bridge)) f.add(checkBridgeRegexes(bridge, 'spec.bridge'));
   const jwt = field(spec, 'jwt');
   if (isObject(jwt)) f.add(checkIssuer(jwt['issuer'], 'spec.jwt.issuer'));
   const lg = spec['localGroups'];
