@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { waitFor, within } from '../common/testing/index.ts';
 import { ADMIN_USER, ApiServerDouble } from './testsupport/apiserver.ts';
 import { room } from './testsupport/fixtures.ts';
 
@@ -160,8 +161,10 @@ describe('API-server double: write semantics of kube-apiserver', () => {
   it('watch: resumes after a resourceVersion, sends bookmarks, and answers 410 Expired once compacted', async () => {
     const start = (await call('GET', '/api/v1/namespaces/ns/configmaps')).body.metadata.resourceVersion;
     await applyAs('alpha', cm('w1'), configMap('w1', { x: '1' }));
-    const read = async (rv: string, bookmark: boolean) => {
+    /** The first `count` events of a watch from `rv` (fewer if the server ends it), parsed. */
+    const read = async (rv: string, bookmark: boolean, count: number) => {
       const ac = new AbortController();
+      const watches = api.openWatches;
       const r = await fetch(
         url(
           `/api/v1/namespaces/ns/configmaps?watch=true&resourceVersion=${rv}${bookmark ? '&allowWatchBookmarks=true' : ''}`,
@@ -171,26 +174,29 @@ describe('API-server double: write semantics of kube-apiserver', () => {
           signal: ac.signal,
         },
       );
-      const reader = (r.body as ReadableStream<Uint8Array>).getReader();
-      const events: Y[] = [];
-      let buf = '';
-      const deadline = Date.now() + 3000;
-      if (bookmark) setTimeout(() => api.bookmark(), 50);
-      while (Date.now() < deadline) {
-        const { value, done } = await Promise.race([
-          reader.read(),
-          new Promise<{ value: undefined; done: true }>((res) =>
-            setTimeout(() => res({ value: undefined, done: true }), 300),
-          ),
-        ]);
-        if (value) buf += Buffer.from(value).toString('utf8');
-        if (done) break;
+      // A bookmark reaches only a registered watch: send it once this one is.
+      if (bookmark) {
+        await waitFor('the watch to be registered', () => api.openWatches > watches);
+        api.bookmark();
       }
+      const reader = (r.body as ReadableStream<Uint8Array>).getReader();
+      let buf = '';
+      const lines = () => buf.split('\n').slice(0, -1);
+      await within(
+        `${count} watch events`,
+        (async () => {
+          while (lines().length < count) {
+            const { value, done } = await reader.read();
+            if (value) buf += Buffer.from(value).toString('utf8');
+            if (done) return;
+          }
+        })(),
+        10_000,
+      );
       ac.abort();
-      for (const line of buf.split('\n')) if (line) events.push(JSON.parse(line));
-      return events;
+      return lines().map((line) => JSON.parse(line) as Y);
     };
-    const resumed = await read(start, true);
+    const resumed = await read(start, true, 2);
     assert.deepEqual(
       resumed.map((e) => [e.type, e.object.metadata?.name]),
       [
@@ -199,7 +205,7 @@ describe('API-server double: write semantics of kube-apiserver', () => {
       ],
     );
     api.compact();
-    const gone = await read(start, false);
+    const gone = await read(start, false, 2);
     assert.equal(gone.length, 1);
     assert.equal(gone[0].type, 'ERROR');
     assert.equal(gone[0].object.code, 410);
