@@ -70,6 +70,33 @@ describe('audit log', () => {
   });
 });
 
+describe('audit log of an unexpected throw', () => {
+  test('the decision is internal, logged at warn with the class and code, never the message', async () => {
+    const thrown = Object.assign(new RangeError('content-that-must-not-be-logged'), {
+      code: 'ERR_OUT_OF_RANGE',
+    });
+    // The registry read throws mid-decision; the rest of the configuration is normal.
+    const broken = new Proxy(config(), {
+      get: (target, key, receiver) => {
+        if (key === 'rooms') throw thrown;
+        return Reflect.get(target, key, receiver);
+      },
+    });
+    const p = await startProjector({ config: broken, now: () => NOW });
+    const lines = await captureStderr(async () => {
+      const r = await sendCheck(p.url, localRequest());
+      assert.equal(r.status, 403);
+    });
+    await p.close();
+    const decisions = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'decision');
+    assert.deepEqual(
+      decisions.map((d) => [d.level, d.reason, d.thrown, d.code]),
+      [['warn', 'internal', 'RangeError', 'ERR_OUT_OF_RANGE']],
+    );
+    assert.ok(!lines.join('').includes('content-that-must-not-be-logged'));
+  });
+});
+
 describe('serveProjector CLI entry', () => {
   test('bad arguments exit 2 without starting a server', async () => {
     const lines = await captureStderr(async () => {

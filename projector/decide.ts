@@ -1,6 +1,8 @@
 /**
- * Route dispatch over the two pure decisions. Pure: never throws (anything unexpected is `internal`).
+ * Route dispatch over the two pure decisions. Pure: never throws (anything unexpected is `internal`,
+ * carrying the error's class and code for the log; common/error-fields.ts).
  */
+import { type ErrorFields, errorFields } from '../common/error-fields.ts';
 import type { ProjectorConfig } from './config.ts';
 import { decideMatrix, type MatrixDecision } from './matrix.ts';
 import { decideOAuth, type OAuthDecision } from './oauth.ts';
@@ -10,7 +12,13 @@ import { CHECK, type CheckRequest, type RouteName } from './request.ts';
 export type Decision =
   | ({ readonly route: 'local' } & MatrixDecision)
   | ({ readonly route: 'public' } & OAuthDecision)
-  | { readonly route: 'unknown'; readonly allow: false; readonly reason: DenyReason };
+  | {
+      readonly route: 'unknown';
+      readonly allow: false;
+      readonly reason: DenyReason;
+      /** For `internal`: what was thrown (class and code only). */
+      readonly error?: ErrorFields;
+    };
 
 export interface DecideOptions {
   readonly now: number;
@@ -35,7 +43,7 @@ export function decide(
     if (route === 'local') return { route, ...decideMatrix(req, config, options) };
     if (route === 'public') return { route, ...decideOAuth(req, config, options) };
     return { route: 'unknown', allow: false, reason: 'route' };
-  } catch {
-    return { route: 'unknown', allow: false, reason: 'internal' };
+  } catch (e) {
+    return { route: 'unknown', allow: false, reason: 'internal', error: errorFields(e) };
   }
 }

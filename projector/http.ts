@@ -21,13 +21,14 @@
 import { randomBytes as nodeRandomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { type ErrorFields, errorFields } from '../common/error-fields.ts';
 import { createLogger } from '../common/log.ts';
 import { IDENTITY_HEADER } from '../rules/index.ts';
 import type { ProjectorConfig } from './config.ts';
 import type { ConfigStore } from './config-store.ts';
 import { type Decision, decide, routeOf } from './decide.ts';
 import { ConfiguredReader, liveRoomCheck, type RoomStateReader } from './homeserver.ts';
-import type { CapabilityLedger } from './ledger.ts';
+import { type CapabilityLedger, LedgerUnavailableError } from './ledger.ts';
 import { type DenyReason, statusFor } from './reasons.ts';
 import { type CheckRequest, classifyHeader, ignoredHeaderLabel } from './request.ts';
 
@@ -67,7 +68,10 @@ function hasIdentityInput(headers: IncomingMessage['headers']): boolean {
   return false;
 }
 
-type Outcome = Decision | { route: 'unknown'; allow: false; reason: DenyReason };
+/** A decision, or a denial from the I/O steps; `error` says what was thrown (class and code only). */
+type Outcome = (Decision | { route: 'unknown'; allow: false; reason: DenyReason }) & {
+  readonly error?: ErrorFields;
+};
 
 type ParsedCheck =
   | { readonly ok: true; readonly input: CheckRequest }
@@ -272,13 +276,17 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     decisions.inc({ route: decision.route, decision: decision.allow ? 'allow' : 'deny', reason });
     latency.observe({ route: decision.route }, seconds);
-    log.info('decision', {
+    // An unexpected throw is logged at warn, with its class and code (never its message).
+    (decision.error ? log.warn : log.info)('decision', {
       route: decision.route,
       ...(agent ? { agent } : {}),
       decision: decision.allow ? 'allow' : 'deny',
       reason,
       status,
       duration_ms: Math.round(seconds * 1e6) / 1e3,
+      ...(decision.error
+        ? { thrown: decision.error.error, ...(decision.error.code ? { code: decision.error.code } : {}) }
+        : {}),
     });
   };
 
@@ -325,8 +333,14 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
         );
         liveChecks.inc({ result: result.ok ? 'ok' : result.reason });
         if (!result.ok) return { route: 'local', allow: false, reason: result.reason, agent: decision.agent };
-      } catch {
-        return { route: 'local', allow: false, reason: 'internal', agent: decision.agent };
+      } catch (e) {
+        return {
+          route: 'local',
+          allow: false,
+          reason: 'internal',
+          agent: decision.agent,
+          error: errorFields(e),
+        };
       }
     }
     if (config.capability === 'ledger') outcome = await recordMinted(decision);
@@ -350,15 +364,17 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     try {
       await options.ledger.admit(value, bound.agent, bound.exp);
       return decision;
-    } catch {
-      return refuse;
+    } catch (e) {
+      // A ledger that is down is the expected case; anything else is logged by its class.
+      return e instanceof LedgerUnavailableError ? refuse : { ...refuse, error: errorFields(e) };
     }
   };
 
   const check = (res: ServerResponse, started: bigint, input: CheckRequest) => {
     decideCheck(input).then(
       (outcome) => finish(res, started, outcome),
-      () => finish(res, started, { route: 'unknown', allow: false, reason: 'internal' }),
+      (e) =>
+        finish(res, started, { route: 'unknown', allow: false, reason: 'internal', error: errorFields(e) }),
     );
   };
 
