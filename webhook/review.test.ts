@@ -191,3 +191,20 @@ describe('malformed AdmissionReviews are answered, never thrown', () => {
     assert.match(r.status?.message ?? '', /"Cookie": credential headers must never be propagated/);
   });
 });
+
+describe('a review that throws', () => {
+  test('is denied with 500 (fail closed) and carries the thrown class and code, never the message', () => {
+    const view = new StaticClusterView([platform()]);
+    const thrown = Object.assign(new TypeError('content-that-must-not-be-logged'), { code: 'ERR_TEST' });
+    // The cluster view fails mid-review, as a broken cache would.
+    view.partners = () => {
+      throw thrown;
+    };
+    const out = review(admissionReview(platform()), view);
+    assert.equal(out.review.response.allowed, false);
+    assert.equal(out.review.response.status?.code, 500);
+    assert.equal(out.reason, 'internal');
+    assert.deepEqual(out.error, { error: 'TypeError', code: 'ERR_TEST' });
+    assert.ok(!JSON.stringify(out).includes('content-that-must-not-be-logged'));
+  });
+});

@@ -2,6 +2,7 @@
  * AdmissionReview v1 adapter: request JSON → rules → response JSON. Never throws: malformed reviews get
  * a 400 answer naming what is wrong, an internal failure a 500 denial (fail closed).
  */
+import { type ErrorFields, errorFields } from '../common/error-fields.ts';
 import { reviewAgent, reviewRemoteMcpServer } from './rules/kagent-agent.ts';
 import { reviewRetrievalResource } from './rules/retrieval-resources.ts';
 import {
@@ -49,6 +50,8 @@ export interface ReviewOutcome {
   reason: string;
   namespace: string;
   name: string;
+  /** When the review itself threw: the class and code only (common/error-fields.ts). */
+  error?: ErrorFields;
 }
 
 const KNOWN_KINDS = new Set([
@@ -219,14 +222,17 @@ export function review(
     uid = parsed.uid;
     if ('error' in parsed) return malformed(parsed.uid, parsed.error);
     return respond(parsed.uid, parsed.input, decide(parsed.input, view, cfg));
-  } catch {
-    return errorOutcome(
-      uid,
-      500,
-      'InternalError',
-      'internal error while reviewing; denied (fail closed)',
-      'internal',
-    );
+  } catch (e) {
+    return {
+      ...errorOutcome(
+        uid,
+        500,
+        'InternalError',
+        'internal error while reviewing; denied (fail closed)',
+        'internal',
+      ),
+      error: errorFields(e),
+    };
   }
 }
 
@@ -243,7 +249,9 @@ export function reviewUnavailable(bytes: string | Uint8Array, why: string): Revi
     const body: unknown = JSON.parse(typeof bytes === 'string' ? bytes : utf8(bytes));
     const request = isObject(body) ? body['request'] : undefined;
     if (isObject(request) && typeof request['uid'] === 'string') uid = request['uid'];
-  } catch {}
+  } catch {
+    // A body that is not JSON has no uid to echo; the denial below stands either way.
+  }
   return errorOutcome(
     uid,
     503,

@@ -189,12 +189,16 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
         metrics.latency.observe({ kind: out.kind }, seconds);
         metrics.reviews.inc({ kind: out.kind, verdict: out.verdict, reason: out.reason });
         if (out.verdict !== 'allowed')
-          log.info('admission', {
+          // A review that threw is logged at error, by the thrown class and code only.
+          (out.error ? log.error : log.info)('admission', {
             kind: out.kind,
             namespace: out.namespace,
             name: out.name,
             verdict: out.verdict,
             reason: out.reason,
+            ...(out.error
+              ? { thrown: out.error.error, ...(out.error.code ? { code: out.error.code } : {}) }
+              : {}),
           });
       };
       let result: ReviewOutcome | Promise<ReviewOutcome>;
