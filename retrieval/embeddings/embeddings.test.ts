@@ -102,6 +102,24 @@ describe('OpenAI-compatible client', () => {
     await client().embed(['x']);
     assert.equal(seen.length, 3);
   });
+  test('an unreachable model fails as unavailable and keeps the errno for the log', async () => {
+    const closed = createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const embedder = createOpenAIEmbedder({
+      url: `http://127.0.0.1:${port}/v1/embeddings`,
+      model: 'm',
+      profile: 'p',
+      retries: 0,
+    });
+    await assert.rejects(embedder.embed(['x']), (e: unknown) => {
+      assert.ok(e instanceof EmbeddingError);
+      assert.equal(e.reason, 'embedding_unavailable');
+      assert.deepEqual(e.cause, { error: 'Error', code: 'ECONNREFUSED' });
+      return true;
+    });
+  });
   test('4xx is not retried; exhausted retries and malformed vectors fail with reason codes', async () => {
     seen.length = 0;
     plan = [400];

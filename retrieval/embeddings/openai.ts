@@ -5,7 +5,9 @@
  * token read from a mounted file on every call (rotation without restart). Timeouts per attempt;
  * retries with full jitter on 5xx only — 4xx and malformed answers fail at once.
  */
+
 import { readFile } from 'node:fs/promises';
+import { errorFields } from '../../common/error-fields.ts';
 import { checkVector, type Embedder, EmbeddingError } from './types.ts';
 
 export const BGE_M3_PROFILE = 'bge-m3-1024-v1';
@@ -40,8 +42,8 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): Embedder {
   const batchSize = options.batchSize ?? 8;
 
   async function embedBatch(input: readonly string[], signal?: AbortSignal): Promise<number[][]> {
-    const auth = await bearer(options.tokenFile).catch(() => {
-      throw new EmbeddingError('embedding_unavailable');
+    const auth = await bearer(options.tokenFile).catch((e: unknown) => {
+      throw new EmbeddingError('embedding_unavailable', errorFields(e));
     });
     const body = JSON.stringify({ model: options.model, input, encoding_format: 'float' });
     for (let attempt = 0; ; attempt++) {
@@ -54,8 +56,12 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): Embedder {
           body,
           signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         });
-      } catch {
-        throw new EmbeddingError('embedding_unavailable');
+      } catch (e) {
+        // fetch reports a transport failure as TypeError('fetch failed') with the errno on its cause.
+        throw new EmbeddingError(
+          'embedding_unavailable',
+          errorFields(e instanceof TypeError && e.cause ? e.cause : e),
+        );
       }
       if (res.status >= 500 && attempt < retries) {
         await res.body?.cancel().catch(() => {});

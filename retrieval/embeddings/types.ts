@@ -1,3 +1,5 @@
+import type { ErrorFields } from '../../common/error-fields.ts';
+
 /** What the server and ingestion need from an embedding model. */
 export const EMBEDDING_DIMENSIONS = 1024;
 
@@ -7,9 +9,15 @@ export interface Embedder {
   embed(texts: readonly string[], signal?: AbortSignal): Promise<number[][]>;
 }
 
-/** Embedding failures carry only a reason code, never input text. */
+/**
+ * Embedding failures carry only a reason code, never input text; `cause` is what was thrown on the
+ * way (class and errno or Node code only), for the log.
+ */
 export class EmbeddingError extends Error {
-  constructor(readonly reason: 'embedding_unavailable' | 'embedding_invalid') {
+  constructor(
+    readonly reason: 'embedding_unavailable' | 'embedding_invalid',
+    override readonly cause?: ErrorFields,
+  ) {
     super(reason);
     this.name = 'EmbeddingError';
   }

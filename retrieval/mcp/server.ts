@@ -13,6 +13,7 @@ import {
   McpError,
 } from '@modelcontextprotocol/sdk/types.js';
 import type pg from 'pg';
+import { errorFields } from '../../common/error-fields.ts';
 import { createLogger } from '../../common/log.ts';
 import { type AgentRef, decodeProjection, type Projection, type Verdict } from '../../contract/index.ts';
 import { IDENTITY_HEADER } from '../../rules/index.ts';
@@ -133,6 +134,10 @@ function buildServer(
       if (!v) throw new EmbeddingError('embedding_invalid');
       embedding = v;
     } catch (err) {
+      // Why the model could not be reached (class and code only), e.g. ECONNREFUSED or TimeoutError.
+      const cause = err instanceof EmbeddingError ? err.cause : errorFields(err);
+      if (cause)
+        log.warn('embedding failed', { thrown: cause.error, ...(cause.code ? { code: cause.code } : {}) });
       return refuse('unavailable', err instanceof EmbeddingError ? err.reason : 'embedding_unavailable');
     } finally {
       endEmbed();
