@@ -21,10 +21,9 @@ import {
   CHECK,
   type CheckRequest,
   checkCount,
-  checkHeaderSet,
   type IdentityHeaders,
+  openCheck,
   RAW,
-  routeAgent,
   single,
 } from './request.ts';
 
@@ -55,12 +54,7 @@ export function decideMatrix(
   config: ProjectorConfig,
   options: MatrixOptions,
 ): MatrixDecision {
-  const hygiene = checkHeaderSet(req, 'local');
-  if (hygiene) return no(hygiene.reason);
-  const route = single(req, CHECK.route, 'route', 'route');
-  if (!route.ok || route.value !== 'local') return no('route');
-
-  const agentGot = routeAgent(req, config, 'local');
+  const agentGot = openCheck(req, config, 'local');
   if (!agentGot.ok) return no(agentGot.reason);
   const agent = agentGot.value;
 

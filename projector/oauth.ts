@@ -7,14 +7,7 @@ import { encodeProjection, type OAuthProjection, oauthUserId, utf8Length } from 
 import { IDENTITY_HEADER } from '../rules/index.ts';
 import { type AgentRoute, isValidTimeoutSetting, type ProjectorConfig, partnerKey } from './config.ts';
 import type { DenyReason } from './reasons.ts';
-import {
-  CHECK,
-  type CheckRequest,
-  checkHeaderSet,
-  type IdentityHeaders,
-  routeAgent,
-  single,
-} from './request.ts';
+import { CHECK, type CheckRequest, type IdentityHeaders, openCheck, single } from './request.ts';
 
 export const OAUTH_MAX_LIFETIME_SECONDS = 600;
 export const CLOCK_SKEW_SECONDS = 30;
@@ -47,12 +40,7 @@ export function decideOAuth(
 ): OAuthDecision {
   const timeout = config.publicRetrievalTimeoutSeconds;
   if (!isValidTimeoutSetting(timeout)) return no('timeout_setting');
-  const hygiene = checkHeaderSet(req, 'public');
-  if (hygiene) return no(hygiene.reason);
-  const route = single(req, CHECK.route, 'route', 'route');
-  if (!route.ok || route.value !== 'public') return no('route');
-
-  const agentGot = routeAgent(req, config, 'public');
+  const agentGot = openCheck(req, config, 'public');
   if (!agentGot.ok) return no(agentGot.reason);
   const agent = agentGot.value;
 

@@ -258,6 +258,18 @@ export function checkCount(req: CheckRequest, name: string): Failure | undefined
   return fail('count'); // e.g. "01"
 }
 
+/**
+ * The opening both decisions share: the route's header hygiene, the literal route header naming this
+ * route, then the route's configured agent (routeAgent). One order, so both routes deny alike.
+ */
+export function openCheck(req: CheckRequest, config: ProjectorConfig, route: RouteName): Got<AgentRoute> {
+  const hygiene = checkHeaderSet(req, route);
+  if (hygiene) return hygiene;
+  const named = single(req, CHECK.route, 'route', 'route');
+  if (!named.ok || named.value !== route) return fail('route');
+  return routeAgent(req, config, route);
+}
+
 /** The route's agent from the literal check headers, bound to the configured path and POST. */
 export function routeAgent(req: CheckRequest, config: ProjectorConfig, route: RouteName): Got<AgentRoute> {
   const ns = single(req, CHECK.agentNamespace, 'agent', 'agent');
