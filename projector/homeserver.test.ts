@@ -215,6 +215,8 @@ describe('live room-state check against a Matrix client-server API double', () =
       if (!parsed.ok) return;
       const cr = new ConfiguredReader(0);
       assert.equal(cr.usable(parsed.config, 1), false);
+      // The failing reader says why (the errno of the token read), for the room-check log.
+      await assert.rejects(cr.get(parsed.config, 1)!.readRoomState(ROOM), { code: 'ENOENT' });
       assert.deepEqual(await liveRoomCheck(cr.get(parsed.config, 1)!, cfg, room, roomContext(), 500), {
         ok: false,
         reason: 'homeserver_unavailable',

@@ -291,9 +291,16 @@ export function matrixSdkReader(options: {
   };
 }
 
-const failingReader: RoomStateReader = {
-  readRoomState: () => Promise.reject(new Error('homeserver token unavailable')),
-};
+/**
+ * The reader while the token is unusable: every read fails with why, as a code the room-check log
+ * shows (an errno such as ENOENT or EACCES from reading the file, or TOKEN_INVALID).
+ */
+function failingReader(code: string): RoomStateReader & { readonly failing: true } {
+  return {
+    failing: true,
+    readRoomState: () => Promise.reject(Object.assign(new Error('homeserver token unavailable'), { code })),
+  };
+}
 
 /**
  * The production reader for the current configuration: matrix-js-sdk with the access token read
@@ -320,16 +327,18 @@ export class ConfiguredReader {
     if (generation === this.generation && now - this.readAt < this.tokenRefreshMs && this.reader)
       return this.reader;
     let token: string | undefined;
+    let fault = 'TOKEN_INVALID';
     try {
       token = readFileSync(live.accessTokenFile, 'utf8').trim();
-    } catch {
+    } catch (e) {
       token = undefined;
+      fault = errorFields(e).code ?? 'TOKEN_UNREADABLE';
     }
     if (token !== undefined && (token.length === 0 || /[\s\x00-\x1f\x7f]/.test(token))) token = undefined;
     if (generation !== this.generation || token !== this.token || !this.reader) {
       this.reader =
         token === undefined
-          ? failingReader
+          ? failingReader(fault)
           : matrixSdkReader({
               baseUrl: live.homeserverUrl,
               accessToken: token,
@@ -350,7 +359,7 @@ export class ConfiguredReader {
   usable(config: ProjectorConfig, generation: number): boolean {
     const r = this.get(config, generation);
     if (r === undefined) return true;
-    if (r === failingReader) return false;
+    if ('failing' in r) return false;
     return r.isWarm?.() ?? true;
   }
 }
