@@ -12,7 +12,9 @@
  * - `sync`: the earlier path — the projector records before it answers, the retrieval server runs
  *   the check as its own statement before the search;
  * - `deferred`: the projector answers once the record is queued (batched), the retrieval server
- *   folds the check into the search statement.
+ *   folds the check into the search statement;
+ * - `worker`: as `deferred`, with the batching and the database connection on the writer thread
+ *   (projector/ledger-worker.ts, what `serve projector` runs); the retrieval side is `deferred`'s.
  *
  * The embedded database runs in a child process, as a database server would, so that its work does
  * not run on the measured servers' event loop; all arms talk to it through `pg` over loopback.
@@ -45,13 +47,14 @@ const ROWS = Number(process.env['BENCH_ROWS'] ?? 300);
 const SAMPLES = Number(process.env['BENCH_SAMPLES'] ?? 400);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
 const ENTRIES = Number(process.env['BENCH_LEDGER_ENTRIES'] ?? 20_000);
-type Experiment = 'sync' | 'deferred';
+type Experiment = 'sync' | 'deferred' | 'worker';
+const KNOWN: readonly Experiment[] = ['sync', 'deferred', 'worker'];
 const EXPERIMENTS: Experiment[] = (() => {
   const i = process.argv.indexOf('--experiments');
-  const list = i >= 0 ? (process.argv[i + 1] ?? '') : 'sync,deferred';
+  const list = i >= 0 ? (process.argv[i + 1] ?? '') : KNOWN.join(',');
   const out = list.split(',').filter((x) => x !== '');
   for (const x of out)
-    if (x !== 'sync' && x !== 'deferred') throw new Error(`unknown experiment ${x} (sync, deferred)`);
+    if (!KNOWN.includes(x as Experiment)) throw new Error(`unknown experiment ${x} (${KNOWN.join(', ')})`);
   return out as Experiment[];
 })();
 
@@ -172,7 +175,12 @@ try {
   const { sendCheck } = await import('../projector/test-doubles/client.ts');
   const { startProjector } = await import('../projector/index.ts');
   const { createLedger } = await import('../projector/ledger.ts');
-  const ledgers = EXPERIMENTS.map((e) => createLedger({ pool, confirm: e, purgeIntervalMs: 3_600_000 }));
+  const { createWorkerLedger } = await import('../projector/ledger-worker.ts');
+  const ledgers = EXPERIMENTS.map((e) =>
+    e === 'worker'
+      ? createWorkerLedger({ database: { connectionString: url, max: 2 }, purgeIntervalMs: 3_600_000 })
+      : createLedger({ pool, confirm: e, purgeIntervalMs: 3_600_000 }),
+  );
   let writeErrors = 0;
   for (const l of ledgers)
     l.onWrite((result, n) => {

@@ -26,7 +26,8 @@ import { capabilityDigest, recordBatchMessage, recordMessage } from '../retrieva
 
 const log = createLogger('projector');
 
-export type LedgerConfirm = 'deferred' | 'sync';
+/** `worker`: the deferred design with the writer on its own thread (projector/ledger-worker.ts). */
+export type LedgerConfirm = 'deferred' | 'sync' | 'worker';
 
 /** The ledger cannot take this mint now: the caller refuses it (`ledger_unavailable`). */
 export class LedgerUnavailableError extends Error {
@@ -82,39 +83,74 @@ export interface LedgerOptions {
 const PROBE_SQL =
   "SELECT fgentic_ledger.purge_v1() AS purged, has_function_privilege('fgentic_ledger.record_v1(bytea, text, bigint)', 'EXECUTE') AS can_record";
 
-interface Entry {
+/** Default bounds (docs/ledger.md); the rendered configuration may set others (rules/ledger.ts). */
+export const DEFAULT_RECORD_DEADLINE_MS = 1_000;
+export const DEFAULT_MAX_BATCH = 256;
+export const DEFAULT_MAX_QUEUE = 4_096;
+
+export interface LedgerEntry {
   readonly digest: Buffer;
   readonly agent: string;
   readonly exp: number;
 }
 
+/** What the writer thread needs beyond the public ledger (projector/ledger-worker.ts). */
+export interface LedgerCore extends CapabilityLedger {
+  /**
+   * Queue one record that already left the projector, whatever the health (the main thread decided
+   * at admission); the shape is checked as in `admit`.
+   */
+  enqueue(entry: LedgerEntry): void;
+  /** Another observer saw an overdue record: unhealthy until a probe succeeds. */
+  suspect(): void;
+}
+
+export interface LedgerHooks {
+  /** Every health change, and every successful probe (`probed`). */
+  readonly onHealth?: (ok: boolean, probed: boolean) => void;
+}
+
 export function createLedger(options: LedgerOptions): CapabilityLedger {
+  if (options.confirm === 'worker') throw new TypeError('the worker confirmation is createWorkerLedger');
+  return createLedgerCore(options);
+}
+
+export function createLedgerCore(options: LedgerOptions, hooks: LedgerHooks = {}): LedgerCore {
   const pool = asRole(options.pool, PROJECTOR_ROLE);
   const confirm = options.confirm ?? 'deferred';
   const purgeEvery = options.purgeIntervalMs ?? 60_000;
   const retryEvery = options.retryIntervalMs ?? 2_000;
-  const deadline = options.recordDeadlineMs ?? 1_000;
-  const maxBatch = options.maxBatch ?? 256;
-  const maxQueue = options.maxQueue ?? 4_096;
+  const deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
+  const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
   // Unknown until the first operation: not ready before the ledger has answered once.
   let ok = false;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   const listeners = new Set<(result: 'ok' | 'error', entries: number) => void>();
-  const queue: Entry[] = [];
+  const queue: LedgerEntry[] = [];
   let inFlight: Promise<void> | undefined;
   let idle: (() => void)[] = [];
 
   const setHealth = (result: boolean, op: 'record' | 'purge') => {
-    if (result !== ok)
-      log[result ? 'info' : 'error'](result ? 'ledger reachable' : 'ledger unavailable', { op });
+    const changed = result !== ok;
+    if (changed) log[result ? 'info' : 'error'](result ? 'ledger reachable' : 'ledger unavailable', { op });
     ok = result;
+    if (changed || op === 'purge') hooks.onHealth?.(result, op === 'purge' && result);
+    // Down while the next probe is a whole purge interval away: probe on the retry interval instead.
+    if (changed && !result && timer !== undefined && !probing) {
+      clearTimeout(timer);
+      timer = undefined;
+      schedule();
+    }
   };
   const wrote = (result: 'ok' | 'error', entries: number) => {
     for (const l of listeners) l(result, entries);
   };
 
+  let probing = false;
   const purge = async (): Promise<number> => {
+    probing = true;
     try {
       const r = await pool.query(PROBE_SQL);
       // Purging works but recording would not (grant withdrawn): minting stays refused.
@@ -124,6 +160,8 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
     } catch (err) {
       setHealth(false, 'purge');
       throw err;
+    } finally {
+      probing = false;
     }
   };
 
@@ -131,6 +169,7 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
     if (closed) return;
     timer = setTimeout(
       () => {
+        timer = undefined;
         purge()
           .catch(() => {})
           .finally(schedule);
@@ -204,16 +243,22 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
     });
   };
 
+  const enqueue = (entry: LedgerEntry) => {
+    // The shape is checked now, so a batch never fails for one malformed entry.
+    recordMessage(PROJECTOR_ROLE, entry.digest, entry.agent, entry.exp);
+    queue.push(entry);
+    // After the current turn: mints answered in the same turn share one batch.
+    if (queue.length === 1) setImmediate(pump);
+  };
+
   return {
     confirm,
+    enqueue,
+    suspect: () => setHealth(false, 'record'),
     async admit(headerValue, agent, exp) {
       if (confirm === 'sync') return record(headerValue, agent, exp);
       if (!ok || closed || queue.length >= maxQueue) throw new LedgerUnavailableError();
-      // The shape is checked now, so a batch never fails for one malformed entry.
-      recordMessage(PROJECTOR_ROLE, capabilityDigest(headerValue), agent, exp);
-      queue.push({ digest: capabilityDigest(headerValue), agent, exp });
-      // After the current turn: mints answered in the same turn share one batch.
-      if (queue.length === 1) setImmediate(pump);
+      enqueue({ digest: capabilityDigest(headerValue), agent, exp });
     },
     record,
     flush,

@@ -40,6 +40,13 @@ export const PURGE_SQL = 'SELECT fgentic_ledger.purge_v1() AS purged';
 
 const AGENT_KEY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
+/** Throws RangeError unless the record has the only shape a statement may splice (see below). */
+export function checkRecord(digest: Uint8Array, agent: string, exp: number): void {
+  if (digest.length !== 32) throw new RangeError('digest must be 32 bytes');
+  if (!AGENT_KEY.test(agent)) throw new RangeError('agent must be namespace/name');
+  if (!Number.isSafeInteger(exp)) throw new RangeError('exp must be an integer');
+}
+
 /**
  * The projector's record as one simple-protocol message: the role change and the call run in the
  * message's implicit transaction, so `set_config(…, true)` drops to `role` for exactly this call, in
@@ -49,9 +56,7 @@ const AGENT_KEY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}
  * bytes as hex, an agent key of two DNS-1123 labels, a safe integer; the role is a constant.
  */
 export function recordMessage(role: string, digest: Buffer, agent: string, exp: number): string {
-  if (digest.length !== 32) throw new RangeError('digest must be 32 bytes');
-  if (!AGENT_KEY.test(agent)) throw new RangeError('agent must be namespace/name');
-  if (!Number.isSafeInteger(exp)) throw new RangeError('exp must be an integer');
+  checkRecord(digest, agent, exp);
   if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
   return `SELECT set_config('role', '${role}', true); SELECT fgentic_ledger.record_v1('\\x${digest.toString('hex')}'::bytea, '${agent}'::text, ${exp}::bigint)`;
 }
@@ -68,9 +73,7 @@ export function recordBatchMessage(
   if (entries.length === 0) throw new RangeError('empty batch');
   if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
   const rows = entries.map((e) => {
-    if (e.digest.length !== 32) throw new RangeError('digest must be 32 bytes');
-    if (!AGENT_KEY.test(e.agent)) throw new RangeError('agent must be namespace/name');
-    if (!Number.isSafeInteger(e.exp)) throw new RangeError('exp must be an integer');
+    checkRecord(e.digest, e.agent, e.exp);
     return `('\\x${e.digest.toString('hex')}'::bytea, '${e.agent}'::text, ${e.exp}::bigint)`;
   });
   return (
