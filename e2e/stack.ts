@@ -282,7 +282,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       host: '127.0.0.1',
       port: options.ports?.retrieval ?? 0,
       ...(options.now ? { now: options.now } : {}),
-      ...(retrievalConfig.capability === 'ledger' ? { capability: 'ledger' as const } : {}),
+      ...(retrievalConfig.capability === 'ledger'
+        ? { capability: 'ledger' as const, ledgerWaitMs: retrievalConfig.ledger.mintWindowMilliseconds }
+        : {}),
     });
     closers.push(() => retrieval.close());
     if (options.seed ?? true) {

@@ -329,7 +329,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
         return { route: 'local', allow: false, reason: 'internal', agent: decision.agent };
       }
     }
-    if (config.capability === 'ledger') outcome = await recordMinted(decision);
+    if (config.capability === 'ledger') outcome = await recordMinted(decision, config);
     return outcome;
   };
 
@@ -337,7 +337,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
    * Ledger mode: the value leaves the projector only once the ledger admitted it — queued while the
    * ledger is healthy (deferred) or recorded (sync); projector/ledger.ts.
    */
-  const recordMinted = async (decision: Outcome & { allow: true }): Promise<Outcome> => {
+  const recordMinted = async (decision: Outcome & { allow: true }, config: ProjectorConfig): Promise<Outcome> => {
     const refuse: Outcome = {
       route: decision.route,
       allow: false,
@@ -348,6 +348,8 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     const bound = boundOf(value);
     if (options.ledger === undefined || bound === undefined) return refuse;
     try {
+      // The deadline of the configuration this check was decided under (spec.ledger).
+      options.ledger.setRecordDeadline(config.ledger.recordDeadlineMilliseconds);
       await options.ledger.admit(value, bound.agent, bound.exp);
       return decision;
     } catch {

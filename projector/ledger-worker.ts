@@ -66,6 +66,7 @@ type ToWriter =
       readonly exps: Float64Array;
     }
   | { readonly type: 'suspect' }
+  | { readonly type: 'deadline'; readonly ms: number }
   | { readonly type: 'flush' | 'purge' | 'close'; readonly id: number };
 
 type FromWriter =
@@ -95,7 +96,7 @@ function writerEntry(): [string | URL, { eval?: boolean }] {
 }
 
 export function createWorkerLedger(options: WorkerLedgerOptions): WorkerLedger {
-  const deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
+  let deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
   const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
   const respawnMs = options.respawnMs ?? options.retryIntervalMs ?? 2_000;
   const { database, respawnMs: _r, ...writerOptions } = options;
@@ -255,6 +256,11 @@ export function createWorkerLedger(options: WorkerLedgerOptions): WorkerLedger {
     },
     purge: () => request('purge'),
     healthy,
+    setRecordDeadline(ms) {
+      if (ms === deadline) return;
+      deadline = ms;
+      send({ type: 'deadline', ms });
+    },
     onWrite(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -319,6 +325,9 @@ function serveWriter(data: WriterData, port: NonNullable<typeof parentPort>): vo
       }
       case 'suspect':
         core.suspect();
+        return;
+      case 'deadline':
+        core.setRecordDeadline(m.ms);
         return;
       case 'flush':
         void core.flush().then(() => port.postMessage({ type: 'done', id: m.id } satisfies FromWriter));

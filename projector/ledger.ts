@@ -21,6 +21,7 @@
  */
 import type pg from 'pg';
 import { createLogger } from '../common/log.ts';
+import { LEDGER_RECORD_DEADLINE } from '../rules/ledger.ts';
 import { asRole, PROJECTOR_ROLE } from '../retrieval/db/roles.ts';
 import { capabilityDigest, recordBatchMessage, recordMessage } from '../retrieval/ledger.ts';
 
@@ -52,6 +53,11 @@ export interface CapabilityLedger {
   purge(): Promise<number>;
   /** Whether minting is possible now. */
   healthy(): boolean;
+  /**
+   * The record deadline of the configuration in force (`spec.ledger.recordDeadlineMilliseconds`,
+   * rules/ledger.ts); the projector passes it with each mint, so a new configuration applies at once.
+   */
+  setRecordDeadline(ms: number): void;
   /** Observe write outcomes (entries per result), e.g. for metrics; returns the unsubscribe. */
   onWrite(listener: (result: 'ok' | 'error', entries: number) => void): () => void;
   /** Write what is queued, stop the schedule; the pool belongs to the caller unless `ownsPool` was set. */
@@ -84,7 +90,7 @@ const PROBE_SQL =
   "SELECT fgentic_ledger.purge_v1() AS purged, has_function_privilege('fgentic_ledger.record_v1(bytea, text, bigint)', 'EXECUTE') AS can_record";
 
 /** Default bounds (docs/ledger.md); the rendered configuration may set others (rules/ledger.ts). */
-export const DEFAULT_RECORD_DEADLINE_MS = 1_000;
+export const DEFAULT_RECORD_DEADLINE_MS: number = LEDGER_RECORD_DEADLINE.default;
 export const DEFAULT_MAX_BATCH = 256;
 export const DEFAULT_MAX_QUEUE = 4_096;
 
@@ -120,7 +126,7 @@ export function createLedgerCore(options: LedgerOptions, hooks: LedgerHooks = {}
   const confirm = options.confirm ?? 'deferred';
   const purgeEvery = options.purgeIntervalMs ?? 60_000;
   const retryEvery = options.retryIntervalMs ?? 2_000;
-  const deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
+  let deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
   const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
   const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
   // Unknown until the first operation: not ready before the ledger has answered once.
@@ -264,6 +270,9 @@ export function createLedgerCore(options: LedgerOptions, hooks: LedgerHooks = {}
     flush,
     purge,
     healthy: () => ok && !closed,
+    setRecordDeadline(ms) {
+      deadline = ms;
+    },
     onWrite(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

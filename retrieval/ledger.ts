@@ -16,6 +16,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { LEDGER_MINT_WINDOW } from '../rules/ledger.ts';
 
 /** How projections are trusted: `plain` (the contract alone) or `ledger` (the contract plus verifier state). */
 export type CapabilityMode = 'plain' | 'ledger';
@@ -160,7 +161,7 @@ export async function runUnderCheck(
  * projector/ledger.ts) lies inside this bound. A tool call follows the model's turn, which takes far
  * longer, so the window is almost only spent on values nobody minted.
  */
-export const LEDGER_WAIT_MS = 2_000;
+export const LEDGER_WAIT_MS: number = LEDGER_MINT_WINDOW.default;
 
 /** Pauses between re-checks: doubling from 10 ms, the last one cut to the window. */
 export function recheckDelays(windowMs: number): number[] {
