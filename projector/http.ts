@@ -337,7 +337,10 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
    * Ledger mode: the value leaves the projector only once the ledger admitted it — queued while the
    * ledger is healthy (deferred) or recorded (sync); projector/ledger.ts.
    */
-  const recordMinted = async (decision: Outcome & { allow: true }, config: ProjectorConfig): Promise<Outcome> => {
+  const recordMinted = async (
+    decision: Outcome & { allow: true },
+    config: ProjectorConfig,
+  ): Promise<Outcome> => {
     const refuse: Outcome = {
       route: decision.route,
       allow: false,

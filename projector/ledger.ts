@@ -21,9 +21,9 @@
  */
 import type pg from 'pg';
 import { createLogger } from '../common/log.ts';
-import { LEDGER_RECORD_DEADLINE } from '../rules/ledger.ts';
 import { asRole, PROJECTOR_ROLE } from '../retrieval/db/roles.ts';
 import { capabilityDigest, recordBatchMessage, recordMessage } from '../retrieval/ledger.ts';
+import { LEDGER_RECORD_DEADLINE } from '../rules/ledger.ts';
 
 const log = createLogger('projector');
 
