@@ -23,7 +23,7 @@
  * local embedder; BENCH_SAMPLES (default 400) samples per arm and part.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
@@ -70,17 +70,54 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return ms(process.hrtime.bigint() - t);
 }
 
-/** Run both arms in alternating rounds; returns each arm's samples (ms). */
-async function alternate(arms: Record<string, () => Promise<unknown>>, samples: number) {
+/** Per arm: main-thread CPU, whole-process CPU and the database's CPU, per sample (ms). */
+interface ArmCost {
+  mainCpuMs: number;
+  processCpuMs: number;
+  databaseCpuMs: number;
+  samples: number;
+}
+
+/**
+ * CPU time of one thread from /proc (Linux; nanoseconds in schedstat's first field), ms; NaN where
+ * /proc is not available. `task` = `pid` is a process's main thread.
+ */
+function threadCpuMs(pid: number | undefined, task = pid): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Run all arms in alternating rounds; returns each arm's samples (ms) and what each arm cost. */
+async function alternate(
+  arms: Record<string, () => Promise<unknown>>,
+  samples: number,
+  databasePid?: number,
+) {
   const out: Record<string, number[]> = {};
-  for (const name of Object.keys(arms)) out[name] = [];
+  const cost: Record<string, ArmCost> = {};
+  for (const name of Object.keys(arms)) {
+    out[name] = [];
+    cost[name] = { mainCpuMs: 0, processCpuMs: 0, databaseCpuMs: 0, samples: 0 };
+  }
   const per = Math.ceil(samples / ROUNDS);
   for (let round = 0; round < ROUNDS; round++)
     for (const [name, fn] of Object.entries(arms)) {
       for (let i = 0; i < 10; i++) await fn(); // warm-up
+      const main = threadCpuMs(process.pid);
+      const cpu = process.cpuUsage();
+      const db = threadCpuMs(databasePid);
       for (let i = 0; i < per; i++) out[name]!.push(await timed(fn));
+      const c = cost[name]!;
+      c.mainCpuMs += threadCpuMs(process.pid) - main;
+      const used = process.cpuUsage(cpu);
+      c.processCpuMs += (used.user + used.system) / 1000;
+      c.databaseCpuMs += threadCpuMs(databasePid) - db;
+      c.samples += per;
     }
-  return out;
+  return { samples: out, cost };
 }
 
 // Child mode: serve the embedded database, prepared as `npm start` prepares it, and print its URL.
@@ -168,7 +205,7 @@ try {
     return out;
   };
   process.stderr.write('measuring retrieval…\n');
-  const search = await alternate(arms(searchArm), SAMPLES);
+  const search = (await alternate(arms(searchArm), SAMPLES)).samples;
 
   // ---- projector: plain vs ledger on the same HTTP stack, in this process -----------------------
   const fx = await import('../projector/test-doubles/fixtures.ts');
@@ -207,10 +244,12 @@ try {
     if (r.status !== 200) throw new Error(`check denied (${r.body})`);
   };
   process.stderr.write('measuring projector…\n');
-  const checks = await alternate(
+  const measured = await alternate(
     Object.fromEntries(Object.entries(running).map(([k, p]) => [k, checkArm(p.url)])),
     SAMPLES,
+    child.pid,
   );
+  const checks = measured.samples;
   for (const l of ledgers) await l.flush();
   // Every value a ledger arm answered must have been recorded, or the comparison is void.
   if (writeErrors > 0) throw new Error(`${writeErrors} ledger records failed`);
@@ -244,8 +283,18 @@ try {
       },
     ];
   });
+  // Where each projector arm's CPU goes, per check: the answering event loop (this process's main
+  // thread, which also runs the benchmark's client), all of this process's threads, the database
+  // process's main thread (PGlite runs there).
+  const costs = Object.entries(measured.cost).map(([arm, c]) => ({
+    arm,
+    main_cpu_ms: c.mainCpuMs / c.samples,
+    process_cpu_ms: c.processCpuMs / c.samples,
+    database_cpu_ms: c.databaseCpuMs / c.samples,
+  }));
   results['experiments'] = EXPERIMENTS;
   results['table'] = table;
+  results['projectorCost'] = costs;
   results['goals'] = goals;
   results['loadavg'] = loadavg();
   const f = (x: number) => x.toFixed(3);
@@ -257,6 +306,13 @@ try {
   for (const r of table)
     process.stdout.write(
       `| ${r.part} | ${r.arm} | ${f(r.p50_ms)} | ${f(r.p99_ms)} | ${r.p50_ratio.toFixed(2)} | ${f(r.p99_added_ms)} |\n`,
+    );
+  process.stdout.write(
+    '\n| projector arm | main thread CPU ms/check | process CPU ms/check | database CPU ms/check |\n|---|---|---|---|\n',
+  );
+  for (const c of costs)
+    process.stdout.write(
+      `| ${c.arm} | ${f(c.main_cpu_ms)} | ${f(c.process_cpu_ms)} | ${Number.isNaN(c.database_cpu_ms) ? 'n/a' : f(c.database_cpu_ms)} |\n`,
     );
   process.stdout.write('\n| goal | arm | value | met |\n|---|---|---|---|\n');
   for (const g of goals)

@@ -36,7 +36,7 @@ const log = createLogger('projector');
 export interface WorkerLedgerOptions
   extends Pick<
     LedgerOptions,
-    'purgeIntervalMs' | 'retryIntervalMs' | 'recordDeadlineMs' | 'maxBatch' | 'maxQueue'
+    'purgeIntervalMs' | 'retryIntervalMs' | 'recordDeadlineMs' | 'maxBatch' | 'maxQueue' | 'lingerMs'
   > {
   /** How the writer thread connects (it builds its own pool; pools cannot cross threads). */
   readonly database: PoolOptions;
@@ -56,6 +56,13 @@ const PROBES = 2; // probes that passed since this writer started
 const WORDS = 3;
 
 const DIGEST_BYTES = 32;
+
+/**
+ * The writer's batches wait this long for company (docs/ledger.md, "The writer thread"): well inside
+ * the record deadline and the retrieval server's first re-check, and enough to turn a steady stream
+ * of mints into a few statements instead of one per mint.
+ */
+export const DEFAULT_WORKER_LINGER_MS = 5;
 
 type ToWriter =
   | { readonly type: 'agent'; readonly index: number; readonly key: string }
@@ -288,7 +295,7 @@ function serveWriter(data: WriterData, port: NonNullable<typeof parentPort>): vo
   const shared = new Int32Array(data.shared);
   const pool = createPool(data.database);
   const core = createLedgerCore(
-    { ...data.options, pool, ownsPool: true, confirm: 'deferred' },
+    { lingerMs: DEFAULT_WORKER_LINGER_MS, ...data.options, pool, ownsPool: true, confirm: 'deferred' },
     {
       onHealth(ok, probed) {
         Atomics.store(shared, HEALTH, ok ? 1 : 0);
