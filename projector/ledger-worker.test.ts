@@ -159,6 +159,38 @@ describe('ledger mode (worker): the writer thread records what the projector ans
     assert.equal(ledger.healthy(), true);
     await ledger.close();
   });
+
+  test('the ring wraps: records of several agents, many times its size, each recorded with its own agent', async () => {
+    const ledger = create(t.db.url, { maxQueue: 8 });
+    await ready(ledger);
+    const agents = ['kagent/knowledge-agent', 'kagent/private-agent', 'team-b/helper'];
+    const written: { v: string; agent: string }[] = [];
+    for (let i = 0; i < 40; i++) {
+      const v = value(1000 + i);
+      const agent = agents[i % agents.length]!;
+      // At most 8 unsettled: wait for the writer whenever the ring is full.
+      await waitFor('room in the ring', () =>
+        ledger.admit(v, agent, NOW + 600).then(
+          () => true,
+          (e) => {
+            if (!(e instanceof LedgerUnavailableError)) throw e;
+            return false;
+          },
+        ),
+      );
+      written.push({ v, agent });
+    }
+    await ledger.flush();
+    for (const { v, agent } of written) {
+      const r = await t.retrieval.query(CHECK_SQL, [capabilityDigest(v), agent, NOW]);
+      assert.equal(r.rows[0].ok, true, agent);
+      // Bound to its own agent only.
+      const other = agents.find((a) => a !== agent)!;
+      assert.equal((await t.retrieval.query(CHECK_SQL, [capabilityDigest(v), other, NOW])).rows[0].ok, false);
+    }
+    assert.equal(ledger.healthy(), true);
+    await ledger.close();
+  });
 });
 
 describe('ledger mode (worker): fail closed at mint', () => {
