@@ -250,6 +250,25 @@ describe('ledger mode (worker): fail closed at mint', () => {
     await relay.close();
   });
 
+  test('a writer that does not take its records in time: the answering thread stops minting on its own', async () => {
+    // The writer lingers past the deadline, so no batch (and no watchdog of its own) is running:
+    // only the age of the record in the ring can tell, and the answering thread judges it.
+    const ledger = create(t.db.url, { recordDeadlineMs: 50, lingerMs: 3_600_000 });
+    await ready(ledger);
+    await withProjector(ledger, async (p) => {
+      const r = await sendCheck(p.url, localRequest());
+      assert.equal(r.status, 200);
+      await down(ledger, 'the record older than the deadline to stop minting');
+      await assertRefused(p);
+      await ledger.flush();
+      assert.equal(await recorded(String(r.headers['x-fgentic-identity'])), true);
+      assert.equal(ledger.healthy(), false, 'a late record does not vouch for the writer');
+      await ledger.purge();
+      assert.equal(ledger.healthy(), true);
+    });
+    await ledger.close();
+  });
+
   test('a full queue refuses until the writer settles what it holds', async () => {
     const relay = await startRelay(t.db.url);
     const ledger = create(relay.url, { maxQueue: 3, recordDeadlineMs: 3_600_000 });

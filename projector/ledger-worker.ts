@@ -390,8 +390,8 @@ function serveWriter(data: WriterData, port: NonNullable<typeof parentPort>): vo
   port.on('message', (m: ToWriter) => {
     switch (m.type) {
       case 'agent':
+        // Records waiting for this key are taken when the current linger ends.
         agents[m.index] = m.key;
-        take();
         return;
       case 'suspect':
         core.suspect();
