@@ -61,6 +61,7 @@ const field = (b: { readonly min: number; readonly max: number; readonly default
   fc.oneof(
     { weight: 6, arbitrary: fc.integer({ min: b.min - 60, max: b.min + 400 }) },
     { weight: 3, arbitrary: fc.integer({ min: b.max - 50, max: b.max + 50 }) },
+    { weight: 3, arbitrary: fc.constantFrom(b.min - 1, b.min, b.max, b.max + 1) },
     { weight: 3, arbitrary: fc.constantFrom(b.default - 1, b.default, b.default + 1, 1_999, 2_000, 2_001) },
     { weight: 1, arbitrary: fc.constantFrom(1.5, -1, 0, '1000', null) },
   );
