@@ -12,7 +12,9 @@
  * - `sync`: the earlier path — the projector records before it answers, the retrieval server runs
  *   the check as its own statement before the search;
  * - `deferred`: the projector answers once the record is queued (batched), the retrieval server
- *   folds the check into the search statement.
+ *   folds the check into the search statement;
+ * - `worker`: as `deferred`, with the batching and the database connection on the writer thread
+ *   (projector/ledger-worker.ts, what `serve projector` runs); the retrieval side is `deferred`'s.
  *
  * The embedded database runs in a child process, as a database server would, so that its work does
  * not run on the measured servers' event loop; all arms talk to it through `pg` over loopback.
@@ -21,7 +23,7 @@
  * local embedder; BENCH_SAMPLES (default 400) samples per arm and part.
  */
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
@@ -45,13 +47,14 @@ const ROWS = Number(process.env['BENCH_ROWS'] ?? 300);
 const SAMPLES = Number(process.env['BENCH_SAMPLES'] ?? 400);
 const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
 const ENTRIES = Number(process.env['BENCH_LEDGER_ENTRIES'] ?? 20_000);
-type Experiment = 'sync' | 'deferred';
+type Experiment = 'sync' | 'deferred' | 'worker';
+const KNOWN: readonly Experiment[] = ['sync', 'deferred', 'worker'];
 const EXPERIMENTS: Experiment[] = (() => {
   const i = process.argv.indexOf('--experiments');
-  const list = i >= 0 ? (process.argv[i + 1] ?? '') : 'sync,deferred';
+  const list = i >= 0 ? (process.argv[i + 1] ?? '') : KNOWN.join(',');
   const out = list.split(',').filter((x) => x !== '');
   for (const x of out)
-    if (x !== 'sync' && x !== 'deferred') throw new Error(`unknown experiment ${x} (sync, deferred)`);
+    if (!KNOWN.includes(x as Experiment)) throw new Error(`unknown experiment ${x} (${KNOWN.join(', ')})`);
   return out as Experiment[];
 })();
 
@@ -67,17 +70,54 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return ms(process.hrtime.bigint() - t);
 }
 
-/** Run both arms in alternating rounds; returns each arm's samples (ms). */
-async function alternate(arms: Record<string, () => Promise<unknown>>, samples: number) {
+/** Per arm: main-thread CPU, whole-process CPU and the database's CPU, per sample (ms). */
+interface ArmCost {
+  mainCpuMs: number;
+  processCpuMs: number;
+  databaseCpuMs: number;
+  samples: number;
+}
+
+/**
+ * CPU time of one thread from /proc (Linux; nanoseconds in schedstat's first field), ms; NaN where
+ * /proc is not available. `task` = `pid` is a process's main thread.
+ */
+function threadCpuMs(pid: number | undefined, task = pid): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Run all arms in alternating rounds; returns each arm's samples (ms) and what each arm cost. */
+async function alternate(
+  arms: Record<string, () => Promise<unknown>>,
+  samples: number,
+  databasePid?: number,
+) {
   const out: Record<string, number[]> = {};
-  for (const name of Object.keys(arms)) out[name] = [];
+  const cost: Record<string, ArmCost> = {};
+  for (const name of Object.keys(arms)) {
+    out[name] = [];
+    cost[name] = { mainCpuMs: 0, processCpuMs: 0, databaseCpuMs: 0, samples: 0 };
+  }
   const per = Math.ceil(samples / ROUNDS);
   for (let round = 0; round < ROUNDS; round++)
     for (const [name, fn] of Object.entries(arms)) {
       for (let i = 0; i < 10; i++) await fn(); // warm-up
+      const main = threadCpuMs(process.pid);
+      const cpu = process.cpuUsage();
+      const db = threadCpuMs(databasePid);
       for (let i = 0; i < per; i++) out[name]!.push(await timed(fn));
+      const c = cost[name]!;
+      c.mainCpuMs += threadCpuMs(process.pid) - main;
+      const used = process.cpuUsage(cpu);
+      c.processCpuMs += (used.user + used.system) / 1000;
+      c.databaseCpuMs += threadCpuMs(databasePid) - db;
+      c.samples += per;
     }
-  return out;
+  return { samples: out, cost };
 }
 
 // Child mode: serve the embedded database, prepared as `npm start` prepares it, and print its URL.
@@ -165,14 +205,19 @@ try {
     return out;
   };
   process.stderr.write('measuring retrieval…\n');
-  const search = await alternate(arms(searchArm), SAMPLES);
+  const search = (await alternate(arms(searchArm), SAMPLES)).samples;
 
   // ---- projector: plain vs ledger on the same HTTP stack, in this process -----------------------
   const fx = await import('../projector/test-doubles/fixtures.ts');
   const { sendCheck } = await import('../projector/test-doubles/client.ts');
   const { startProjector } = await import('../projector/index.ts');
   const { createLedger } = await import('../projector/ledger.ts');
-  const ledgers = EXPERIMENTS.map((e) => createLedger({ pool, confirm: e, purgeIntervalMs: 3_600_000 }));
+  const { createWorkerLedger } = await import('../projector/ledger-worker.ts');
+  const ledgers = EXPERIMENTS.map((e) =>
+    e === 'worker'
+      ? createWorkerLedger({ database: { connectionString: url, max: 2 }, purgeIntervalMs: 3_600_000 })
+      : createLedger({ pool, confirm: e, purgeIntervalMs: 3_600_000 }),
+  );
   let writeErrors = 0;
   for (const l of ledgers)
     l.onWrite((result, n) => {
@@ -199,10 +244,12 @@ try {
     if (r.status !== 200) throw new Error(`check denied (${r.body})`);
   };
   process.stderr.write('measuring projector…\n');
-  const checks = await alternate(
+  const measured = await alternate(
     Object.fromEntries(Object.entries(running).map(([k, p]) => [k, checkArm(p.url)])),
     SAMPLES,
+    child.pid,
   );
+  const checks = measured.samples;
   for (const l of ledgers) await l.flush();
   // Every value a ledger arm answered must have been recorded, or the comparison is void.
   if (writeErrors > 0) throw new Error(`${writeErrors} ledger records failed`);
@@ -236,8 +283,18 @@ try {
       },
     ];
   });
+  // Where each projector arm's CPU goes, per check: the answering event loop (this process's main
+  // thread, which also runs the benchmark's client), all of this process's threads, the database
+  // process's main thread (PGlite runs there).
+  const costs = Object.entries(measured.cost).map(([arm, c]) => ({
+    arm,
+    main_cpu_ms: c.mainCpuMs / c.samples,
+    process_cpu_ms: c.processCpuMs / c.samples,
+    database_cpu_ms: c.databaseCpuMs / c.samples,
+  }));
   results['experiments'] = EXPERIMENTS;
   results['table'] = table;
+  results['projectorCost'] = costs;
   results['goals'] = goals;
   results['loadavg'] = loadavg();
   const f = (x: number) => x.toFixed(3);
@@ -249,6 +306,13 @@ try {
   for (const r of table)
     process.stdout.write(
       `| ${r.part} | ${r.arm} | ${f(r.p50_ms)} | ${f(r.p99_ms)} | ${r.p50_ratio.toFixed(2)} | ${f(r.p99_added_ms)} |\n`,
+    );
+  process.stdout.write(
+    '\n| projector arm | main thread CPU ms/check | process CPU ms/check | database CPU ms/check |\n|---|---|---|---|\n',
+  );
+  for (const c of costs)
+    process.stdout.write(
+      `| ${c.arm} | ${f(c.main_cpu_ms)} | ${f(c.process_cpu_ms)} | ${Number.isNaN(c.database_cpu_ms) ? 'n/a' : f(c.database_cpu_ms)} |\n`,
     );
   process.stdout.write('\n| goal | arm | value | met |\n|---|---|---|---|\n');
   for (const g of goals)

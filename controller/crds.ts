@@ -30,6 +30,7 @@ import {
   SERVER_NAME_PATTERN,
   SERVER_NAME_SCHEMA,
 } from '../rules/index.ts';
+import { LEDGER_MINT_WINDOW, LEDGER_RECORD_DEADLINE, LEDGER_TIMING_CEL } from '../rules/ledger.ts';
 import { GROUP, VERSION } from './types.ts';
 
 type Schema = Record<string, unknown>;
@@ -450,6 +451,30 @@ const platformSpec = obj(
       description:
         'How the retrieval server trusts a projection: plain (the contract alone) or ledger (only values the projector recorded in the capability ledger; docs/ledger.md).',
     }),
+    ledger: obj(
+      {
+        recordDeadlineMilliseconds: int({
+          minimum: LEDGER_RECORD_DEADLINE.min,
+          maximum: LEDGER_RECORD_DEADLINE.max,
+          default: LEDGER_RECORD_DEADLINE.default,
+          description:
+            'How long the projector waits for the database to confirm a record before it stops minting until a probe succeeds (ms).',
+        }),
+        mintWindowMilliseconds: int({
+          minimum: LEDGER_MINT_WINDOW.min,
+          maximum: LEDGER_MINT_WINDOW.max,
+          default: LEDGER_MINT_WINDOW.default,
+          description:
+            'How long the retrieval server re-checks a value the ledger does not have yet before it denies it (ms).',
+        }),
+      },
+      [],
+      {
+        description:
+          'Timing of the capability ledger, used when capability is ledger (docs/ledger.md); the record deadline must be less than the mint window.',
+        'x-kubernetes-validations': [{ ...LEDGER_TIMING_CEL }],
+      },
+    ),
     liveRoomCheck: obj(
       {
         enabled: bool({

@@ -123,6 +123,8 @@ export interface RetrievalPlatformSpec {
   a2aBackend?: 'controller' | 'agentService';
   /** How projections are trusted (docs/ledger.md); absent means plain. */
   capability?: 'plain' | 'ledger';
+  /** Ledger timing (rules/ledger.ts); absent fields take their defaults. */
+  ledger?: { recordDeadlineMilliseconds?: number; mintWindowMilliseconds?: number };
   liveRoomCheck?: { enabled?: boolean; homeserverUrl?: string; tokenSecretRef?: SecretKeyRef };
   database?: { namespace?: string; podLabels?: Record<string, string>; port?: number };
   observability?: { namespace?: string; podLabels?: Record<string, string>; ports?: number[] };

@@ -16,8 +16,8 @@ import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
 import type { K8sObject } from '../controller/types.ts';
 import { type ProjectorConfig, parseConfig, startProjector } from '../projector/index.ts';
-import { type CapabilityLedger, createLedger } from '../projector/ledger.ts';
-import { createPool } from '../retrieval/db/pool.ts';
+import type { CapabilityLedger } from '../projector/ledger.ts';
+import { createWorkerLedger } from '../projector/ledger-worker.ts';
 import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
 import { RETRIEVAL_SERVER } from '../rules/index.ts';
 import { demoRecords } from './demo-corpus.ts';
@@ -287,7 +287,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       host: '127.0.0.1',
       port: options.ports?.retrieval ?? 0,
       ...(options.now ? { now: options.now } : {}),
-      ...(retrievalConfig.capability === 'ledger' ? { capability: 'ledger' as const } : {}),
+      ...(retrievalConfig.capability === 'ledger'
+        ? { capability: 'ledger' as const, ledgerWaitMs: retrievalConfig.ledger.mintWindowMilliseconds }
+        : {}),
     });
     closers.push(() => retrieval.close());
     if (options.seed ?? true) {
@@ -305,17 +307,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const projectorConfig = options.mutateProjectorConfig
       ? options.mutateProjectorConfig(parsed.config)
       : parsed.config;
-    // Ledger mode: the projector writes through its own pool to the embedded database, as
-    // knowledge_projector (projector/ledger.ts).
+    // Ledger mode: the projector records as `serve projector` does, through a writer thread with its
+    // own connection to the embedded database, as knowledge_projector (projector/ledger-worker.ts).
     let ledger: CapabilityLedger | undefined;
     if (projectorConfig.capability === 'ledger' && retrieval.embeddedDatabaseUrl) {
-      ledger = createLedger({
-        pool: createPool({
-          connectionString: retrieval.embeddedDatabaseUrl,
-          max: 2,
-          connectionTimeoutMs: 60_000,
-        }),
-        ownsPool: true,
+      ledger = createWorkerLedger({
+        database: { connectionString: retrieval.embeddedDatabaseUrl, max: 2, connectionTimeoutMs: 60_000 },
         ...(options.ledgerPurgeIntervalMs ? { purgeIntervalMs: options.ledgerPurgeIntervalMs } : {}),
       });
     }

@@ -11,7 +11,8 @@
  * knowledge database, with the credentials of the `knowledge_projector` role in PGUSER/PGPASSWORD
  * and TLS as for `serve retrieval` (DATABASE_CA_FILE, DATABASE_TLS=require). Without DATABASE_URL a
  * ledger-mode configuration refuses every mint and the projector reports not ready. Records are
- * confirmed after the answer, in batches (projector/ledger.ts, `deferred`).
+ * confirmed after the answer, in batches, by a writer thread that owns the database connection
+ * (projector/ledger-worker.ts, `worker`), so the answering event loop never handles a batch.
  */
 import { parseArgs } from 'node:util';
 import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
@@ -99,19 +100,17 @@ export async function serveProjector(argv: string[]): Promise<number> {
   const databaseUrl = process.env['DATABASE_URL'];
   let ledger: CapabilityLedger | undefined;
   if (databaseUrl) {
-    const { createPool } = await import('../retrieval/db/pool.ts');
-    const { createLedger } = await import('./ledger.ts');
+    const { createWorkerLedger } = await import('./ledger-worker.ts');
     const ca = process.env['DATABASE_CA_FILE'];
-    ledger = createLedger({
-      pool: createPool({
+    ledger = createWorkerLedger({
+      database: {
         connectionString: databaseUrl,
-        max: 4,
+        max: 2,
         ...(ca ? { caFile: ca } : {}),
         ...(process.env['DATABASE_TLS'] === 'require' ? { requireTls: true } : {}),
         connectionTimeoutMs: 2_000,
         statementTimeoutMs: 2_000,
-      }),
-      ownsPool: true,
+      },
     });
   }
   let running: Awaited<ReturnType<typeof startProjector>>;

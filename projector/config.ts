@@ -36,6 +36,7 @@ import {
   PUBLIC_TIMEOUT,
   partnerKey,
 } from '../rules/index.ts';
+import { checkLedgerTiming, type LedgerTiming, ledgerTiming } from '../rules/ledger.ts';
 
 // The decision modules read these through this module; they are the rules/ definitions.
 export { isValidTimeoutSetting, partnerKey } from '../rules/index.ts';
@@ -93,6 +94,8 @@ export interface ProjectorConfig {
   readonly liveRoomCheck: LiveRoomCheckConfig;
   /** `ledger`: every minted value is recorded in the capability ledger first (docs/ledger.md). Absent: `plain`. */
   readonly capability: 'plain' | 'ledger';
+  /** Ledger timing, defaults filled in (rules/ledger.ts); the projector uses the record deadline. */
+  readonly ledger: LedgerTiming;
 }
 
 export type ConfigResult = { ok: true; config: ProjectorConfig } | { ok: false; error: string };
@@ -220,7 +223,7 @@ function build(v: JsonValue): ProjectorConfig {
     v,
     '$',
     ['version', 'publicRetrievalTimeoutSeconds', 'bridge', 'agents', 'rooms', 'partners', 'localGroups'],
-    ['liveRoomCheck', 'capability'],
+    ['liveRoomCheck', 'capability', 'ledger'],
   );
   if (root['version'] !== 1) fail('version', 'must be 1');
   const timeout = root['publicRetrievalTimeoutSeconds'];
@@ -347,7 +350,14 @@ function build(v: JsonValue): ProjectorConfig {
     localGroups,
     liveRoomCheck: parseLiveRoomCheck(root['liveRoomCheck']),
     capability: parseCapability(root['capability']),
+    ledger: parseLedgerTiming(root['ledger']),
   };
+}
+
+function parseLedgerTiming(v: JsonValue | undefined): LedgerTiming {
+  const p = checkLedgerTiming(v, 'ledger')[0];
+  if (p) fail(p.path, p.message);
+  return ledgerTiming(v) ?? fail('ledger', 'invalid');
 }
 
 function parseCapability(v: JsonValue | undefined): 'plain' | 'ledger' {

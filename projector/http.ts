@@ -343,7 +343,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
         };
       }
     }
-    if (config.capability === 'ledger') outcome = await recordMinted(decision);
+    if (config.capability === 'ledger') outcome = await recordMinted(decision, config);
     return outcome;
   };
 
@@ -351,7 +351,10 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
    * Ledger mode: the value leaves the projector only once the ledger admitted it — queued while the
    * ledger is healthy (deferred) or recorded (sync); projector/ledger.ts.
    */
-  const recordMinted = async (decision: Outcome & { allow: true }): Promise<Outcome> => {
+  const recordMinted = async (
+    decision: Outcome & { allow: true },
+    config: ProjectorConfig,
+  ): Promise<Outcome> => {
     const refuse: Outcome = {
       route: decision.route,
       allow: false,
@@ -362,6 +365,8 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     const bound = boundOf(value);
     if (options.ledger === undefined || bound === undefined) return refuse;
     try {
+      // The deadline of the configuration this check was decided under (spec.ledger).
+      options.ledger.setRecordDeadline(config.ledger.recordDeadlineMilliseconds);
       await options.ledger.admit(value, bound.agent, bound.exp);
       return decision;
     } catch (e) {

@@ -23,10 +23,12 @@ import type pg from 'pg';
 import { createLogger } from '../common/log.ts';
 import { asRole, PROJECTOR_ROLE } from '../retrieval/db/roles.ts';
 import { capabilityDigest, recordBatchMessage, recordMessage } from '../retrieval/ledger.ts';
+import { LEDGER_RECORD_DEADLINE } from '../rules/ledger.ts';
 
 const log = createLogger('projector');
 
-export type LedgerConfirm = 'deferred' | 'sync';
+/** `worker`: the deferred design with the writer on its own thread (projector/ledger-worker.ts). */
+export type LedgerConfirm = 'deferred' | 'sync' | 'worker';
 
 /** The ledger cannot take this mint now: the caller refuses it (`ledger_unavailable`). */
 export class LedgerUnavailableError extends Error {
@@ -51,6 +53,11 @@ export interface CapabilityLedger {
   purge(): Promise<number>;
   /** Whether minting is possible now. */
   healthy(): boolean;
+  /**
+   * The record deadline of the configuration in force (`spec.ledger.recordDeadlineMilliseconds`,
+   * rules/ledger.ts); the projector passes it with each mint, so a new configuration applies at once.
+   */
+  setRecordDeadline(ms: number): void;
   /** Observe write outcomes (entries per result), e.g. for metrics; returns the unsubscribe. */
   onWrite(listener: (result: 'ok' | 'error', entries: number) => void): () => void;
   /** Write what is queued, stop the schedule; the pool belongs to the caller unless `ownsPool` was set. */
@@ -77,44 +84,87 @@ export interface LedgerOptions {
   readonly maxBatch?: number;
   /** Deferred: refuse mints while this many records wait (default 4096). */
   readonly maxQueue?: number;
+  /**
+   * Deferred: how long a record may wait for others to share its batch (default 0: the batch leaves
+   * after the current turn). Fewer, larger statements cost the database and the writer less per
+   * record; the wait counts against nothing the answer waits for.
+   */
+  readonly lingerMs?: number;
 }
 
 const PROBE_SQL =
   "SELECT fgentic_ledger.purge_v1() AS purged, has_function_privilege('fgentic_ledger.record_v1(bytea, text, bigint)', 'EXECUTE') AS can_record";
 
-interface Entry {
+/** Default bounds (docs/ledger.md); the rendered configuration may set others (rules/ledger.ts). */
+export const DEFAULT_RECORD_DEADLINE_MS: number = LEDGER_RECORD_DEADLINE.default;
+export const DEFAULT_MAX_BATCH = 256;
+export const DEFAULT_MAX_QUEUE = 4_096;
+
+export interface LedgerEntry {
   readonly digest: Buffer;
   readonly agent: string;
   readonly exp: number;
 }
 
+/** What the writer thread needs beyond the public ledger (projector/ledger-worker.ts). */
+export interface LedgerCore extends CapabilityLedger {
+  /**
+   * Queue one record that already left the projector, whatever the health (the main thread decided
+   * at admission); the shape is checked as in `admit`.
+   */
+  enqueue(entry: LedgerEntry): void;
+  /** Another observer saw an overdue record: unhealthy until a probe succeeds. */
+  suspect(): void;
+}
+
+export interface LedgerHooks {
+  /** Every health change, and every successful probe (`probed`). */
+  readonly onHealth?: (ok: boolean, probed: boolean) => void;
+}
+
 export function createLedger(options: LedgerOptions): CapabilityLedger {
+  if (options.confirm === 'worker') throw new TypeError('the worker confirmation is createWorkerLedger');
+  return createLedgerCore(options);
+}
+
+export function createLedgerCore(options: LedgerOptions, hooks: LedgerHooks = {}): LedgerCore {
   const pool = asRole(options.pool, PROJECTOR_ROLE);
   const confirm = options.confirm ?? 'deferred';
   const purgeEvery = options.purgeIntervalMs ?? 60_000;
   const retryEvery = options.retryIntervalMs ?? 2_000;
-  const deadline = options.recordDeadlineMs ?? 1_000;
-  const maxBatch = options.maxBatch ?? 256;
-  const maxQueue = options.maxQueue ?? 4_096;
+  let deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
+  const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
+  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
+  const linger = options.lingerMs ?? 0;
+  let lingering: NodeJS.Timeout | undefined;
   // Unknown until the first operation: not ready before the ledger has answered once.
   let ok = false;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   const listeners = new Set<(result: 'ok' | 'error', entries: number) => void>();
-  const queue: Entry[] = [];
+  const queue: LedgerEntry[] = [];
   let inFlight: Promise<void> | undefined;
   let idle: (() => void)[] = [];
 
   const setHealth = (result: boolean, op: 'record' | 'purge') => {
-    if (result !== ok)
-      log[result ? 'info' : 'error'](result ? 'ledger reachable' : 'ledger unavailable', { op });
+    const changed = result !== ok;
+    if (changed) log[result ? 'info' : 'error'](result ? 'ledger reachable' : 'ledger unavailable', { op });
     ok = result;
+    if (changed || op === 'purge') hooks.onHealth?.(result, op === 'purge' && result);
+    // Down while the next probe is a whole purge interval away: probe on the retry interval instead.
+    if (changed && !result && timer !== undefined && !probing) {
+      clearTimeout(timer);
+      timer = undefined;
+      schedule();
+    }
   };
   const wrote = (result: 'ok' | 'error', entries: number) => {
     for (const l of listeners) l(result, entries);
   };
 
+  let probing = false;
   const purge = async (): Promise<number> => {
+    probing = true;
     try {
       const r = await pool.query(PROBE_SQL);
       // Purging works but recording would not (grant withdrawn): minting stays refused.
@@ -124,6 +174,8 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
     } catch (err) {
       setHealth(false, 'purge');
       throw err;
+    } finally {
+      probing = false;
     }
   };
 
@@ -131,6 +183,7 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
     if (closed) return;
     timer = setTimeout(
       () => {
+        timer = undefined;
         purge()
           .catch(() => {})
           .finally(schedule);
@@ -177,8 +230,23 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
       .finally(() => {
         clearTimeout(watchdog);
         inFlight = undefined;
-        pump();
+        if (linger > 0 && idle.length === 0 && queue.length > 0 && queue.length < maxBatch) later();
+        else pump();
       });
+  };
+
+  /** Start the next batch after the current turn, or after the linger. */
+  const later = () => {
+    if (linger <= 0) {
+      setImmediate(pump);
+      return;
+    }
+    if (lingering !== undefined) return;
+    lingering = setTimeout(() => {
+      lingering = undefined;
+      pump();
+    }, linger);
+    lingering.unref();
   };
 
   const record = async (headerValue: string, agent: string, exp: number): Promise<void> => {
@@ -204,21 +272,31 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
     });
   };
 
+  const enqueue = (entry: LedgerEntry) => {
+    // The shape is checked now, so a batch never fails for one malformed entry.
+    recordMessage(PROJECTOR_ROLE, entry.digest, entry.agent, entry.exp);
+    queue.push(entry);
+    // Mints answered in the same turn (or within the linger) share one batch; a full batch leaves now.
+    if (queue.length >= maxBatch) pump();
+    else if (queue.length === 1) later();
+  };
+
   return {
     confirm,
+    enqueue,
+    suspect: () => setHealth(false, 'record'),
     async admit(headerValue, agent, exp) {
       if (confirm === 'sync') return record(headerValue, agent, exp);
       if (!ok || closed || queue.length >= maxQueue) throw new LedgerUnavailableError();
-      // The shape is checked now, so a batch never fails for one malformed entry.
-      recordMessage(PROJECTOR_ROLE, capabilityDigest(headerValue), agent, exp);
-      queue.push({ digest: capabilityDigest(headerValue), agent, exp });
-      // After the current turn: mints answered in the same turn share one batch.
-      if (queue.length === 1) setImmediate(pump);
+      enqueue({ digest: capabilityDigest(headerValue), agent, exp });
     },
     record,
     flush,
     purge,
     healthy: () => ok && !closed,
+    setRecordDeadline(ms) {
+      deadline = ms;
+    },
     onWrite(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -262,6 +262,8 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
       port: listenPort,
       migrate: values['no-migrate'] !== true,
       capability: config.capability,
+      // Read at start, like the capability itself (rules/ledger.ts bounds it).
+      ledgerWaitMs: config.ledger.mintWindowMilliseconds,
     });
     if (!server.profileOk) log.error('serving /readyz=false until the embedding profile matches');
     process.stdout.write(`retrieval listening on ${server.mcpUrl}\n`);

@@ -6,6 +6,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { type AgentRef, isDns1123Label, parseStrictJson } from '../contract/index.ts';
+import {
+  checkLedgerTiming,
+  DEFAULT_LEDGER_TIMING,
+  type LedgerTiming,
+  ledgerTiming,
+} from '../rules/ledger.ts';
 import { MAX_AGENTS } from './config-limits.ts';
 import { LOCAL_PROFILE } from './embeddings/local.ts';
 import { CAPABILITY_MODES, type CapabilityMode } from './ledger.ts';
@@ -24,6 +30,8 @@ export interface RetrievalConfig {
   readonly allowedOrigins: readonly string[];
   /** Absent means `plain` (the reconciler renders the field only for `ledger`). */
   readonly capability: CapabilityMode;
+  /** Ledger timing, defaults filled in (rules/ledger.ts); the server uses the mint window. */
+  readonly ledger: LedgerTiming;
 }
 
 export class ConfigError extends Error {
@@ -62,7 +70,7 @@ export interface ParseOptions {
 
 export function parseConfig(value: unknown, options: ParseOptions = {}): RetrievalConfig {
   if (!isObj(value)) throw new ConfigError('$');
-  only(value, ['version', 'agents', 'embeddings'], ['allowedOrigins', 'capability'], '$');
+  only(value, ['version', 'agents', 'embeddings'], ['allowedOrigins', 'capability', 'ledger'], '$');
   if (value['version'] !== 1) throw new ConfigError('$.version');
   const agentsIn = value['agents'];
   if (
@@ -121,7 +129,11 @@ export function parseConfig(value: unknown, options: ParseOptions = {}): Retriev
   });
   const capability = value['capability'] ?? 'plain';
   if (!CAPABILITY_MODES.includes(capability as CapabilityMode)) throw new ConfigError('$.capability');
-  return { version: 1, agents, embeddings, allowedOrigins, capability: capability as CapabilityMode };
+  // The pair is checked together: the projector's deadline must lie inside this server's window.
+  const timing = checkLedgerTiming(value['ledger'], 'ledger')[0];
+  if (timing) throw new ConfigError(`$.${timing.path}`);
+  const ledger = ledgerTiming(value['ledger']) ?? DEFAULT_LEDGER_TIMING;
+  return { version: 1, agents, embeddings, allowedOrigins, capability: capability as CapabilityMode, ledger };
 }
 
 export type ConfigTextResult =

@@ -16,6 +16,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { LEDGER_MINT_WINDOW } from '../rules/ledger.ts';
 
 /** How projections are trusted: `plain` (the contract alone) or `ledger` (the contract plus verifier state). */
 export type CapabilityMode = 'plain' | 'ledger';
@@ -40,6 +41,13 @@ export const PURGE_SQL = 'SELECT fgentic_ledger.purge_v1() AS purged';
 
 const AGENT_KEY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
+/** Throws RangeError unless the record has the only shape a statement may splice (see below). */
+export function checkRecord(digest: Uint8Array, agent: string, exp: number): void {
+  if (digest.length !== 32) throw new RangeError('digest must be 32 bytes');
+  if (!AGENT_KEY.test(agent)) throw new RangeError('agent must be namespace/name');
+  if (!Number.isSafeInteger(exp)) throw new RangeError('exp must be an integer');
+}
+
 /**
  * The projector's record as one simple-protocol message: the role change and the call run in the
  * message's implicit transaction, so `set_config(…, true)` drops to `role` for exactly this call, in
@@ -49,9 +57,7 @@ const AGENT_KEY = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}
  * bytes as hex, an agent key of two DNS-1123 labels, a safe integer; the role is a constant.
  */
 export function recordMessage(role: string, digest: Buffer, agent: string, exp: number): string {
-  if (digest.length !== 32) throw new RangeError('digest must be 32 bytes');
-  if (!AGENT_KEY.test(agent)) throw new RangeError('agent must be namespace/name');
-  if (!Number.isSafeInteger(exp)) throw new RangeError('exp must be an integer');
+  checkRecord(digest, agent, exp);
   if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
   return `SELECT set_config('role', '${role}', true); SELECT fgentic_ledger.record_v1('\\x${digest.toString('hex')}'::bytea, '${agent}'::text, ${exp}::bigint)`;
 }
@@ -68,9 +74,7 @@ export function recordBatchMessage(
   if (entries.length === 0) throw new RangeError('empty batch');
   if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
   const rows = entries.map((e) => {
-    if (e.digest.length !== 32) throw new RangeError('digest must be 32 bytes');
-    if (!AGENT_KEY.test(e.agent)) throw new RangeError('agent must be namespace/name');
-    if (!Number.isSafeInteger(e.exp)) throw new RangeError('exp must be an integer');
+    checkRecord(e.digest, e.agent, e.exp);
     return `('\\x${e.digest.toString('hex')}'::bytea, '${e.agent}'::text, ${e.exp}::bigint)`;
   });
   return (
@@ -157,7 +161,7 @@ export async function runUnderCheck(
  * projector/ledger.ts) lies inside this bound. A tool call follows the model's turn, which takes far
  * longer, so the window is almost only spent on values nobody minted.
  */
-export const LEDGER_WAIT_MS = 2_000;
+export const LEDGER_WAIT_MS: number = LEDGER_MINT_WINDOW.default;
 
 /** Pauses between re-checks: doubling from 10 ms, the last one cut to the window. */
 export function recheckDelays(windowMs: number): number[] {

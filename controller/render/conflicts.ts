@@ -27,6 +27,7 @@ import {
   PUBLIC_TIMEOUT,
   problem,
 } from '../../rules/index.ts';
+import { checkLedgerTiming } from '../../rules/ledger.ts';
 import type { Conflict, OwnKind, PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../types.ts';
 import {
   type Agent,
@@ -92,6 +93,7 @@ function platformProblem(s: Resources['platforms'][number]['spec']): string | un
     ...(s.capability === undefined || s.capability === 'plain' || s.capability === 'ledger'
       ? []
       : [problem('capability', 'spec.capability', 'must be plain or ledger')]),
+    ...checkLedgerTiming(s.ledger, 'spec.ledger'),
   ]);
 }
 

@@ -1,6 +1,7 @@
 /** The projector and retrieval registries as ConfigMaps, exactly as docs/interfaces.md describes them. */
 import { createHash } from 'node:crypto';
 import { MAX_REGISTRY_SHARDS, REGISTRY_SHARD_KEY, shardDigest, shardName } from '../../projector/registry.ts';
+import { DEFAULT_LEDGER_TIMING, type LedgerTiming, ledgerTiming } from '../../rules/ledger.ts';
 import type { K8sObject } from '../types.ts';
 import { type Model, meta, platformOwner } from './model.ts';
 
@@ -46,8 +47,14 @@ export function projectorConfig(m: Model): Record<string, unknown> {
       accessTokenFile: HOMESERVER_TOKEN_FILE,
     },
     // Rendered only when on, so plain-mode configurations stay as they were (absent means plain).
-    ...(s.capability === 'ledger' ? { capability: 'ledger' } : {}),
+    ...(s.capability === 'ledger' ? { capability: 'ledger', ledger: renderedLedgerTiming(s.ledger) } : {}),
   };
+}
+
+/** Both servers get the whole timing, defaults filled in, so each loader can check the ordering rule. */
+function renderedLedgerTiming(v: unknown): LedgerTiming {
+  // The analysis refused an invalid timing before rendering (controller/render/conflicts.ts).
+  return ledgerTiming(v) ?? DEFAULT_LEDGER_TIMING;
 }
 
 export function retrievalConfig(m: Model): Record<string, unknown> {
@@ -57,7 +64,9 @@ export function retrievalConfig(m: Model): Record<string, unknown> {
     agents: m.agents.map((a) => ({ namespace: a.namespace, name: a.name })),
     embeddings: { profile: e.profile, url: e.url, model: e.model, tokenFile: EMBEDDINGS_TOKEN_FILE },
     allowedOrigins: [],
-    ...(m.platform.spec.capability === 'ledger' ? { capability: 'ledger' } : {}),
+    ...(m.platform.spec.capability === 'ledger'
+      ? { capability: 'ledger', ledger: renderedLedgerTiming(m.platform.spec.ledger) }
+      : {}),
   };
 }
 

@@ -17,6 +17,7 @@ import {
   isRoomId,
   isServerName,
 } from '../../rules/index.ts';
+import { checkLedgerTiming } from '../../rules/ledger.ts';
 import {
   type AdmissionInput,
   type ClusterView,
@@ -122,6 +123,7 @@ function reviewPlatform(f: Findings, obj: KubeObject, view: ClusterView): void {
   const spec = specOf(f, obj);
   if (!spec) return;
   f.add(checkPublicTimeout(spec['publicRetrievalTimeoutSeconds'], 'spec.publicRetrievalTimeoutSeconds'));
+  f.add(checkLedgerTiming(spec['ledger'], 'spec.ledger'));
   const bridge = field(spec, 'bridge');
   if (isObject(bridge) && !isServerName(str(bridge, 'localServer') ?? ''))
     f.deny('server-name', 'spec.bridge.localServer', 'not a Matrix server name');

@@ -1,0 +1,422 @@
+/**
+ * The `worker` confirmation of the capability ledger (docs/ledger.md, "The writer thread"): the
+ * deferred design of projector/ledger.ts with the database connection, the batching, the deadline
+ * watchdog and the probe on a thread of their own, so that building, sending and parsing a batch
+ * statement never runs on the event loop that answers checks.
+ *
+ * The answering thread only hashes the value, writes a fixed-size record (32-byte digest, agent
+ * index, `exp`) into a ring in shared memory, and reads shared words that the writer keeps current:
+ * health, records settled, probes passed. No message crosses threads per mint; the writer is woken
+ * only when a record lands in an empty ring. The answering thread refuses a mint
+ * (LedgerUnavailableError) on each of the deferred mode's faults, judged on its own side wherever the
+ * writer could be too slow to say so:
+ * - the writer's last batch or probe failed (health word 0);
+ * - a record is not settled within the record deadline (measured from when it entered the ring, so
+ *   a writer that stalls is caught too); the writer is then told, and only a passing probe clears it;
+ * - `maxQueue` records in the ring or in flight (not settled);
+ * - the writer thread is gone (crash or exit): refused until a new writer passed its first probe.
+ *   The records it held are counted as failed; their values are denied by the retrieval server.
+ *
+ * This module is also the writer thread's entry: started with its own URL, it serves the ledger.
+ */
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { createLogger } from '../common/log.ts';
+import { createPool, type PoolOptions } from '../retrieval/db/pool.ts';
+import { capabilityDigest, checkRecord } from '../retrieval/ledger.ts';
+import {
+  type CapabilityLedger,
+  createLedgerCore,
+  DEFAULT_MAX_QUEUE,
+  DEFAULT_RECORD_DEADLINE_MS,
+  type LedgerOptions,
+  LedgerUnavailableError,
+} from './ledger.ts';
+
+const log = createLogger('projector');
+
+export interface WorkerLedgerOptions
+  extends Pick<
+    LedgerOptions,
+    'purgeIntervalMs' | 'retryIntervalMs' | 'recordDeadlineMs' | 'maxBatch' | 'maxQueue' | 'lingerMs'
+  > {
+  /** How the writer thread connects (it builds its own pool; pools cannot cross threads). */
+  readonly database: PoolOptions;
+  /** Pause before a new writer replaces one that exited (default: the retry interval). */
+  readonly respawnMs?: number;
+}
+
+export interface WorkerLedger extends CapabilityLedger {
+  /** The current writer thread (tests end it to show the crash path). */
+  readonly thread: () => Worker | undefined;
+}
+
+// Shared words (Int32Array indices). HEAD is written by the answering thread only; the others by the
+// writer only.
+const HEALTH = 0; // 1 while the writer's last operation succeeded and no batch is overdue
+const SETTLED = 1; // records settled (written or failed) since this writer started
+const PROBES = 2; // probes that passed since this writer started
+const HEAD = 3; // records put in the ring since this writer started
+const TAIL = 4; // records the writer took from the ring
+const WORDS = 5;
+
+const DIGEST_BYTES = 32;
+
+/**
+ * The writer's batches wait this long for company (docs/ledger.md, "The writer thread"): well inside
+ * the record deadline and the retrieval server's first re-check, and enough to turn a steady stream
+ * of mints into a few statements instead of one per mint. While records keep coming the writer is
+ * never woken: it finds them when its linger ends.
+ */
+export const DEFAULT_WORKER_LINGER_MS = 5;
+
+/**
+ * The shared memory of one writer: the words above and a ring of fixed-size records (digest, agent
+ * index, exp) with room for `maxQueue` records, so the queue bound also keeps the ring from wrapping
+ * onto a record the writer has not taken yet.
+ */
+interface Ring {
+  readonly words: Int32Array;
+  readonly digests: Uint8Array;
+  readonly agents: Int32Array;
+  readonly exps: Float64Array;
+  readonly capacity: number;
+}
+
+function ringOver(buffers: RingBuffers): Ring {
+  return {
+    words: new Int32Array(buffers.words),
+    digests: new Uint8Array(buffers.digests),
+    agents: new Int32Array(buffers.agents),
+    exps: new Float64Array(buffers.exps),
+    capacity: buffers.agents.byteLength / 4,
+  };
+}
+
+interface RingBuffers {
+  readonly words: SharedArrayBuffer;
+  readonly digests: SharedArrayBuffer;
+  readonly agents: SharedArrayBuffer;
+  readonly exps: SharedArrayBuffer;
+}
+
+function newRing(capacity: number): RingBuffers {
+  return {
+    words: new SharedArrayBuffer(WORDS * 4),
+    digests: new SharedArrayBuffer(capacity * DIGEST_BYTES),
+    agents: new SharedArrayBuffer(capacity * 4),
+    exps: new SharedArrayBuffer(capacity * 8),
+  };
+}
+
+type ToWriter =
+  | { readonly type: 'agent'; readonly index: number; readonly key: string }
+  | { readonly type: 'suspect' }
+  | { readonly type: 'deadline'; readonly ms: number }
+  | { readonly type: 'flush' | 'purge' | 'close'; readonly id: number };
+
+type FromWriter =
+  | { readonly type: 'wrote'; readonly result: 'ok' | 'error'; readonly entries: number }
+  | { readonly type: 'done'; readonly id: number; readonly value?: number; readonly error?: boolean };
+
+interface WriterData {
+  readonly fgenticLedgerWriter: true;
+  readonly ring: RingBuffers;
+  readonly database: PoolOptions;
+  readonly options: Omit<WorkerLedgerOptions, 'database' | 'respawnMs'>;
+}
+
+/**
+ * How to start this module as a thread. The compiled build loads its own .js file. From source, a
+ * worker does not inherit the `--import tsx` hooks on Node 20, so a one-line bootstrap registers tsx
+ * in the new thread before it loads this TypeScript file.
+ */
+function writerEntry(): [string | URL, { eval?: boolean }] {
+  const self = new URL(import.meta.url);
+  if (!self.pathname.endsWith('.ts')) return [self, {}];
+  const tsx = import.meta.resolve('tsx/esm/api');
+  return [
+    `import(${JSON.stringify(tsx)}).then((m) => m.register()).then(() => import(${JSON.stringify(self.href)}))`,
+    { eval: true },
+  ];
+}
+
+export function createWorkerLedger(options: WorkerLedgerOptions): WorkerLedger {
+  let deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
+  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
+  const respawnMs = options.respawnMs ?? options.retryIntervalMs ?? 2_000;
+  const { database, respawnMs: _r, ...writerOptions } = options;
+  const listeners = new Set<(result: 'ok' | 'error', entries: number) => void>();
+  const wrote = (result: 'ok' | 'error', entries: number) => {
+    for (const l of listeners) l(result, entries);
+  };
+
+  let ring = ringOver(newRing(maxQueue));
+  let words = ring.words;
+  let worker: Worker | undefined;
+  let alive = false;
+  let closed = false;
+  let respawn: NodeJS.Timeout | undefined;
+  // Records put in the current writer's ring (HEAD's value), and when they went in: one entry per
+  // bucket of time, stamped with its first record, so an age judged from it is never too young.
+  let head = 0;
+  let buckets: { upTo: number; at: number }[] = [];
+  const bucketMs = () => Math.max(1, Math.min(50, deadline / 10));
+  // Set when this thread saw an overdue record: refused until the writer's probe count passes it.
+  let suspectBelowProbes = -1;
+  let agents = new Map<string, number>();
+  let waiting = new Map<number, { resolve: (v: number) => void; reject: (e: Error) => void }>();
+  let nextId = 1;
+
+  const send = (m: ToWriter) => worker?.postMessage(m);
+
+  /** The deadline, judged here: the oldest record not settled yet must be younger than it. */
+  const overdue = (): boolean => {
+    const settled = Atomics.load(words, SETTLED);
+    while (buckets.length > 0 && buckets[0]!.upTo <= settled) buckets.shift();
+    const oldest = buckets[0];
+    if (oldest === undefined || performance.now() - oldest.at <= deadline) return false;
+    if (suspectBelowProbes < 0) {
+      suspectBelowProbes = Atomics.load(words, PROBES) + 1;
+      log.error('ledger unavailable', { op: 'record', cause: 'overdue' });
+      send({ type: 'suspect' });
+    }
+    return true;
+  };
+
+  const healthy = (): boolean => {
+    if (!alive || closed || Atomics.load(words, HEALTH) !== 1) return false;
+    if (suspectBelowProbes >= 0) {
+      if (Atomics.load(words, PROBES) < suspectBelowProbes) return false;
+      suspectBelowProbes = -1;
+    }
+    return !overdue();
+  };
+
+  const request = (type: 'flush' | 'purge' | 'close'): Promise<number> => {
+    if (!alive) return Promise.reject(new LedgerUnavailableError());
+    const id = nextId++;
+    return new Promise<number>((resolve, reject) => {
+      waiting.set(id, { resolve, reject });
+      send({ type, id });
+    });
+  };
+
+  const spawn = () => {
+    const buffers = newRing(maxQueue);
+    ring = ringOver(buffers);
+    words = ring.words;
+    head = 0;
+    buckets = [];
+    suspectBelowProbes = -1;
+    agents = new Map();
+    const data: WriterData = { fgenticLedgerWriter: true, ring: buffers, database, options: writerOptions };
+    const [entry, how] = writerEntry();
+    const w = new Worker(entry, { ...how, workerData: data });
+    worker = w;
+    alive = true;
+    // The writer must not keep a finished process alive; close() ends it explicitly.
+    w.unref();
+    w.on('message', (m: FromWriter) => {
+      if (m.type === 'wrote') wrote(m.result, m.entries);
+      else {
+        const p = waiting.get(m.id);
+        waiting.delete(m.id);
+        if (m.error) p?.reject(new LedgerUnavailableError());
+        else p?.resolve(m.value ?? 0);
+      }
+    });
+    w.on('error', (err) => log.error('ledger writer failed', { error: err.name }));
+    w.once('exit', (code) => {
+      if (worker !== w) return;
+      alive = false;
+      worker = undefined;
+      // What the writer held never reached the database: count it, answer every waiter.
+      const lost = head - Atomics.load(words, SETTLED);
+      if (lost > 0) wrote('error', lost);
+      const pending = waiting;
+      waiting = new Map();
+      for (const p of pending.values()) p.reject(new LedgerUnavailableError());
+      if (closed) return;
+      log.error('ledger unavailable', { op: 'writer', code });
+      respawn = setTimeout(() => {
+        respawn = undefined;
+        if (!closed) spawn();
+      }, respawnMs);
+      respawn.unref();
+    });
+  };
+  spawn();
+
+  return {
+    confirm: 'worker',
+    thread: () => worker,
+    async admit(headerValue, agent, exp) {
+      if (!healthy() || head - Atomics.load(words, SETTLED) >= maxQueue) throw new LedgerUnavailableError();
+      const digest = capabilityDigest(headerValue);
+      // Refused here without counting as a ledger fault; the writer checks again before it batches.
+      checkRecord(digest, agent, exp);
+      let index = agents.get(agent);
+      if (index === undefined) {
+        // Once per agent key, before its first record: the writer resolves indexes to keys.
+        index = agents.size;
+        agents.set(agent, index);
+        send({ type: 'agent', index, key: agent });
+      }
+      const slot = head % ring.capacity;
+      ring.digests.set(digest, slot * DIGEST_BYTES);
+      ring.agents[slot] = index;
+      ring.exps[slot] = exp;
+      const now = performance.now();
+      const last = buckets[buckets.length - 1];
+      if (last !== undefined && now - last.at < bucketMs()) last.upTo = head + 1;
+      else buckets.push({ upTo: head + 1, at: now });
+      // Publish the record, then wake the writer only if it had taken everything before it (it
+      // sleeps only then); the two sequentially consistent operations pair with the writer's store
+      // of TAIL and load of HEAD, so a record is never left unseen.
+      Atomics.store(words, HEAD, ++head);
+      if (Atomics.load(words, TAIL) === head - 1) Atomics.notify(words, HEAD, 1);
+    },
+    async record() {
+      // Writing before answering is the sync confirmation's design, not this one's.
+      throw new TypeError('the worker confirmation records after the answer; use admit');
+    },
+    flush: async () => {
+      if (!alive) return;
+      await request('flush').catch(() => {});
+    },
+    purge: () => request('purge'),
+    healthy,
+    setRecordDeadline(ms) {
+      if (ms === deadline) return;
+      deadline = ms;
+      send({ type: 'deadline', ms });
+    },
+    onWrite(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (respawn) clearTimeout(respawn);
+      const w = worker;
+      if (w === undefined) return;
+      // The writer writes what it holds within the deadline and exits; a hung one is ended.
+      const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+      send({ type: 'close', id: nextId++ });
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([exited, new Promise<void>((r) => (timer = setTimeout(r, deadline * 2)))]);
+      clearTimeout(timer);
+      await w.terminate();
+    },
+  };
+}
+
+/** `Atomics.waitAsync` (ES2024; Node 16+), typed here because the project's lib is ES2023. */
+const waitAsync = (
+  Atomics as unknown as {
+    waitAsync(a: Int32Array, i: number, v: number): { async: boolean; value: Promise<string> | string };
+  }
+).waitAsync;
+
+/**
+ * The writer thread: a deferred ledger core over its own pool. It sleeps until the answering thread
+ * puts a record in an empty ring, lingers, takes everything in the ring, and reports through the
+ * shared words.
+ */
+function serveWriter(data: WriterData, port: NonNullable<typeof parentPort>): void {
+  const ring = ringOver(data.ring);
+  const words = ring.words;
+  const linger = data.options.lingerMs ?? DEFAULT_WORKER_LINGER_MS;
+  const pool = createPool(data.database);
+  const core = createLedgerCore(
+    // The ring loop below does the lingering; the core sends what it is given after the turn.
+    { ...data.options, lingerMs: 0, pool, ownsPool: true, confirm: 'deferred' },
+    {
+      onHealth(ok, probed) {
+        Atomics.store(words, HEALTH, ok ? 1 : 0);
+        if (probed) Atomics.add(words, PROBES, 1);
+      },
+    },
+  );
+  core.onWrite((result, entries) => {
+    Atomics.add(words, SETTLED, entries);
+    port.postMessage({ type: 'wrote', result, entries } satisfies FromWriter);
+  });
+  const agents: string[] = [];
+  let tail = 0;
+  let stopping = false;
+
+  /** Take every record in the ring up to the first whose agent key has not arrived yet. */
+  const take = () => {
+    const head = Atomics.load(words, HEAD);
+    let bad = 0;
+    while (tail < head) {
+      const slot = tail % ring.capacity;
+      const agent = agents[ring.agents[slot]!];
+      // Its key was posted before the record was published; the 'agent' message takes it.
+      if (agent === undefined) break;
+      // A copy: the slot is reused once the tail passes it.
+      const digest = Buffer.from(ring.digests.slice(slot * DIGEST_BYTES, (slot + 1) * DIGEST_BYTES));
+      try {
+        core.enqueue({ digest, agent, exp: ring.exps[slot]! });
+      } catch {
+        bad++;
+      }
+      tail++;
+    }
+    Atomics.store(words, TAIL, tail);
+    // A record that cannot be written settles as failed at once, so the deadline does not wait for it.
+    if (bad > 0) {
+      Atomics.add(words, SETTLED, bad);
+      port.postMessage({ type: 'wrote', result: 'error', entries: bad } satisfies FromWriter);
+    }
+  };
+
+  const loop = async () => {
+    while (!stopping) {
+      const head = Atomics.load(words, HEAD);
+      if (head === tail) {
+        const w = waitAsync(words, HEAD, head);
+        if (w.async) await w.value;
+        continue;
+      }
+      await new Promise((r) => setTimeout(r, linger));
+      take();
+    }
+  };
+  void loop();
+
+  port.on('message', (m: ToWriter) => {
+    switch (m.type) {
+      case 'agent':
+        // Records waiting for this key are taken when the current linger ends.
+        agents[m.index] = m.key;
+        return;
+      case 'suspect':
+        core.suspect();
+        return;
+      case 'deadline':
+        core.setRecordDeadline(m.ms);
+        return;
+      case 'flush':
+        take();
+        void core.flush().then(() => port.postMessage({ type: 'done', id: m.id } satisfies FromWriter));
+        return;
+      case 'purge':
+        core.purge().then(
+          (n) => port.postMessage({ type: 'done', id: m.id, value: n } satisfies FromWriter),
+          () => port.postMessage({ type: 'done', id: m.id, error: true } satisfies FromWriter),
+        );
+        return;
+      case 'close':
+        stopping = true;
+        take();
+        void core.close().then(() => process.exit(0));
+        return;
+    }
+  });
+}
+
+if (!isMainThread && parentPort && (workerData as Partial<WriterData> | null)?.fgenticLedgerWriter === true)
+  serveWriter(workerData as WriterData, parentPort);
