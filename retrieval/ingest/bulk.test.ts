@@ -443,6 +443,61 @@ describe('bulk load', () => {
   });
 });
 
+describe('ACL-only writes', () => {
+  const graphOid = async () =>
+    (await t.pool.query("SELECT to_regclass('knowledge.chunks_embedding_hnsw_idx')::oid AS oid")).rows[0]
+      ?.oid;
+
+  test('an ACL change of every row is updated in place: the graph is neither dropped nor rebuilt', async () => {
+    const input = corpus(BULK_MIN_ROWS + 100, 31);
+    await ingest(input, 'rows');
+    const graph = await graphOid();
+    assert.ok(graph !== null, 'the row path keeps the HNSW index');
+    const vectors = (
+      await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY 1')
+    ).rows;
+    // The same chunks, each now readable by one principal that no row had before: as many ACL-only versions as the table has rows,
+    // which would pass the bulk threshold if they counted as new vectors.
+    const moved = input.map((r) => ({
+      ...r,
+      metadata: meta({
+        source: (r as { metadata: { source: { id: string } } }).metadata.source.id,
+        principals: [P.ircBob],
+      }),
+    }));
+    assert.ok(bulkPays(moved.length, input.length));
+    const stats = await ingest(moved, 'auto');
+    assert.deepEqual(
+      { path: stats.path, aclOnly: stats.aclOnly, upserted: stats.upserted, embedded: stats.embedded },
+      { path: 'rows', aclOnly: input.length, upserted: 0, embedded: 0 },
+    );
+    assert.equal(await graphOid(), graph, 'the same index, not a rebuilt one');
+    assert.deepEqual(await deferred(), []);
+    assert.deepEqual(
+      (await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY 1')).rows,
+      vectors,
+    );
+    const [q] = await embedder.embed(['budget travel']);
+    const asIrcBob = decodeFixture(matrixHeader({ caller: P.ircBob, audience: [P.ircBob] }));
+    const asAlice = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    const hits = async (projection: typeof asIrcBob) =>
+      (await searchKnowledge(t.retrieval, { projection, embedding: q ?? [], maxResults: 10 })).hits.length;
+    assert.equal(await hits(asIrcBob), 10);
+    assert.equal(await hits(asAlice), 0, 'no row keeps its old ACL');
+    // The same input again is a no-op: nothing written, nothing maintained.
+    const again = await ingest(moved, 'auto');
+    assert.deepEqual(
+      {
+        unchanged: again.unchanged,
+        aclOnly: again.aclOnly,
+        upserted: again.upserted,
+        maintenance: again.maintenance,
+      },
+      { unchanged: input.length, aclOnly: 0, upserted: 0, maintenance: 'none' },
+    );
+  });
+});
+
 describe('deferred vector index', () => {
   test('the bound: only a vector index waits, and only on a table at or below VECTOR_INDEX_MIN_ROWS', () => {
     assert.equal(vectorIndexWaits('hnsw', VECTOR_INDEX_MIN_ROWS), true);

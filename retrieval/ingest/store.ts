@@ -147,7 +147,7 @@ export class StoreConflictError extends Error {
   }
 }
 
-/** Whether writing `rows` row versions (new or updated) into a table of `tableRows` rows is bulk-loaded. */
+/** Whether writing `rows` new vectors (new rows or new content) into a table of `tableRows` rows is bulk-loaded. */
 export function bulkPays(rows: number, tableRows: number): boolean {
   return rows >= BULK_MIN_ROWS && tableRows <= rows * BULK_TABLE_RATIO;
 }
@@ -425,11 +425,12 @@ export async function writeChunks(
     await client.query('BEGIN');
     let rebuild: RecordedIndex[] | undefined;
     const mode = options.path ?? 'auto';
-    // An ACL-only UPDATE writes a new row version too (metadata is indexed, so it is never a HOT
-    // update): every index, the HNSW graph included, gets an entry for it, as for a new row.
-    const versions = plan.chunks.length;
-    if (mode === 'bulk' || (mode === 'auto' && versions >= BULK_MIN_ROWS)) {
-      const n = Number((await client.query('SELECT count(*) AS n FROM knowledge.chunks')).rows[0]?.n ?? 0);
+    // Only rows with a new vector count towards a bulk load. An ACL-only row keeps its vector: it is
+    // updated in place in batches, and a write of nothing else never drops and rebuilds the graph
+    // for vectors that did not change (its cost: retrieval/README.md, "Large writes").
+    const versions = full.length;
+    if (versions > 0 && (mode === 'bulk' || (mode === 'auto' && versions >= BULK_MIN_ROWS))) {
+      const n = await tableRows(client);
       if (mode === 'bulk' || bulkPays(versions, n)) rebuild = await beginBulk(client);
     }
     if (plan.deleteSources?.length) {
