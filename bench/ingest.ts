@@ -3,9 +3,13 @@
  * with the local embedder, through the production entry point (ingestion role, single-writer lease).
  * Three write paths side by side in one run, each workload on its own fresh database, the paths
  * alternating workload by workload so a change in machine load hits all of them alike:
- *   before  the write path before this work (bench/ingest-baseline.ts)
+ *   before  the write path before this work (bench/ingest-baseline.ts), on a table whose metadata
+ *           CHECK is still 0001's function tree (migration 0011 undone for this arm)
  *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row)
  *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table)
+ * Two rates per run: committed (the rows and their ACL indexes are committed and searchable, exactly)
+ * and ready (the vector index is built and the table maintained: the call returned). The before arm
+ * builds everything in its one transaction, so both of its rates are the same.
  * Workloads:
  *   fresh-N  N new chunks into an empty table (embedding, insert, index maintenance or rebuild)
  *   same     the largest input again, unchanged
@@ -62,8 +66,12 @@ interface Run {
   workload: string;
   path: Path;
   chunks: number;
+  /** Until the call returned: rows committed, vector index built, table maintained. */
   seconds: number;
   chunksPerSecond: number;
+  /** Until the rows were committed and visible to searches. */
+  committedSeconds: number;
+  committedPerSecond: number;
   result: string;
 }
 
@@ -72,8 +80,12 @@ interface Target {
   close(): Promise<void>;
 }
 
+/** 0001's metadata CHECK, as every table had it before migration 0011. */
+const ORIGINAL_CHECK =
+  'DROP CONSTRAINT chunks_metadata_valid, ADD CONSTRAINT chunks_metadata_valid CHECK (knowledge.is_valid_metadata(metadata))';
+
 /** A fresh persisted embedded database in a child process (bench/ingest-db.ts), as `npm start` runs it. */
-async function open(): Promise<Target> {
+async function open(path?: Path): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'fgentic-bench-ingest-'));
   const child = spawn(
     process.execPath,
@@ -99,6 +111,7 @@ async function open(): Promise<Target> {
   await bootstrapDatabase(pool);
   await migrate(pool);
   await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
+  if (path === 'before') await pool.query(`ALTER TABLE knowledge.chunks ${ORIGINAL_CHECK}`);
   return {
     pool,
     async close() {
@@ -112,18 +125,35 @@ async function open(): Promise<Target> {
 
 async function ingest(t: Target, path: Path, workload: string, input: IngestRecord[]): Promise<Run> {
   const t0 = performance.now();
+  let committed: number | undefined;
   const stats = await withIngestionLease(t.pool, (writer) =>
     path === 'before'
       ? baselineIngest(writer, embedder, input)
-      : ingestRecords(writer, embedder, input, undefined, {}, { path: path === 'rows' ? 'rows' : 'auto' }),
+      : ingestRecords(
+          writer,
+          embedder,
+          input,
+          undefined,
+          {},
+          {
+            path: path === 'rows' ? 'rows' : 'auto',
+            onCommit: () => {
+              committed = performance.now();
+            },
+          },
+        ),
   );
-  const seconds = (performance.now() - t0) / 1000;
+  const end = performance.now();
+  const seconds = (end - t0) / 1000;
+  const committedSeconds = ((committed ?? end) - t0) / 1000;
   return {
     workload,
     path,
     chunks: input.length,
     seconds,
     chunksPerSecond: input.length / seconds,
+    committedSeconds,
+    committedPerSecond: input.length / committedSeconds,
     result: Object.entries(stats as unknown as Record<string, number | string>)
       .filter(([k, v]) => k !== 'records' && k !== 'embedded' && v !== 0 && v !== 'none')
       .map(([k, v]) => `${k} ${v}`)
@@ -136,14 +166,14 @@ const runs: Run[] = [];
 function note(r: Run): void {
   runs.push(r);
   process.stderr.write(
-    `${r.workload} ${r.path}: ${r.seconds.toFixed(1)} s, ${r.chunksPerSecond.toFixed(0)}/s\n`,
+    `${r.workload} ${r.path}: committed ${r.committedSeconds.toFixed(1)} s (${r.committedPerSecond.toFixed(0)}/s), ready ${r.seconds.toFixed(1)} s (${r.chunksPerSecond.toFixed(0)}/s)\n`,
   );
 }
 const largest = Math.max(...SIZES);
 for (const n of WORKLOADS ? SIZES : []) {
   const input = records(n, '@alice:org-a.example');
   for (const path of PATHS) {
-    const t = await open();
+    const t = await open(path);
     try {
       note(await ingest(t, path, `fresh-${n}`, input));
       if (n === largest) {
@@ -157,17 +187,32 @@ for (const n of WORKLOADS ? SIZES : []) {
 }
 
 if (runs.length > 0) {
-  console.log('ingest on the embedded database (PGlite persisted to disk), local embedder\n');
-  console.log('workload     chunks   before/s   rows/s   after/s   after÷before   after÷rows   after result');
+  console.log(
+    `ingest on the embedded database (PGlite persisted to disk), local embedder; load ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}\n`,
+  );
+  console.log('chunks/s: committed (rows searchable) / ready (vector index built, table maintained)\n');
+  console.log(
+    'workload     chunks     before/s        rows/s     after/s committed   ready   after÷before committed   ready   after result',
+  );
 }
 const workloads = [...new Set(runs.map((r) => r.workload))];
-const ratios: Record<string, { afterOverBefore: number; afterOverRows: number }> = {};
+const ratios: Record<
+  string,
+  { afterOverBefore: number; afterOverRows: number; committedAfterOverBefore: number }
+> = {};
+const rate = (x: number) => x.toFixed(0);
 for (const w of workloads) {
   const by = (p: Path) => runs.find((r) => r.workload === w && r.path === p) as Run;
   const [b, r, a] = [by('before'), by('rows'), by('after')];
-  ratios[w] = { afterOverBefore: b.seconds / a.seconds, afterOverRows: r.seconds / a.seconds };
+  ratios[w] = {
+    afterOverBefore: b.seconds / a.seconds,
+    afterOverRows: r.seconds / a.seconds,
+    committedAfterOverBefore: b.seconds / a.committedSeconds,
+  };
   console.log(
-    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${b.chunksPerSecond.toFixed(0).padStart(8)}   ${r.chunksPerSecond.toFixed(0).padStart(6)}   ${a.chunksPerSecond.toFixed(0).padStart(7)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(12)}   ${`${(r.seconds / a.seconds).toFixed(1)}×`.padStart(10)}   ${a.result}`,
+    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${a.result}`,
   );
 }
 
@@ -199,11 +244,13 @@ async function profile(n: number) {
       indexes: readonly string[],
       settings: readonly string[] = [],
       encode: (v: readonly number[]) => unknown = vectorParam,
+      alter?: string,
     ) => {
       const table = `bench.t${k++}`;
       await t.pool.query(
         `CREATE TABLE ${table} (LIKE knowledge.chunks INCLUDING CONSTRAINTS INCLUDING GENERATED)`,
       );
+      if (alter !== undefined) await t.pool.query(`ALTER TABLE ${table} ${alter}`);
       for (const d of indexes) await t.pool.query(retarget(d, table));
       const client = await t.pool.connect();
       try {
@@ -226,12 +273,34 @@ async function profile(n: number) {
         client.release();
       }
     };
+    // A first load compiles the CHECK functions and warms the caches; it is not counted.
+    await load([]);
     const bare = await load([]);
     step('INSERT: heap, TOAST, CHECKs, ACL ids (no index)', bare.ms);
     step('  the same with vectors as decimal text (previous)', (await load([], [], toVectorParam)).ms);
+    step(
+      "  the same with 0001's metadata CHECK (previous)",
+      (await load([], [], vectorParam, ORIGINAL_CHECK)).ms,
+    );
+    step(
+      '  the same without the metadata CHECK',
+      (await load([], [], vectorParam, 'DROP CONSTRAINT chunks_metadata_valid')).ms,
+    );
     for (const d of defs) step(`  + upkeep of ${d.name} (${d.am})`, (await load([d.def])).ms - bare.ms);
     const all = defs.map((d) => d.def);
-    step('INSERT with every index (the rows path)', (await load(all)).ms);
+    const withAll = await load(all);
+    step('INSERT with every index (the rows path)', withAll.ms);
+    // An ACL change of every row, in one UPDATE: with the graph in place, and on a copy without it.
+    const aclUpdate = async (table: string) => {
+      const started = performance.now();
+      await t.pool.query(
+        `UPDATE ${table} SET metadata = jsonb_set(metadata, '{allowed_principals}', '[{"kind":"matrix","principal":"@bob:org-a.example"}]')`,
+      );
+      return performance.now() - started;
+    };
+    step('ACL-only UPDATE with every index (graph walked per row)', await aclUpdate(withAll.table));
+    const noGraph = await load(defs.filter((d) => !VECTOR_INDEX_AMS.has(d.am)).map((d) => d.def));
+    step('ACL-only UPDATE with every index but the vector index', await aclUpdate(noGraph.table));
     step(
       'INSERT with every index, synchronous_commit off',
       (await load(all, ['SET synchronous_commit = off'])).ms,
@@ -307,6 +376,7 @@ function median(xs: readonly number[]): number {
   return s[Math.floor(s.length / 2)] ?? Number.NaN;
 }
 
+const VECTOR_INDEX_AMS: ReadonlySet<string> = new Set(['hnsw', 'ivfflat']);
 let copies = 0;
 /** An index definition moved onto a copy of the table, under a name no other copy uses. */
 function retarget(def: string, table: string): string {

@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { MatrixPrincipal } from '../../contract/index.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
+import { DEFAULT_PLANNER } from '../planner.ts';
 import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
@@ -443,6 +444,61 @@ describe('bulk load', () => {
   });
 });
 
+describe('ACL-only writes', () => {
+  const graphOid = async () =>
+    (await t.pool.query("SELECT to_regclass('knowledge.chunks_embedding_hnsw_idx')::oid AS oid")).rows[0]
+      ?.oid;
+
+  test('an ACL change of every row is updated in place: the graph is neither dropped nor rebuilt', async () => {
+    const input = corpus(BULK_MIN_ROWS + 100, 31);
+    await ingest(input, 'rows');
+    const graph = await graphOid();
+    assert.ok(graph !== null, 'the row path keeps the HNSW index');
+    const vectors = (
+      await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY 1')
+    ).rows;
+    // The same chunks, each now readable by one principal that no row had before: as many ACL-only versions as the table has rows,
+    // which would pass the bulk threshold if they counted as new vectors.
+    const moved = input.map((r) => ({
+      ...r,
+      metadata: meta({
+        source: (r as { metadata: { source: { id: string } } }).metadata.source.id,
+        principals: [P.ircBob],
+      }),
+    }));
+    assert.ok(bulkPays(moved.length, input.length));
+    const stats = await ingest(moved, 'auto');
+    assert.deepEqual(
+      { path: stats.path, aclOnly: stats.aclOnly, upserted: stats.upserted, embedded: stats.embedded },
+      { path: 'rows', aclOnly: input.length, upserted: 0, embedded: 0 },
+    );
+    assert.equal(await graphOid(), graph, 'the same index, not a rebuilt one');
+    assert.deepEqual(await deferred(), []);
+    assert.deepEqual(
+      (await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY 1')).rows,
+      vectors,
+    );
+    const [q] = await embedder.embed(['budget travel']);
+    const asIrcBob = decodeFixture(matrixHeader({ caller: P.ircBob, audience: [P.ircBob] }));
+    const asAlice = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    const hits = async (projection: typeof asIrcBob) =>
+      (await searchKnowledge(t.retrieval, { projection, embedding: q ?? [], maxResults: 10 })).hits.length;
+    assert.equal(await hits(asIrcBob), 10);
+    assert.equal(await hits(asAlice), 0, 'no row keeps its old ACL');
+    // The same input again is a no-op: nothing written, nothing maintained.
+    const again = await ingest(moved, 'auto');
+    assert.deepEqual(
+      {
+        unchanged: again.unchanged,
+        aclOnly: again.aclOnly,
+        upserted: again.upserted,
+        maintenance: again.maintenance,
+      },
+      { unchanged: input.length, aclOnly: 0, upserted: 0, maintenance: 'none' },
+    );
+  });
+});
+
 describe('deferred vector index', () => {
   test('the bound: only a vector index waits, and only on a table at or below VECTOR_INDEX_MIN_ROWS', () => {
     assert.equal(vectorIndexWaits('hnsw', VECTOR_INDEX_MIN_ROWS), true);
@@ -514,6 +570,129 @@ describe('deferred vector index', () => {
     } finally {
       await own.close();
     }
+  });
+});
+
+describe('vector index built after the commit', () => {
+  const graph = async (pool = t.pool) =>
+    (await pool.query("SELECT to_regclass('knowledge.chunks_embedding_hnsw_idx') IS NOT NULL AS present"))
+      .rows[0]?.present as boolean;
+  const large = VECTOR_INDEX_MIN_ROWS + 100;
+
+  /** Per audience and query: the graph plan's ids and distances, and the exact plan's. */
+  async function bothPlans(queries: readonly string[]) {
+    const out: { hnsw: unknown; exact: unknown }[] = [];
+    for (const q of queries) {
+      const [embedding] = await embedder.embed([q]);
+      for (const projection of projections) {
+        const run = async (force: 'hnsw' | 'exact') =>
+          (
+            await searchKnowledge(
+              t.retrieval,
+              { projection, embedding: embedding ?? [], maxResults: 10 },
+              { ...DEFAULT_PLANNER, exactThreshold: 0, force },
+            )
+          ).hits.map((h) => [h.chunk_id, h.distance.toFixed(6)]);
+        out.push({ hnsw: await run('hnsw'), exact: await run('exact') });
+      }
+    }
+    return out;
+  }
+  const queries = ['budget travel', 'incident backup for team 3'];
+
+  test('rows and ACL indexes commit first; until the graph is built every search ranks exactly', async () => {
+    const input = corpus(large, 41, 'graph ');
+    let atCommit:
+      | { rows: number; graph: boolean; waiting: unknown[]; plans: { hnsw: unknown; exact: unknown }[] }
+      | undefined;
+    const stats = await withIngestionLease(t.pool, (writer) =>
+      ingestRecords(
+        writer,
+        embedder,
+        input,
+        undefined,
+        {},
+        {
+          path: 'auto',
+          onCommit: async () => {
+            atCommit = {
+              rows: (await t.pool.query('SELECT count(*)::int AS n FROM knowledge.chunks')).rows[0].n,
+              graph: await graph(),
+              waiting: await deferred(),
+              plans: await bothPlans(queries),
+            };
+          },
+        },
+      ),
+    );
+    assert.equal(stats.path, 'bulk');
+    assert.ok(atCommit !== undefined);
+    assert.equal(atCommit.rows, large, 'every row is visible at the commit');
+    assert.equal(atCommit.graph, false, 'the graph is not part of the write transaction');
+    assert.deepEqual(atCommit.waiting, [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    assert.ok(atCommit.plans.some((p) => (p.exact as unknown[]).length > 0));
+    for (const p of atCommit.plans)
+      assert.deepEqual(p.hnsw, p.exact, 'without the graph the graph plan is exact');
+    // Then the graph is built, the definition leaves the list, and the exact answers are unchanged.
+    assert.equal(stats.maintenance, 'done');
+    assert.equal(await graph(), true);
+    assert.deepEqual(await deferred(), []);
+    assert.deepEqual(
+      (await bothPlans(queries)).map((p) => p.exact),
+      atCommit.plans.map((p) => p.exact),
+    );
+  });
+
+  test('a failed graph build leaves the rows committed, searches exact, reports maintenance failed; the next owner write builds it', async () => {
+    const original = await indexes();
+    // A connection that fails on building the HNSW index, as a full disk or a dropped connection would.
+    let refused = 0;
+    const faulty = new Proxy(t.pool, {
+      get(target, prop) {
+        if (prop !== 'connect') return Reflect.get(target, prop, target);
+        return async () => {
+          const client = await target.connect();
+          return new Proxy(client, {
+            get(c, p) {
+              if (p !== 'query') {
+                const v = Reflect.get(c, p, c);
+                return typeof v === 'function' ? v.bind(c) : v;
+              }
+              return (text: string, values?: unknown[]) => {
+                if (/^CREATE INDEX .* USING hnsw /.test(text)) {
+                  refused += 1;
+                  return Promise.reject(new Error('injected fault'));
+                }
+                return c.query(text, values);
+              };
+            },
+          });
+        };
+      },
+    }) as pg.Pool;
+    const input = corpus(large, 42, 'fault ');
+    const stats = await withIngestionLease(faulty, (writer) =>
+      ingestRecords(writer, embedder, input, undefined, {}, { path: 'auto' }),
+    );
+    assert.equal(refused, 1);
+    assert.deepEqual(
+      { path: stats.path, upserted: stats.upserted, maintenance: stats.maintenance },
+      { path: 'bulk', upserted: large, maintenance: 'failed' },
+    );
+    assert.equal((await t.pool.query('SELECT count(*)::int AS n FROM knowledge.chunks')).rows[0].n, large);
+    assert.equal(await graph(), false);
+    assert.deepEqual(await deferred(), [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    for (const p of await bothPlans(queries)) assert.deepEqual(p.hnsw, p.exact);
+    // The next write by an owner session, however small, builds it from the recorded definition.
+    const next = await withIngestionLease(t.pool, async (w) =>
+      writeChunks(w, { chunks: await stored(corpus(1, 43, 'next ')) }, undefined, { path: 'rows' }),
+    );
+    assert.deepEqual(
+      { rebuilt: next.rebuiltIndexes, maintenance: next.maintenance },
+      { rebuilt: 1, maintenance: 'done' },
+    );
+    assert.deepEqual(await deferred(), []);
+    assert.deepEqual(await indexes(), original, 'every index is back, defined as the migrations made it');
   });
 });
 

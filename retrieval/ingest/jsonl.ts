@@ -164,7 +164,7 @@ export async function ingestRecords(
   records: readonly IngestRecord[],
   progress?: Progress,
   scope: { readonly replacePrefix?: string; readonly replaceSources?: readonly string[] } = {},
-  write: Pick<WriteOptions, 'path' | 'maintain'> = {},
+  write: Pick<WriteOptions, 'path' | 'maintain' | 'onCommit'> = {},
 ): Promise<IngestStats> {
   const { prepared, tombstones, sources } = prepareRecords(records, embedder.profile);
 

@@ -9,15 +9,19 @@
  *   several times what building the graph from scratch costs per row, so this path pays for many
  *   rows only when the table is much larger than the write.
  * - bulk: the table is locked (ACCESS EXCLUSIVE), its non-btree indexes that back no constraint
- *   (HNSW, GIN, …) are dropped, the rows loaded, and each index re-created from the definition the
- *   catalog recorded for it, all inside the one write transaction. Readers wait for the commit and
- *   then see the new rows and the rebuilt indexes together; a failure rolls back the drops as well.
- *   Dropping and creating indexes needs the table owner's rights, so this path is taken only when
- *   the session may act as knowledge_owner (the embedded database, or a login that is a member of
- *   it); otherwise the rows path runs. A vector index on a table that ends at or below
- *   VECTOR_INDEX_MIN_ROWS rows is not re-created: its definition is recorded and the first write
- *   that takes the table past the bound builds it. Threshold and measurements: retrieval/README.md,
- *   "Large writes".
+ *   (HNSW, GIN, …) are dropped, the rows loaded, and each index other than a vector index
+ *   re-created from the definition the catalog recorded for it, all inside the one write
+ *   transaction; a vector index's definition is recorded in knowledge.fgentic_deferred_indexes in
+ *   that transaction too. Readers wait for the commit and then see the new rows with their ACL
+ *   indexes; a failure rolls back the drops as well. Dropping and creating indexes needs the table
+ *   owner's rights, so this path is taken only when the session may act as knowledge_owner (the
+ *   embedded database, or a login that is a member of it); otherwise the rows path runs.
+ * After the commit, in a transaction of its own, every recorded vector index is built, unless the
+ * table is at or below VECTOR_INDEX_MIN_ROWS rows (then it waits for a write that takes the table
+ * past the bound). Until then a search finds no graph and ranks by an exact scan: the same rows,
+ * recall 1.0, only slower on a large table. A failed build leaves the definition recorded, is
+ * reported as `maintenance: failed`, and the next write by a session that may act as the owner
+ * builds it. Threshold and measurements: retrieval/README.md, "Large writes".
  * After a commit that changed rows, `maintainAfterWrite` merges the GIN pending lists and refreshes
  * the planner statistics, so searches start from indexes in their fast state.
  */
@@ -56,13 +60,14 @@ export interface WriteStats {
   deleted: number;
   /** How the new rows were written. */
   path: WritePath;
-  /** Indexes built in this write: re-created by the bulk path, or built once the table outgrew their deferral. */
+  /** Indexes built in this write: re-created by the bulk path, or vector indexes built after the commit. */
   rebuiltIndexes: number;
-  /** Vector indexes this bulk load left unbuilt, the table being at or below VECTOR_INDEX_MIN_ROWS (recorded, built later). */
+  /** Vector indexes left unbuilt after this write, the table being at or below VECTOR_INDEX_MIN_ROWS (recorded, built later). */
   deferredIndexes: number;
   /**
-   * After-write maintenance: done; none (nothing changed, or not asked for); not-owner (this session
-   * may not act as the table owner: autovacuum does it); failed (the rows are committed regardless).
+   * After-write work: done; none (nothing changed, or not asked for); not-owner (this session may
+   * not act as the table owner: autovacuum does it); failed (the vector index build or the
+   * maintenance failed; the rows are committed regardless and searches stay exact).
    */
   maintenance: 'done' | 'none' | 'not-owner' | 'failed';
 }
@@ -76,6 +81,8 @@ export interface WriteOptions {
   readonly onPhase?: (label: string, total: number) => void;
   /** Merge GIN pending lists and ANALYZE after a commit that changed rows (default true). */
   readonly maintain?: boolean;
+  /** The rows are committed and visible to searches; awaited before the vector index is built. */
+  readonly onCommit?: () => void | Promise<void>;
 }
 
 /**
@@ -147,7 +154,7 @@ export class StoreConflictError extends Error {
   }
 }
 
-/** Whether writing `rows` row versions (new or updated) into a table of `tableRows` rows is bulk-loaded. */
+/** Whether writing `rows` new vectors (new rows or new content) into a table of `tableRows` rows is bulk-loaded. */
 export function bulkPays(rows: number, tableRows: number): boolean {
   return rows >= BULK_MIN_ROWS && tableRows <= rows * BULK_TABLE_RATIO;
 }
@@ -306,53 +313,62 @@ async function buildIndexes(
 }
 
 /**
- * Re-creates the dropped indexes (and any deferred earlier that the table is now large enough for),
- * each from its recorded definition, before the commit; a vector index on a table at or below
- * VECTOR_INDEX_MIN_ROWS is recorded instead. Returns how many were built and deferred.
+ * Before the commit: re-creates the dropped indexes other than vector indexes, each from its
+ * recorded definition, and records every dropped vector index for the build after the commit.
+ * Returns how many were built.
  */
 async function finishBulk(
   client: pg.PoolClient,
   indexes: readonly RecordedIndex[],
   onPhase?: (label: string, total: number) => void,
   onProgress?: (done: number) => void,
-): Promise<{ built: number; deferred: number }> {
+): Promise<number> {
   const rows = await tableRows(client);
   return asOwner(client, async () => {
-    const pending = [...indexes, ...(await deferredIndexes(client))];
-    const defer = pending.filter((ix) => vectorIndexWaits(ix.am, rows));
-    const build = pending.filter((ix) => !vectorIndexWaits(ix.am, rows));
+    const build = indexes.filter((ix) => !VECTOR_INDEX_METHODS.has(ix.am));
+    const defer = indexes.filter((ix) => VECTOR_INDEX_METHODS.has(ix.am));
     onPhase?.('indexing', build.length);
     await buildIndexes(client, build, defer, rows, onProgress);
-    return { built: build.length, deferred: defer.length };
+    return build.length;
   });
 }
 
 /**
- * On the rows path: builds the deferred indexes once the table has grown past their threshold.
- * A session that may not act as the owner leaves them deferred (searches stay exact) and a
- * later owner session builds them.
+ * After a commit, in a transaction of its own: builds every recorded index the table is now large
+ * enough for and reports how many were built and how many still wait. A session that may not act
+ * as the owner leaves them recorded (searches stay exact) for a later owner session. Any other
+ * failure rolls this transaction back, leaving the definitions recorded, and is thrown.
  */
-async function buildDueIndexes(
-  client: pg.PoolClient,
+export async function buildWaitingIndexes(
+  pool: pg.Pool,
   onPhase?: (label: string, total: number) => void,
-): Promise<number> {
-  await client.query('SAVEPOINT fgentic_deferred');
+  onProgress?: (done: number) => void,
+): Promise<{ built: number; waiting: number } | 'not-owner'> {
+  const client = await pool.connect();
+  let failed = false;
   try {
-    const built = await asOwner(client, async () => {
-      const pending = await deferredIndexes(client);
-      if (pending.length === 0) return 0;
-      const rows = await tableRows(client);
-      const build = pending.filter((ix) => !vectorIndexWaits(ix.am, rows));
-      if (build.length > 0) onPhase?.('indexing', build.length);
-      await buildIndexes(client, build, [], rows);
-      return build.length;
-    });
-    await client.query('RELEASE SAVEPOINT fgentic_deferred');
-    return built;
+    await client.query('BEGIN');
+    try {
+      await client.query("SELECT set_config('role', $1, true)", [OWNER_ROLE]);
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== '42501') throw err;
+      await client.query('ROLLBACK');
+      return 'not-owner';
+    }
+    await client.query(PINNED_PATH);
+    const pending = await deferredIndexes(client);
+    const rows = pending.length > 0 ? await tableRows(client) : 0;
+    const build = pending.filter((ix) => !vectorIndexWaits(ix.am, rows));
+    if (build.length > 0) onPhase?.('indexing', build.length);
+    await buildIndexes(client, build, [], rows, onProgress);
+    await client.query('COMMIT');
+    return { built: build.length, waiting: pending.length - build.length };
   } catch (err) {
-    if ((err as { code?: unknown }).code !== '42501') throw err;
-    await client.query('ROLLBACK TO SAVEPOINT fgentic_deferred');
-    return 0;
+    failed = true;
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release(failed ? true : undefined);
   }
 }
 
@@ -425,11 +441,12 @@ export async function writeChunks(
     await client.query('BEGIN');
     let rebuild: RecordedIndex[] | undefined;
     const mode = options.path ?? 'auto';
-    // An ACL-only UPDATE writes a new row version too (metadata is indexed, so it is never a HOT
-    // update): every index, the HNSW graph included, gets an entry for it, as for a new row.
-    const versions = plan.chunks.length;
-    if (mode === 'bulk' || (mode === 'auto' && versions >= BULK_MIN_ROWS)) {
-      const n = Number((await client.query('SELECT count(*) AS n FROM knowledge.chunks')).rows[0]?.n ?? 0);
+    // Only rows with a new vector count towards a bulk load. An ACL-only row keeps its vector: it is
+    // updated in place in batches, and a write of nothing else never drops and rebuilds the graph
+    // for vectors that did not change (its cost: retrieval/README.md, "Large writes").
+    const versions = full.length;
+    if (versions > 0 && (mode === 'bulk' || (mode === 'auto' && versions >= BULK_MIN_ROWS))) {
+      const n = await tableRows(client);
       if (mode === 'bulk' || bulkPays(versions, n)) rebuild = await beginBulk(client);
     }
     if (plan.deleteSources?.length) {
@@ -481,12 +498,8 @@ export async function writeChunks(
       stats.deleted += r.rowCount ?? 0;
     }
     if (rebuild !== undefined) {
-      const built = await finishBulk(client, rebuild, options.onPhase, onProgress);
       stats.path = 'bulk';
-      stats.rebuiltIndexes = built.built;
-      stats.deferredIndexes = built.deferred;
-    } else if (plan.chunks.length > 0) {
-      stats.rebuiltIndexes = await buildDueIndexes(client, options.onPhase);
+      stats.rebuiltIndexes = await finishBulk(client, rebuild, options.onPhase, onProgress);
     }
     await client.query('COMMIT');
   } catch (err) {
@@ -496,12 +509,24 @@ export async function writeChunks(
   } finally {
     client.release(failed ? true : undefined);
   }
+  await options.onCommit?.();
+  // The rows are committed: from here on a failure is reported in the stats, not as a failed
+  // ingest, and searches stay exact until a later owner write builds what is still recorded.
+  let graphFailed = false;
+  if (stats.path === 'bulk' || plan.chunks.length > 0) {
+    const graph = await buildWaitingIndexes(pool, options.onPhase, onProgress).catch(() => 'failed' as const);
+    if (graph === 'failed') graphFailed = true;
+    else if (graph !== 'not-owner') {
+      stats.rebuiltIndexes += graph.built;
+      stats.deferredIndexes = graph.waiting;
+    }
+  }
   if ((options.maintain ?? true) && stats.upserted + stats.aclOnly + stats.deleted > 0) {
     options.onPhase?.('analyzing', 1);
-    // The rows are committed: a failure here is reported in the stats, not as a failed ingest.
     stats.maintenance = await maintainAfterWrite(pool).catch(() => 'failed' as const);
     onProgress?.(1);
   }
+  if (graphFailed) stats.maintenance = 'failed';
   return stats;
 }
 
