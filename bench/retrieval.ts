@@ -266,6 +266,8 @@ async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildA
     efc: EFC,
     vacuum: VACUUM,
     generator: 2,
+    // Rows loaded before migration 0012 keep their vectors out of line: reload them.
+    storage: 'inline-0012',
   });
   const foreign = await pool.query(
     "SELECT count(*)::int AS n FROM knowledge.chunks WHERE chunk_id NOT LIKE 'bench-%'",
