@@ -13,8 +13,6 @@
  *   relaxed      the server's statements with hnsw.iterative_scan = relaxed_order instead of strict_order
  *   bq-exact     int-exact, but pre-ranked by Hamming distance over a binary-quantized copy, then the
  *                top candidates re-ranked exactly by the full vector
- *   v0009        migration 0009's ranking core (bounded count always by the GIN index), for the cost of
- *                migration 0012's count
  *   toasted      the server's current search functions over a copy of knowledge.chunks stored as before
  *                migration 0012 (vectors out of line: pgvector's STORAGE external, default TOAST
  *                threshold), with the same rows and indexes: the storage change measured in one run
@@ -331,58 +329,6 @@ const v0007: Experiment = {
 // out of line (pgvector's STORAGE external, default TOAST threshold). Same rows, same index
 // definitions (read back from the catalog), same planner arguments; only the storage differs.
 const V0009_SQL = new URL('../retrieval/db/migrations/0009_exact_ties.sql', import.meta.url);
-// The ranking core the server runs: the latest migration that defines it.
-const RANK_SQL = new URL('../retrieval/db/migrations/0012_inline_vectors.sql', import.meta.url);
-
-/** A migration's ranking core and migration 0007's search functions, renamed; `table` replaces knowledge.chunks. */
-function renamedFunctions(rankSql: URL, prefix: string, table = 'knowledge.chunks'): string[] {
-  const v7 = readFileSync(V0007_SQL, 'utf8');
-  const src = readFileSync(rankSql, 'utf8');
-  const rankFrom = src.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
-  const rank = src.slice(rankFrom, src.indexOf('$function$;', rankFrom) + '$function$;'.length);
-  const wrappers = v7.slice(
-    v7.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('),
-    v7.indexOf('-- Executable by every role'),
-  );
-  const rename = (sql: string) =>
-    sql
-      .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
-      .replaceAll('knowledge.fgentic_rank_v1', `bench.${prefix}_rank`)
-      .replaceAll('knowledge.fgentic_search_matrix_v1', `bench.${prefix}_search_matrix`)
-      .replaceAll('knowledge.fgentic_search_groups_v1', `bench.${prefix}_search_groups`)
-      .replace(/knowledge\.chunks\b/g, table);
-  return [rename(rank), rename(wrappers)];
-}
-
-/** The server's statement sent to renamed search functions. */
-async function runRenamed(
-  pool: pg.Pool,
-  prefix: string,
-  projection: Projection,
-  embedding: number[],
-  k: number,
-) {
-  const st = searchStatement(searchArguments(projection), toVectorParam(embedding), k, null, DEFAULT_PLANNER);
-  const text = st.text
-    .replace('knowledge.fgentic_search_matrix_v1', `bench.${prefix}_search_matrix`)
-    .replace('knowledge.fgentic_search_groups_v1', `bench.${prefix}_search_groups`);
-  const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
-  const vectorRows = r.rows.filter((row) => row.list === 'vector');
-  return {
-    ids: vectorRows.map((row) => String(row.chunk_id)),
-    plan: `${prefix}:${String(vectorRows[0]?.plan ?? 'exact')}`,
-  };
-}
-
-// Migration 0009's ranking core over the server's table: the bounded count before migration 0012
-// (always the GIN count), for the cost of that change measured in the same run.
-const v0009: Experiment = {
-  async setup(pool) {
-    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
-    for (const sql of renamedFunctions(V0009_SQL, 'v0009')) await pool.query(sql);
-  },
-  run: (pool, projection, embedding, k) => runRenamed(pool, 'v0009', projection, embedding, k),
-};
 const TOASTED = 'bench.chunks_toasted';
 const toasted: Experiment = {
   async setup(pool) {
@@ -433,14 +379,46 @@ const toasted: Experiment = {
         [want],
       );
     }
-    for (const sql of renamedFunctions(RANK_SQL, 'toasted', TOASTED)) await pool.query(sql);
+    const v7 = readFileSync(V0007_SQL, 'utf8');
+    const v9 = readFileSync(V0009_SQL, 'utf8');
+    const rankFrom = v9.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
+    const rank = v9.slice(rankFrom, v9.indexOf('$function$;', rankFrom) + '$function$;'.length);
+    const wrappers = v7.slice(
+      v7.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('),
+      v7.indexOf('-- Executable by every role'),
+    );
+    const rename = (sql: string) =>
+      sql
+        .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
+        .replaceAll('knowledge.fgentic_rank_v1', 'bench.toasted_rank')
+        .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.toasted_search_matrix')
+        .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.toasted_search_groups')
+        .replace(/knowledge\.chunks\b/g, TOASTED);
+    await pool.query(rename(rank));
+    await pool.query(rename(wrappers));
   },
-  run: (pool, projection, embedding, k) => runRenamed(pool, 'toasted', projection, embedding, k),
+  async run(pool, projection, embedding, k) {
+    const st = searchStatement(
+      searchArguments(projection),
+      toVectorParam(embedding),
+      k,
+      null,
+      DEFAULT_PLANNER,
+    );
+    const text = st.text
+      .replace('knowledge.fgentic_search_matrix_v1', 'bench.toasted_search_matrix')
+      .replace('knowledge.fgentic_search_groups_v1', 'bench.toasted_search_groups');
+    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
+    const vectorRows = r.rows.filter((row) => row.list === 'vector');
+    return {
+      ids: vectorRows.map((row) => String(row.chunk_id)),
+      plan: `toasted:${String(vectorRows[0]?.plan ?? 'exact')}`,
+    };
+  },
 };
 
 export const EXPERIMENTS: Record<string, Experiment> = {
   v0007,
-  v0009,
   toasted,
   before,
   relaxed,
