@@ -316,7 +316,11 @@ async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildA
   const tVac = Date.now();
   // ANALYZE alone leaves GIN pending lists unmerged (only VACUUM, autoanalyze or
   // gin_clean_pending_list merge them), which is exactly the state --no-vacuum measures.
-  await pool.query(VACUUM ? 'VACUUM ANALYZE knowledge.chunks' : 'ANALYZE knowledge.chunks');
+  await pool.query(
+    VACUUM
+      ? 'VACUUM ANALYZE knowledge.chunks, knowledge.fgentic_acl_rows'
+      : 'ANALYZE knowledge.chunks, knowledge.fgentic_acl_rows',
+  );
   const vacuum_seconds = (Date.now() - tVac) / 1000;
   log(
     `HNSW built in ${build_seconds.toFixed(1)} s; ${VACUUM ? 'VACUUM ANALYZE' : 'ANALYZE'} ${vacuum_seconds.toFixed(1)} s`,
