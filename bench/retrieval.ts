@@ -489,7 +489,10 @@ async function main(): Promise<void> {
       for (const [i, q] of qs.entries()) {
         const want = exactTopK(ds[i] as Float64Array, a.rows);
         refTimes.push((await timed(() => unfiltered(pool, q, ef)))[1]);
-        for (const [j, [, fn]] of armFns.entries()) {
+        // Arms in rotated order (query i starts at arm i mod n), so no arm always runs first.
+        for (let step = 0; step < armFns.length; step++) {
+          const j = (i + step) % armFns.length;
+          const [, fn] = armFns[j] as (typeof armFns)[number];
           const [r, ms] = await timed(() => fn(a, vs[i] as number[], q, ef));
           const slot = acc[j] as (typeof acc)[number];
           slot.recall.push(recallOf(r.ids, want));
