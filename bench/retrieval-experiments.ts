@@ -13,9 +13,10 @@
  *   relaxed      the server's statements with hnsw.iterative_scan = relaxed_order instead of strict_order
  *   bq-exact     int-exact, but pre-ranked by Hamming distance over a binary-quantized copy, then the
  *                top candidates re-ranked exactly by the full vector
- *   toasted      the server's current search functions over a copy of knowledge.chunks stored as before
+ *   toasted      migration 0009's search functions over a copy of knowledge.chunks stored as before
  *                migration 0012 (vectors out of line: pgvector's STORAGE external, default TOAST
- *                threshold), with the same rows and indexes: the storage change measured in one run
+ *                threshold), with the same rows and indexes, their plan count reading that copy: what
+ *                migrations 0012 and 0014 change together, measured in one run
  *   before       the search functions as migration 0006 defined them (jsonb prefilter, strict-order
  *                HNSW, exact up to 1,000 rows), installed under bench-only names: the design that
  *                migration 0007 replaced, measured in the same run
@@ -325,9 +326,10 @@ const v0007: Experiment = {
   },
 };
 
-// The current search functions over a copy of the table stored as before migration 0012: the vector
-// out of line (pgvector's STORAGE external, default TOAST threshold). Same rows, same index
-// definitions (read back from the catalog), same planner arguments; only the storage differs.
+// Migration 0009's search functions over a copy of the table stored as before migration 0012: the
+// vector out of line (pgvector's STORAGE external, default TOAST threshold), the plan's count over
+// that copy rather than the narrow ACL copy of migration 0014, JIT as the server configures it. Same
+// rows, same index definitions (read back from the catalog), same planner arguments.
 const V0009_SQL = new URL('../retrieval/db/migrations/0009_exact_ties.sql', import.meta.url);
 const TOASTED = 'bench.chunks_toasted';
 const toasted: Experiment = {
