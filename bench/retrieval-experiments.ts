@@ -13,6 +13,10 @@
  *   relaxed      the server's statements with hnsw.iterative_scan = relaxed_order instead of strict_order
  *   bq-exact     int-exact, but pre-ranked by Hamming distance over a binary-quantized copy, then the
  *                top candidates re-ranked exactly by the full vector
+ *   toasted      migration 0009's search functions over a copy of knowledge.chunks stored as before
+ *                migration 0012 (vectors out of line: pgvector's STORAGE external, default TOAST
+ *                threshold), with the same rows and indexes, their plan count reading that copy: what
+ *                migrations 0012 and 0014 change together, measured in one run
  *   before       the search functions as migration 0006 defined them (jsonb prefilter, strict-order
  *                HNSW, exact up to 1,000 rows), installed under bench-only names: the design that
  *                migration 0007 replaced, measured in the same run
@@ -322,8 +326,102 @@ const v0007: Experiment = {
   },
 };
 
+// Migration 0009's search functions over a copy of the table stored as before migration 0012: the
+// vector out of line (pgvector's STORAGE external, default TOAST threshold), the plan's count over
+// that copy rather than the narrow ACL copy of migration 0014, JIT as the server configures it. Same
+// rows, same index definitions (read back from the catalog), same planner arguments.
+const V0009_SQL = new URL('../retrieval/db/migrations/0009_exact_ties.sql', import.meta.url);
+const TOASTED = 'bench.chunks_toasted';
+const toasted: Experiment = {
+  async setup(pool) {
+    const rows = await pool.query<{ n: string }>('SELECT count(*) AS n FROM knowledge.chunks');
+    const key = `rows=${rows.rows[0]?.n}`;
+    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+    await pool.query('CREATE TABLE IF NOT EXISTS bench.meta (key text PRIMARY KEY, value text NOT NULL)');
+    const done = await pool.query("SELECT value FROM bench.meta WHERE key = 'toasted'");
+    // Rebuilt whenever the bench reloads knowledge.chunks (the fingerprint row is rewritten then).
+    const loaded = await pool.query("SELECT value FROM bench.meta WHERE key = 'fingerprint'");
+    const want = `${key};${loaded.rows[0]?.value ?? ''}`;
+    if (done.rows[0]?.value !== want) {
+      await pool.query(`DROP TABLE IF EXISTS ${TOASTED}`);
+      await pool.query(
+        `CREATE TABLE ${TOASTED} (LIKE knowledge.chunks INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED)`,
+      );
+      // What every table had before migration 0012.
+      await pool.query(`ALTER TABLE ${TOASTED} ALTER COLUMN embedding SET STORAGE EXTERNAL`);
+      await pool.query(`ALTER TABLE ${TOASTED} SET (autovacuum_enabled = false)`);
+      await pool.query(
+        `INSERT INTO ${TOASTED} (chunk_id, content, embedding, metadata) SELECT chunk_id, content, embedding, metadata FROM knowledge.chunks`,
+      );
+      const defs = await pool.query<{ def: string }>(
+        "SELECT pg_get_indexdef(i.indexrelid) AS def FROM pg_index i WHERE i.indrelid = 'knowledge.chunks'::regclass",
+      );
+      const client = await pool.connect();
+      try {
+        await client.query("SET maintenance_work_mem = '1GB'");
+        await client.query('SET statement_timeout = 0');
+        for (const { def } of defs.rows)
+          await client.query(
+            def
+              .replace(
+                /^CREATE (UNIQUE )?INDEX (\S+) ON knowledge\.chunks /,
+                `CREATE $1INDEX toasted_$2 ON ${TOASTED} `,
+              )
+              .replace(
+                /^CREATE (UNIQUE )?INDEX (\S+) ON ONLY knowledge\.chunks /,
+                `CREATE $1INDEX toasted_$2 ON ${TOASTED} `,
+              ),
+          );
+      } finally {
+        client.release();
+      }
+      await pool.query(`VACUUM ANALYZE ${TOASTED}`);
+      await pool.query(
+        "INSERT INTO bench.meta VALUES ('toasted', $1) ON CONFLICT (key) DO UPDATE SET value = $1",
+        [want],
+      );
+    }
+    const v7 = readFileSync(V0007_SQL, 'utf8');
+    const v9 = readFileSync(V0009_SQL, 'utf8');
+    const rankFrom = v9.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
+    const rank = v9.slice(rankFrom, v9.indexOf('$function$;', rankFrom) + '$function$;'.length);
+    const wrappers = v7.slice(
+      v7.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('),
+      v7.indexOf('-- Executable by every role'),
+    );
+    const rename = (sql: string) =>
+      sql
+        .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
+        .replaceAll('knowledge.fgentic_rank_v1', 'bench.toasted_rank')
+        .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.toasted_search_matrix')
+        .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.toasted_search_groups')
+        .replace(/knowledge\.chunks\b/g, TOASTED);
+    await pool.query(rename(rank));
+    await pool.query(rename(wrappers));
+  },
+  async run(pool, projection, embedding, k) {
+    const st = searchStatement(
+      searchArguments(projection),
+      toVectorParam(embedding),
+      k,
+      null,
+      DEFAULT_PLANNER,
+    );
+    const text = st.text
+      .replace('knowledge.fgentic_search_matrix_v1', 'bench.toasted_search_matrix')
+      .replace('knowledge.fgentic_search_groups_v1', 'bench.toasted_search_groups');
+    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
+    const vectorRows = r.rows.filter((row) => row.list === 'vector');
+    return {
+      ids: vectorRows.map((row) => String(row.chunk_id)),
+      plan: `toasted:${String(vectorRows[0]?.plan ?? 'exact')}`,
+    };
+  },
+};
+
 export const EXPERIMENTS: Record<string, Experiment> = {
   v0007,
+  toasted,
   before,
   relaxed,
   'guard-ef': guard('ef'),

@@ -1,0 +1,132 @@
+/**
+ * The bounded count that chooses the plan (migration 0014, docs/filtered-search.md#storage) reads
+ * knowledge.fgentic_acl_rows, a narrow copy of (chunk_id, fgentic_acl) kept by statement triggers.
+ * The copy must equal the table after every kind of write by the ingestion role (insert, upsert, ACL
+ * update, rename, content-only update, delete, truncate), and the plan must follow the authorized
+ * count as the writes change it: a stale copy would choose HNSW for an audience that can read only
+ * a few rows, or the exact path for one that can read many.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
+import { searchKnowledge } from './search.ts';
+import {
+  decodeFixture,
+  matrixHeader,
+  meta,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from './testing.ts';
+
+// bound = max(exact_threshold, 3 % of the rows) = 20 for the 40 rows below.
+const PLANNER: PlannerOptions = { ...DEFAULT_PLANNER, exactThreshold: 20 };
+let t: TestDatabase;
+
+const rand = prng(140_014);
+const query = randomVector(rand);
+// Bob's first rows lie near the query, so the recall guard keeps an HNSW answer for him.
+const near = () => {
+  const noise = randomVector(rand);
+  return query.map((x, i) => x + 0.2 * (noise[i] as number));
+};
+const id = (i: number) => `r${String(i).padStart(2, '0')}`;
+
+// Rows in the copy that the table lacks, plus rows of the table the copy lacks (0 when equal).
+async function drift(): Promise<number> {
+  const r = await t.pool.query<{ n: number }>(`
+    SELECT ((SELECT count(*) FROM (
+        SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows
+        EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.chunks) a)
+      + (SELECT count(*) FROM (
+        SELECT chunk_id, fgentic_acl FROM knowledge.chunks
+        EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows) b))::int AS n`);
+  return r.rows[0]?.n ?? -1;
+}
+
+const plan = async (who: (typeof P)[keyof typeof P]) =>
+  (
+    await searchKnowledge(
+      t.retrieval,
+      {
+        projection: decodeFixture(matrixHeader({ caller: who, audience: [who] })),
+        embedding: query,
+        maxResults: 5,
+      },
+      PLANNER,
+    )
+  ).plan;
+
+const principals = (ps: readonly (typeof P)[keyof typeof P][]) => JSON.stringify(ps);
+
+before(async () => {
+  t = await startTestDatabase();
+  // r00–r09 near the query, readable by alice and bob; r10–r39 elsewhere, alice only.
+  await writeChunks(t.ingestion, {
+    chunks: Array.from({ length: 40 }, (_, i) => ({
+      chunk_id: id(i),
+      content: `row ${i}`,
+      embedding: i < 10 ? near() : randomVector(rand),
+      metadata: meta({ principals: i < 10 ? [P.alice, P.bob] : [P.alice] }),
+    })),
+  });
+  await t.pool.query('ANALYZE knowledge.chunks');
+});
+
+after(async () => {
+  await t?.close();
+});
+
+describe('the narrow ACL copy follows every write', () => {
+  test('after the initial write: alice (40 rows) on HNSW, bob (10 rows) exact', async () => {
+    assert.equal(await drift(), 0);
+    assert.equal(await plan(P.alice), 'hnsw');
+    assert.equal(await plan(P.bob), 'exact');
+  });
+
+  test('an ACL update moves bob above the bound', async () => {
+    await t.ingestion.query(
+      `UPDATE knowledge.chunks SET metadata = jsonb_set(metadata, '{allowed_principals}', $1::jsonb)
+       WHERE chunk_id BETWEEN 'r10' AND 'r24'`,
+      [principals([P.alice, P.bob])],
+    );
+    assert.equal(await drift(), 0);
+    assert.equal(await plan(P.bob), 'hnsw');
+  });
+
+  test('content-only updates, renames and upserts keep the copy equal', async () => {
+    await t.ingestion.query("UPDATE knowledge.chunks SET content = content || ' (edited)'");
+    await t.ingestion.query("UPDATE knowledge.chunks SET chunk_id = 'r39-renamed' WHERE chunk_id = 'r39'");
+    assert.equal(await drift(), 0);
+    // An upsert of an existing row with a new ACL: bob loses r24.
+    const [row] = (
+      await t.pool.query<{ e: string }>(
+        "SELECT embedding::text AS e FROM knowledge.chunks WHERE chunk_id = 'r24'",
+      )
+    ).rows;
+    await t.ingestion.query(
+      `INSERT INTO knowledge.chunks (chunk_id, content, embedding, metadata) VALUES ('r24', 'row 24', $1, $2)
+       ON CONFLICT (chunk_id) DO UPDATE SET metadata = EXCLUDED.metadata`,
+      [row?.e, JSON.stringify(meta({ principals: [P.alice] }))],
+    );
+    assert.equal(await drift(), 0);
+    assert.equal(await plan(P.bob), 'hnsw');
+  });
+
+  test('a delete moves bob back to the exact path', async () => {
+    await t.ingestion.query("DELETE FROM knowledge.chunks WHERE chunk_id BETWEEN 'r10' AND 'r19'");
+    assert.equal(await drift(), 0);
+    // 10 near rows + r20–r23: 14 authorized, at or below the bound.
+    assert.equal(await plan(P.bob), 'exact');
+    assert.equal(await plan(P.alice), 'hnsw');
+  });
+
+  test('truncate empties the copy', async () => {
+    await t.pool.query('TRUNCATE knowledge.chunks');
+    const n = await t.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM knowledge.fgentic_acl_rows');
+    assert.equal(n.rows[0]?.n, 0);
+  });
+});
