@@ -30,7 +30,13 @@ import {
   SERVER_NAME_PATTERN,
   SERVER_NAME_SCHEMA,
 } from '../rules/index.ts';
-import { LEDGER_MINT_WINDOW, LEDGER_RECORD_DEADLINE, LEDGER_TIMING_CEL } from '../rules/ledger.ts';
+import {
+  CAPABILITY_MODES,
+  DEFAULT_CAPABILITY,
+  LEDGER_MINT_WINDOW,
+  LEDGER_RECORD_DEADLINE,
+  LEDGER_TIMING_CEL,
+} from '../rules/ledger.ts';
 import { GROUP, VERSION } from './types.ts';
 
 type Schema = Record<string, unknown>;
@@ -446,8 +452,8 @@ const platformSpec = obj(
         "A2A upstream of the routes: controller (kagent controller, A2A 1.0; needs a kagent that forwards the identity header) or agentService (the Agent's Service, A2A 0.3).",
     }),
     capability: str({
-      enum: ['plain', 'ledger'],
-      default: 'plain',
+      enum: [...CAPABILITY_MODES],
+      default: DEFAULT_CAPABILITY,
       description:
         'How the retrieval server trusts a projection: plain (the contract alone) or ledger (only values the projector recorded in the capability ledger; docs/ledger.md).',
     }),

@@ -1,4 +1,5 @@
 /** Types of the four `retrieval.fgentic.dev/v1alpha1` resources (docs/interfaces.md) and rendered objects. */
+import type { CapabilityMode } from '../rules/ledger.ts';
 
 export const GROUP = 'retrieval.fgentic.dev';
 export const VERSION = 'v1alpha1';
@@ -122,7 +123,7 @@ export interface RetrievalPlatformSpec {
   embeddings: { url: string; model: string; profile: string; tokenSecretRef?: SecretKeyRef };
   a2aBackend?: 'controller' | 'agentService';
   /** How projections are trusted (docs/ledger.md); absent means plain. */
-  capability?: 'plain' | 'ledger';
+  capability?: CapabilityMode;
   /** Ledger timing (rules/ledger.ts); absent fields take their defaults. */
   ledger?: { recordDeadlineMilliseconds?: number; mintWindowMilliseconds?: number };
   liveRoomCheck?: { enabled?: boolean; homeserverUrl?: string; tokenSecretRef?: SecretKeyRef };

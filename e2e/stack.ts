@@ -20,6 +20,7 @@ import type { CapabilityLedger } from '../projector/ledger.ts';
 import { createWorkerLedger } from '../projector/ledger-worker.ts';
 import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
 import { RETRIEVAL_SERVER } from '../rules/index.ts';
+import type { CapabilityMode } from '../rules/ledger.ts';
 import { demoRecords } from './demo-corpus.ts';
 import { type AgentRuntime, startAgentRuntime } from './doubles/agent-runtime.ts';
 import { type ApiKeySecret, type GatewayDouble, startGatewayDouble } from './doubles/gateway.ts';
@@ -42,7 +43,7 @@ export interface LocalStackOptions {
    * Set `RetrievalPlatform.spec.capability` before rendering (default: as in the examples, plain).
    * In ledger mode the projector records into the embedded database (docs/ledger.md).
    */
-  readonly capability?: 'plain' | 'ledger';
+  readonly capability?: CapabilityMode;
   /** Ledger mode: purge interval of the projector's ledger schedule (default 60 s). */
   readonly ledgerPurgeIntervalMs?: number;
   /** Clock of the gateway double's local rate limit, in ms (default Date.now). */

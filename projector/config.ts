@@ -36,7 +36,15 @@ import {
   PUBLIC_TIMEOUT,
   partnerKey,
 } from '../rules/index.ts';
-import { checkLedgerTiming, type LedgerTiming, ledgerTiming } from '../rules/ledger.ts';
+import {
+  CAPABILITY_MODES,
+  type CapabilityMode,
+  checkLedgerTiming,
+  DEFAULT_CAPABILITY,
+  isCapabilityMode,
+  type LedgerTiming,
+  ledgerTiming,
+} from '../rules/ledger.ts';
 
 // The decision modules read these through this module; they are the rules/ definitions.
 export { isValidTimeoutSetting, partnerKey } from '../rules/index.ts';
@@ -93,7 +101,7 @@ export interface ProjectorConfig {
   readonly localGroups: readonly string[];
   readonly liveRoomCheck: LiveRoomCheckConfig;
   /** `ledger`: every minted value is recorded in the capability ledger first (docs/ledger.md). Absent: `plain`. */
-  readonly capability: 'plain' | 'ledger';
+  readonly capability: CapabilityMode;
   /** Ledger timing, defaults filled in (rules/ledger.ts); the projector uses the record deadline. */
   readonly ledger: LedgerTiming;
 }
@@ -360,8 +368,8 @@ function parseLedgerTiming(v: JsonValue | undefined): LedgerTiming {
   return ledgerTiming(v) ?? fail('ledger', 'invalid');
 }
 
-function parseCapability(v: JsonValue | undefined): 'plain' | 'ledger' {
-  if (v === undefined || v === 'plain') return 'plain';
-  if (v === 'ledger') return 'ledger';
-  return fail('capability', 'must be "plain" or "ledger"');
+function parseCapability(v: JsonValue | undefined): CapabilityMode {
+  if (v === undefined) return DEFAULT_CAPABILITY;
+  if (isCapabilityMode(v)) return v;
+  return fail('capability', `must be one of ${CAPABILITY_MODES.map((m) => `"${m}"`).join(', ')}`);
 }

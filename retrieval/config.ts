@@ -4,9 +4,10 @@
  * most `MAX_AGENTS` agents, the most a 1 MiB ConfigMap always holds (config-limits.ts).
  * The database URL never comes from this file (DATABASE_URL only).
  */
-import { readFileSync } from 'node:fs';
 import { type AgentRef, isDns1123Label, parseStrictJson } from '../contract/index.ts';
 import {
+  CAPABILITY_MODES,
+  type CapabilityMode,
   checkLedgerTiming,
   DEFAULT_LEDGER_TIMING,
   type LedgerTiming,
@@ -14,7 +15,6 @@ import {
 } from '../rules/ledger.ts';
 import { MAX_AGENTS } from './config-limits.ts';
 import { LOCAL_PROFILE } from './embeddings/local.ts';
-import { CAPABILITY_MODES, type CapabilityMode } from './ledger.ts';
 
 export interface EmbeddingsConfig {
   readonly profile: string;
@@ -176,16 +176,4 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Confi
         listed.add(agentKey({ namespace: a['namespace'], name: a['name'] }));
     return { ok: false, problem: `invalid value at ${err.path}`, listed };
   }
-}
-
-export function loadConfig(file: string): RetrievalConfig {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    throw new ConfigError('$file');
-  }
-  const parsed = parseStrictJson(text, { maxDepth: 8, maxLength: 1 << 20 });
-  if (!parsed.ok) throw new ConfigError('$');
-  return parseConfig(parsed.value);
 }

@@ -19,8 +19,7 @@ import type pg from 'pg';
 import { LEDGER_MINT_WINDOW } from '../rules/ledger.ts';
 
 /** How projections are trusted: `plain` (the contract alone) or `ledger` (the contract plus verifier state). */
-export type CapabilityMode = 'plain' | 'ledger';
-export const CAPABILITY_MODES: readonly CapabilityMode[] = ['plain', 'ledger'];
+export { CAPABILITY_MODES, type CapabilityMode } from '../rules/ledger.ts';
 
 /** The denial reason when the ledger has no live entry for the value and agent (content-free, stable). */
 export const UNMINTED_REASON = 'unminted';

@@ -8,6 +8,15 @@
  */
 import { type Problem, problem } from './result.ts';
 
+/** How the retrieval server trusts a projection; the first is the default (docs/ledger.md). */
+export const CAPABILITY_MODES = ['plain', 'ledger'] as const;
+export type CapabilityMode = (typeof CAPABILITY_MODES)[number];
+export const DEFAULT_CAPABILITY: CapabilityMode = CAPABILITY_MODES[0];
+
+export function isCapabilityMode(v: unknown): v is CapabilityMode {
+  return (CAPABILITY_MODES as readonly unknown[]).includes(v);
+}
+
 export const LEDGER_RECORD_DEADLINE = { min: 100, max: 10_000, default: 1_000 } as const;
 export const LEDGER_MINT_WINDOW = { min: 200, max: 30_000, default: 2_000 } as const;
 

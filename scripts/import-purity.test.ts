@@ -57,6 +57,7 @@ export const PURE_CORES = [
   'projector/classify.ts',
   'projector/config.ts',
   'projector/reasons.ts',
+  'retrieval/config.ts',
   'webhook/rules',
 ];
 
