@@ -160,7 +160,10 @@ export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
         if (stopped) return;
         if (err && !relist) return failed('watch', err);
         if (relist) return schedule(list, 0);
-        schedule(() => void watch(), 0); // server-side timeout: re-watch from the last resourceVersion
+        // Server-side timeout: re-watch from the last resourceVersion. client-node prepares the
+        // request (credentials, TLS) before its own error handling, so a rejection here is a failed
+        // watch like any other, never an unhandled rejection (common/kube-watch.test.ts).
+        schedule(() => void watch().catch((e: unknown) => failed('watch', e)), 0);
       },
     );
     if (!ended) {
