@@ -5,8 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import {
+  CONFIG_DATA_LIMIT,
+  RETRIEVAL_AGENT_ENTRY_BYTES as MAX_AGENT_ENTRY_BYTES,
+  MAX_AGENTS,
+  RETRIEVAL_RESERVED_BYTES as RESERVED_BYTES,
+} from '../rules/agent-bound.ts';
 import { parseConfigText } from './config.ts';
-import { CONFIG_DATA_LIMIT, MAX_AGENT_ENTRY_BYTES, MAX_AGENTS, RESERVED_BYTES } from './config-limits.ts';
 
 const label = (prefix: string, i: number) => `${prefix}${String(i).padStart(8, '0')}`.padEnd(63, 'x');
 const agents = (n: number, long = false) =>

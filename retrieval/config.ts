@@ -1,10 +1,11 @@
 /**
  * Strict parse of retrieval.json (docs/interfaces.md "Retrieval configuration file"). Unknown keys,
  * wrong types or an empty agent list are errors: the server refuses to start rather than guess. At
- * most `MAX_AGENTS` agents, the most a 1 MiB ConfigMap always holds (config-limits.ts).
+ * most `MAX_AGENTS` agents, the most a 1 MiB ConfigMap always holds (rules/agent-bound.ts).
  * The database URL never comes from this file (DATABASE_URL only).
  */
 import { type AgentRef, isDns1123Label, parseStrictJson } from '../contract/index.ts';
+import { MAX_AGENTS } from '../rules/agent-bound.ts';
 import {
   CAPABILITY_MODES,
   type CapabilityMode,
@@ -13,7 +14,6 @@ import {
   type LedgerTiming,
   ledgerTiming,
 } from '../rules/ledger.ts';
-import { MAX_AGENTS } from './config-limits.ts';
 import { LOCAL_PROFILE } from './embeddings/local.ts';
 
 export interface EmbeddingsConfig {
