@@ -10,6 +10,7 @@ import { parseFlags, usageError } from '../cli/args.ts';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { loadDocuments } from '../controller/render-command.ts';
 import { DatabaseInUseError, readLock } from '../retrieval/db/embedded.ts';
+import { CAPABILITY_MODES, isCapabilityMode } from '../rules/ledger.ts';
 import { handleReview } from '../webhook/main.ts';
 import { DEFAULT_RULES_CONFIG } from '../webhook/rules/types.ts';
 import { startWebhookServer } from '../webhook/server.ts';
@@ -77,8 +78,8 @@ export async function startCommand(argv: string[]): Promise<number> {
   }
   // Overrides RetrievalPlatform.spec.capability of the examples (docs/ledger.md); absent: as rendered.
   const capability = values.capability;
-  if (capability !== undefined && capability !== 'plain' && capability !== 'ledger') {
-    out('start: --capability must be plain or ledger');
+  if (capability !== undefined && !isCapabilityMode(capability)) {
+    out(`start: --capability must be ${CAPABILITY_MODES.join(' or ')}`);
     return 2;
   }
   mkdirSync(dataDir, { recursive: true });

@@ -27,7 +27,7 @@ import {
   PUBLIC_TIMEOUT,
   problem,
 } from '../../rules/index.ts';
-import { checkLedgerTiming } from '../../rules/ledger.ts';
+import { CAPABILITY_MODES, checkLedgerTiming, isCapabilityMode } from '../../rules/ledger.ts';
 import type { Conflict, OwnKind, PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../types.ts';
 import {
   type Agent,
@@ -90,9 +90,9 @@ function platformProblem(s: Resources['platforms'][number]['spec']): string | un
       ? []
       : [problem('server-name', 'spec.bridge.localServer', 'not a Matrix server name')]),
     ...(s.jwt ? checkIssuer(s.jwt.issuer, 'spec.jwt.issuer') : []),
-    ...(s.capability === undefined || s.capability === 'plain' || s.capability === 'ledger'
+    ...(s.capability === undefined || isCapabilityMode(s.capability)
       ? []
-      : [problem('capability', 'spec.capability', 'must be plain or ledger')]),
+      : [problem('capability', 'spec.capability', `must be ${CAPABILITY_MODES.join(' or ')}`)]),
     ...checkLedgerTiming(s.ledger, 'spec.ledger'),
   ]);
 }
