@@ -326,6 +326,50 @@ const v0007: Experiment = {
   },
 };
 
+// The ranking core of migration 0014 (the typed test on every authorized row of the exact path,
+// every statement planned at each call) with migration 0007's wrappers as that migration planned
+// them, under bench-only names over the same table: the per-call costs of migration 0015 side by side.
+const V0014_SQL = new URL('../retrieval/db/migrations/0014_acl_count_rows.sql', import.meta.url);
+const v0014: Experiment = {
+  async setup(pool) {
+    const v7 = readFileSync(V0007_SQL, 'utf8');
+    const v14 = readFileSync(V0014_SQL, 'utf8');
+    const rankFrom = v14.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
+    const rank = v14.slice(rankFrom, v14.indexOf('$function$;', rankFrom) + '$function$;'.length);
+    const wrappers = v7.slice(
+      v7.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('),
+      v7.indexOf('-- Executable by every role'),
+    );
+    const rename = (sql: string) =>
+      sql
+        .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
+        .replaceAll('knowledge.fgentic_rank_v1', 'bench.v0014_rank')
+        .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.v0014_search_matrix')
+        .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.v0014_search_groups');
+    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+    await pool.query(rename(rank));
+    await pool.query(rename(wrappers));
+  },
+  async run(pool, projection, embedding, k) {
+    const st = searchStatement(
+      searchArguments(projection),
+      toVectorParam(embedding),
+      k,
+      null,
+      DEFAULT_PLANNER,
+    );
+    const text = st.text
+      .replace('knowledge.fgentic_search_matrix_v1', 'bench.v0014_search_matrix')
+      .replace('knowledge.fgentic_search_groups_v1', 'bench.v0014_search_groups');
+    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
+    const vectorRows = r.rows.filter((row) => row.list === 'vector');
+    return {
+      ids: vectorRows.map((row) => String(row.chunk_id)),
+      plan: `v0014:${String(vectorRows[0]?.plan ?? 'exact')}`,
+    };
+  },
+};
+
 // Migration 0009's search functions over a copy of the table stored as before migration 0012: the
 // vector out of line (pgvector's STORAGE external, default TOAST threshold), the plan's count over
 // that copy rather than the narrow ACL copy of migration 0014, JIT as the server configures it. Same
@@ -421,6 +465,7 @@ const toasted: Experiment = {
 
 export const EXPERIMENTS: Record<string, Experiment> = {
   v0007,
+  v0014,
   toasted,
   before,
   relaxed,

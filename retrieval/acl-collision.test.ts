@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type ChunkMetadata, isMatrixProjection, type Projection } from '../contract/index.ts';
+import { toVectorParam } from './db/pool.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type Plan } from './planner.ts';
 import { searchKnowledge } from './search.ts';
@@ -142,4 +143,31 @@ describe('an integer ACL id collision cannot admit a row', () => {
       }
     });
   }
+
+  // Migration 0015 ranks the integer-authorized rows and applies the typed test to the best
+  // depth + max(depth, 10) of them only, falling back to the typed test on every row when fewer than
+  // depth pass. Called directly, without the wrappers' own re-check of the rows they return, at
+  // depths where both branches answer (bob reads 2 of every 9 rows here).
+  test('the ranking core alone, exact path: only typed-authorized rows, in exact order, at every depth', async () => {
+    const bob = projections[0]?.[1] as Projection;
+    const partner = projections[5]?.[1] as Projection;
+    for (let depth = 1; depth <= 30; depth += 1) {
+      const q = randomVector(rand);
+      for (const [projection, audience, groups, anyIds] of [
+        [bob, JSON.stringify([{ kind: P.bob.kind, principal: P.bob.principal }]), null, null],
+        [partner, null, ['partner/org-b/docs'], [7]],
+      ] as const) {
+        const r = await t.pool.query(
+          `SELECT chunk_id FROM knowledge.fgentic_rank_v1($1::vector, ARRAY['public'], $2::jsonb, $3::text[],
+             ARRAY[7], $4::integer[], $5, 'exact', 1000, 40, 50000)`,
+          [toVectorParam(q), audience, groups, anyIds, depth],
+        );
+        assert.deepEqual(
+          r.rows.map((x) => x.chunk_id),
+          expected(projection, q, depth),
+          `depth ${depth}, ${audience ? 'matrix' : 'oauth'}`,
+        );
+      }
+    }
+  });
 });
