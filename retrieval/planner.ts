@@ -67,7 +67,8 @@ const knobs = (n: number) => `$${n}::text, $${n + 1}::integer, $${n + 2}::intege
  */
 export function searchStatement(
   args: SearchArguments,
-  vector: string,
+  /** pgvector's text form, or its binary form (retrieval/db/pool.ts, toVectorBinary). */
+  vector: string | Uint8Array,
   maxResults: number,
   queryText: string | null,
   options: PlannerOptions,

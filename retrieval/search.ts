@@ -7,7 +7,7 @@
  */
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
-import { toVectorParam } from './db/pool.ts';
+import { toVectorBinary } from './db/pool.ts';
 import { EMBEDDING_DIMENSIONS } from './embeddings/types.ts';
 import { type CapabilityProof, runUnderCheck } from './ledger.ts';
 import { DEFAULT_PLANNER, type Plan, type PlannerOptions, searchStatement } from './planner.ts';
@@ -88,7 +88,7 @@ export async function searchKnowledge(
     throw new RangeError('max_results out of range');
   if (req.embedding.length !== EMBEDDING_DIMENSIONS) throw new RangeError('embedding dimension');
   const args = searchArguments(req.projection);
-  const vector = toVectorParam(req.embedding);
+  const vector = toVectorBinary(req.embedding);
   const hybrid = req.mode === 'hybrid' && req.queryText !== undefined && req.queryText.trim() !== '';
   const statement = searchStatement(
     args,
