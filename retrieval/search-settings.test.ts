@@ -1,0 +1,100 @@
+/**
+ * The planner settings the search functions run under (docs/filtered-search.md, "Storage" and
+ * "Per-call costs"): the ranking core runs without JIT and plans per call by default, the wrappers
+ * plan once per session, and whatever the functions switch on the way (plan cache mode, the planner
+ * settings around the HNSW fetch) is back to the session's values in the caller's transaction.
+ * These settings change speed, not answers, so the answers are covered elsewhere; here a removed
+ * setting fails by name.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { toVectorBinary } from './db/pool.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, type Plan, searchStatement } from './planner.ts';
+import { searchArguments } from './predicate.ts';
+import {
+  decodeFixture,
+  matrixHeader,
+  meta,
+  oauthHeader,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from './testing.ts';
+
+let t: TestDatabase;
+const rand = prng(15_015);
+
+before(async () => {
+  t = await startTestDatabase();
+  await writeChunks(t.pool, {
+    chunks: Array.from({ length: 40 }, (_, i) => ({
+      chunk_id: `s-${String(i).padStart(2, '0')}`,
+      content: `row ${i}`,
+      embedding: randomVector(rand),
+      metadata: i % 2 ? meta({ principals: [P.alice] }) : meta({ groups: ['partner/org-b/docs'] }),
+    })),
+  });
+});
+after(async () => {
+  await t?.close();
+});
+
+async function settingsOf(name: string): Promise<string[]> {
+  const r = await t.pool.query<{ c: string[] | null }>(
+    `SELECT p.proconfig AS c FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname = 'knowledge' AND p.proname = $1`,
+    [name],
+  );
+  assert.equal(r.rows.length, 1, name);
+  return r.rows[0]?.c ?? [];
+}
+
+test('the ranking core runs without JIT and plans per call unless it says otherwise', async () => {
+  const c = await settingsOf('fgentic_rank_v1');
+  assert.ok(c.includes('jit=off'), c.join(' '));
+  assert.ok(c.includes('plan_cache_mode=force_custom_plan'), c.join(' '));
+});
+
+test('both search functions plan once per session', async () => {
+  for (const name of ['fgentic_search_matrix_v1', 'fgentic_search_groups_v1']) {
+    const c = await settingsOf(name);
+    assert.ok(c.includes('plan_cache_mode=force_generic_plan'), `${name}: ${c.join(' ')}`);
+  }
+});
+
+test("after a search, the caller's transaction has its own planner settings back", async () => {
+  const projections = [
+    decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] })),
+    decodeFixture(oauthHeader({ policy: 'org-b', groups: ['partner/org-b/docs'] })),
+  ];
+  const client = await t.retrieval.connect();
+  try {
+    for (const projection of projections)
+      for (const force of ['exact', 'hnsw', undefined] as (Plan | undefined)[])
+        for (const text of [null, 'row']) {
+          await client.query('BEGIN READ ONLY');
+          const before = await client.query(
+            "SELECT current_setting('plan_cache_mode') AS p, current_setting('enable_seqscan') AS s, current_setting('enable_sort') AS o",
+          );
+          const st = searchStatement(
+            searchArguments(projection),
+            toVectorBinary(randomVector(rand)),
+            5,
+            text,
+            force ? { ...DEFAULT_PLANNER, force } : { ...DEFAULT_PLANNER, exactThreshold: 5 },
+          );
+          const rows = await client.query(st.text, st.values as unknown[]);
+          assert.ok(rows.rows.length > 0);
+          const afterwards = await client.query(
+            "SELECT current_setting('plan_cache_mode') AS p, current_setting('enable_seqscan') AS s, current_setting('enable_sort') AS o",
+          );
+          await client.query('COMMIT');
+          assert.deepEqual(afterwards.rows[0], before.rows[0], `${projection.kind} ${force ?? 'auto'} ${text}`);
+        }
+  } finally {
+    client.release();
+  }
+});
