@@ -1,5 +1,5 @@
--- The ranking core of migration 0014, cheaper per call and with the same answers
--- (docs/filtered-search.md, "Per-call costs"):
+-- The ranking core of migration 0014 and the wrappers of migration 0007, cheaper per call and with
+-- the same answers (docs/filtered-search.md, "Per-call costs"):
 --
 -- 1. The exact path ranks the rows that pass the integer ACL test and applies the typed jsonb test
 --    to the best of them only. Apart from id collisions (32-bit ids; retrieval/acl-collision.test.ts)
@@ -12,8 +12,8 @@
 -- 2. The statements whose plan cannot depend on the call's values are planned once per session
 --    (plan_cache_mode = force_generic_plan, set around them; the function's own SET restores it on
 --    exit): the HNSW fetch (pinned to its index by the planner settings around it), the duplicate
---    lookup (one probe of the vector-key index) and the typed test of step 1's rows (primary-key
---    probes). Planning the HNSW fetch and the duplicate lookup cost ~0.6 ms each per call on
+--    lookup (one probe of the vector-key index) and the typed test of the exact path's best rows
+--    (primary-key probes). Planning the HNSW fetch and the duplicate lookup cost ~0.6 ms each per call on
 --    PostgreSQL 15 (GIN cost estimation over four indexes), more than the fetch itself. The count
 --    and the exact scans stay planned for their values: a generic plan cannot drop the Matrix
 --    call's `any_ids IS NULL OR` branch, and for OAuth audiences it then scanned every row at the
