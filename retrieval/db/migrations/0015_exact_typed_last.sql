@@ -122,8 +122,18 @@ BEGIN
       INTO closer, seen_at_cutoff
       FROM unnest(found_distances) AS u(d);
 
-      IF seen_at_cutoff > 1 THEN
-        -- The walk met a tie group at the cut-off: take all of it from an exact lookup.
+      IF seen_at_cutoff > 1 AND plan_hint = 'auto' THEN
+        -- The walk met a tie group at the cut-off. Looking the whole group up by distance equality
+        -- reads the distance of every authorized row, which is what the exact path costs, and such a
+        -- group is usually copies of one vector. Past the 10 rows pgvector keeps in one graph
+        -- element, copies take several elements at distance 0 from each other; an element's
+        -- neighbour list takes one of them by the selection heuristic and fills the rest in distance
+        -- order (pgvector 0.8 src/hnswutils.c, SelectNeighbors), so with more such elements than a
+        -- list holds (2 * m at layer 0) the lists hold only copies, and a walk that enters them can
+        -- miss closer rows (retrieval/duplicate-search.test.ts). The exact path answers.
+        chosen := 'exact';
+      ELSIF seen_at_cutoff > 1 THEN
+        -- The HNSW plan was asked for: take the tie group from an exact lookup.
         PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
         SELECT array_agg(t.chunk_id ORDER BY t.chunk_id) INTO tied_ids FROM (
           SELECT c.chunk_id FROM knowledge.chunks c
@@ -152,7 +162,9 @@ BEGIN
         ) t;
       END IF;
 
-      IF cardinality(tied_ids) > max_fetch THEN
+      IF chosen = 'exact' THEN
+        NULL;
+      ELSIF cardinality(tied_ids) > max_fetch THEN
         chosen := 'exact';
       ELSE
         -- The rows strictly closer than the cut-off, as found, then the tie group by chunk_id. The
