@@ -301,6 +301,8 @@ async function profile(n: number) {
     step('ACL-only UPDATE with every index (graph walked per row)', await aclUpdate(withAll.table));
     const noGraph = await load(defs.filter((d) => !VECTOR_INDEX_AMS.has(d.am)).map((d) => d.def));
     step('ACL-only UPDATE with every index but the vector index', await aclUpdate(noGraph.table));
+    const btreeOnly = await load(defs.filter((d) => d.am === 'btree').map((d) => d.def));
+    step('ACL-only UPDATE with the btree indexes only (the bulk path)', await aclUpdate(btreeOnly.table));
     step(
       'INSERT with every index, synchronous_commit off',
       (await load(all, ['SET synchronous_commit = off'])).ms,
