@@ -152,6 +152,30 @@ async function searches(queries: readonly string[]) {
   return out;
 }
 
+/** The pool, recording the text of every statement its clients run. */
+function recording(pool: pg.Pool, into: string[]): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop !== 'connect') return Reflect.get(target, prop, target);
+      return async () => {
+        const client = await target.connect();
+        return new Proxy(client, {
+          get(c, p) {
+            if (p !== 'query') {
+              const v = Reflect.get(c, p, c);
+              return typeof v === 'function' ? v.bind(c) : v;
+            }
+            return (text: string, values?: unknown[]) => {
+              into.push(text);
+              return c.query(text, values);
+            };
+          },
+        });
+      };
+    },
+  }) as pg.Pool;
+}
+
 const ingest = (records: readonly IngestRecord[], path: WriteOptions['path']) =>
   withIngestionLease(t.pool, (writer) => ingestRecords(writer, embedder, records, undefined, {}, { path }));
 
@@ -180,8 +204,18 @@ describe('bulk load', () => {
 
   test('the ACL copy of the table keeps its index definition and matches the table after a bulk load', async () => {
     const original = await indexes();
-    const stats = await ingest(corpus(BULK_MIN_ROWS + 100, 8), 'auto');
+    const statements: string[] = [];
+    const stats = await withIngestionLease(recording(t.pool, statements), (writer) =>
+      ingestRecords(writer, embedder, corpus(BULK_MIN_ROWS + 100, 8), undefined, {}, { path: 'auto' }),
+    );
     assert.equal(stats.path, 'bulk');
+    // Its GIN index (fastupdate off) is dropped for the load and re-created, like the table's.
+    assert.ok(statements.includes('DROP INDEX knowledge.fgentic_acl_rows_gin_idx'));
+    assert.ok(
+      statements.some((s) =>
+        /^CREATE INDEX fgentic_acl_rows_gin_idx ON knowledge\.fgentic_acl_rows /.test(s),
+      ),
+    );
     await restoreDeferred(t.pool);
     assert.deepEqual(await indexes(), original);
     const drift = await t.pool.query(
