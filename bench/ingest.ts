@@ -5,8 +5,10 @@
  * alternating workload by workload so a change in machine load hits all of them alike:
  *   before  the write path before this work (bench/ingest-baseline.ts), on a table whose metadata
  *           CHECK is still 0001's function tree (migration 0011 undone for this arm)
- *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row)
- *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table)
+ *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row;
+ *           an ACL change updated in place with the graph kept)
+ *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table,
+ *           an ACL change of most of the table included)
  * Two rates per run: committed (the rows and their ACL indexes are committed and searchable, exactly)
  * and ready (the vector index is built and the table maintained: the call returned). The before arm
  * builds everything in its one transaction, so both of its rates are the same.
@@ -14,9 +16,11 @@
  *   fresh-N  N new chunks into an empty table (embedding, insert, index maintenance or rebuild)
  *   same     the largest input again, unchanged
  *   acl      the largest input with every chunk's ACL changed
+ *   acl-2/3  then two thirds of those chunks with their ACL changed again (the bulk threshold's edge)
  * Then a profile of where a fresh row's milliseconds go (BENCH_PROFILE=0 skips it): the embedder,
  * validation, the INSERT into a copy of the table without indexes, each index's incremental upkeep,
- * and each index's build from scratch. Prints tables and writes bench/results/ingest.json.
+ * an ACL-only UPDATE of every row with every index, without the graph and with the btree indexes
+ * only, and each index's build from scratch. Prints tables and writes bench/results/ingest.json.
  * BENCH_CHUNKS (default "1000,5000") lists the fresh sizes.
  */
 import { spawn } from 'node:child_process';
@@ -178,7 +182,19 @@ for (const n of WORKLOADS ? SIZES : []) {
       note(await ingest(t, path, `fresh-${n}`, input));
       if (n === largest) {
         note(await ingest(t, path, 'same', input));
-        note(await ingest(t, path, 'acl', records(n, '@bob:org-a.example')));
+        const bob = records(n, '@bob:org-a.example');
+        note(await ingest(t, path, 'acl', bob));
+        // Two thirds of the rows change their ACL again: the smallest ACL-only change the bulk
+        // threshold sends to the bulk path (ACL_ONLY_WEIGHT), so its two arms check the rule.
+        const carol = records(n, '@carol:org-a.example');
+        note(
+          await ingest(
+            t,
+            path,
+            'acl-2/3',
+            bob.map((r, i) => (i < Math.ceil((2 * n) / 3) ? carol[i] : r) as IngestRecord),
+          ),
+        );
       }
     } finally {
       await t.close();
@@ -194,7 +210,7 @@ if (runs.length > 0) {
   );
   console.log('chunks/s: committed (rows searchable) / ready (vector index built, table maintained)\n');
   console.log(
-    'workload     chunks     before/s        rows/s     after/s committed   ready   after÷before committed   ready   after result',
+    'workload     chunks     before/s        rows/s     after/s committed   ready   after÷before committed   ready   ready ÷rows   after result',
   );
 }
 const workloads = [...new Set(runs.map((r) => r.workload))];
@@ -212,7 +228,7 @@ for (const w of workloads) {
     committedAfterOverBefore: b.seconds / a.committedSeconds,
   };
   console.log(
-    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${a.result}`,
+    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${`${(r.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${a.result}`,
   );
 }
 
