@@ -1,14 +1,16 @@
 /**
  * Ingest benchmark on the embedded database (PGlite + pgvector, persisted to a temporary directory)
  * with the local embedder, through the production entry point (ingestion role, single-writer lease).
- * Three write paths side by side in one run, each workload on its own fresh database, the paths
+ * Four write paths side by side in one run, each workload on its own fresh database, the paths
  * alternating workload by workload so a change in machine load hits all of them alike:
  *   before  the write path before this work (bench/ingest-baseline.ts), on a table whose metadata
  *           CHECK is still 0001's function tree (migration 0011 undone for this arm)
  *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row;
  *           an ACL change updated in place with the graph kept)
+ *   bulk    today's code held to the bulk path (`path: 'bulk'`: indexes dropped and rebuilt for any
+ *           write, an ACL change of part of the table included), the other side of the threshold
  *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table,
- *           an ACL change of most of the table included)
+ *           an ACL change of the whole table included)
  * Two rates per run: committed (the rows and their ACL indexes are committed and searchable, exactly)
  * and ready (the vector index is built and the table maintained: the call returned). The before arm
  * builds everything in its one transaction, so both of its rates are the same.
@@ -16,7 +18,7 @@
  *   fresh-N  N new chunks into an empty table (embedding, insert, index maintenance or rebuild)
  *   same     the largest input again, unchanged
  *   acl      the largest input with every chunk's ACL changed
- *   acl-2/3  then two thirds of those chunks with their ACL changed again (the bulk threshold's edge)
+ *   acl-2/3  then two thirds of those chunks with their ACL changed again (below the threshold)
  * Then a profile of where a fresh row's milliseconds go (BENCH_PROFILE=0 skips it): the embedder,
  * validation, the INSERT into a copy of the table without indexes, each index's incremental upkeep,
  * an ACL-only UPDATE of every row with every index, without the graph and with the btree indexes
@@ -64,7 +66,7 @@ function records(n: number, principal: string): IngestRecord[] {
   }));
 }
 
-const PATHS = ['before', 'rows', 'after'] as const;
+const PATHS = ['before', 'rows', 'bulk', 'after'] as const;
 type Path = (typeof PATHS)[number];
 interface Run {
   workload: string;
@@ -140,7 +142,7 @@ async function ingest(t: Target, path: Path, workload: string, input: IngestReco
           undefined,
           {},
           {
-            path: path === 'rows' ? 'rows' : 'auto',
+            path: path === 'after' ? 'auto' : path,
             onCommit: () => {
               committed = performance.now();
             },
@@ -184,8 +186,8 @@ for (const n of WORKLOADS ? SIZES : []) {
         note(await ingest(t, path, 'same', input));
         const bob = records(n, '@bob:org-a.example');
         note(await ingest(t, path, 'acl', bob));
-        // Two thirds of the rows change their ACL again: the smallest ACL-only change the bulk
-        // threshold sends to the bulk path (ACL_ONLY_WEIGHT), so its two arms check the rule.
+        // Two thirds of the rows change their ACL again: below the threshold (ACL_ONLY_WEIGHT), so
+        // `after` updates in place as `rows` does, and `bulk` shows what the other choice costs.
         const carol = records(n, '@carol:org-a.example');
         note(
           await ingest(
@@ -210,25 +212,31 @@ if (runs.length > 0) {
   );
   console.log('chunks/s: committed (rows searchable) / ready (vector index built, table maintained)\n');
   console.log(
-    'workload     chunks     before/s        rows/s     after/s committed   ready   after÷before committed   ready   ready ÷rows   after result',
+    'workload     chunks     before/s        rows/s        bulk/s     after/s committed   ready   after÷before committed   ready   ready ÷rows   ready ÷bulk   after result',
   );
 }
 const workloads = [...new Set(runs.map((r) => r.workload))];
 const ratios: Record<
   string,
-  { afterOverBefore: number; afterOverRows: number; committedAfterOverBefore: number }
+  {
+    afterOverBefore: number;
+    afterOverRows: number;
+    afterOverBulk: number;
+    committedAfterOverBefore: number;
+  }
 > = {};
 const rate = (x: number) => x.toFixed(0);
 for (const w of workloads) {
   const by = (p: Path) => runs.find((r) => r.workload === w && r.path === p) as Run;
-  const [b, r, a] = [by('before'), by('rows'), by('after')];
+  const [b, r, k, a] = [by('before'), by('rows'), by('bulk'), by('after')];
   ratios[w] = {
     afterOverBefore: b.seconds / a.seconds,
     afterOverRows: r.seconds / a.seconds,
+    afterOverBulk: k.seconds / a.seconds,
     committedAfterOverBefore: b.seconds / a.committedSeconds,
   };
   console.log(
-    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${`${(r.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${a.result}`,
+    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${`${rate(k.committedPerSecond)}/${rate(k.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${`${(r.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${`${(k.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${a.result}`,
   );
 }
 

@@ -188,18 +188,20 @@ describe('bulk load', () => {
   });
 
   test('the threshold counts an ACL-only row as a fraction of a new vector', () => {
-    const weight = ACL_ONLY_WEIGHT * BULK_TABLE_RATIO;
-    // An ACL change alone: from two thirds of the table on, and never below BULK_MIN_ROWS weighted rows.
-    assert.equal(bulkPays(0, 1500, 1000), true);
-    assert.equal(bulkPays(0, 1501, 1000), false);
-    assert.equal(bulkPays(0, 1000 * weight, 1000), true);
-    assert.equal(bulkPays(0, 0, Math.ceil(BULK_MIN_ROWS / ACL_ONLY_WEIGHT)), true);
-    assert.equal(bulkPays(0, 0, Math.ceil(BULK_MIN_ROWS / ACL_ONLY_WEIGHT) - 1), false);
+    // An ACL change alone: only of the whole table, and of at least BULK_MIN_ROWS / ACL_ONLY_WEIGHT rows.
+    const least = Math.ceil(BULK_MIN_ROWS / ACL_ONLY_WEIGHT);
+    assert.equal(ACL_ONLY_WEIGHT * BULK_TABLE_RATIO, 1);
+    assert.equal(bulkPays(0, least, least), true);
+    assert.equal(bulkPays(0, least + 1, least), false, 'one row of the table left out');
+    assert.equal(bulkPays(0, 5000, 5000), true);
+    assert.equal(bulkPays(0, 5000, 4999), false);
+    assert.equal(bulkPays(0, 0, least - 1), false);
     // Mixed: new vectors and ACL-only rows add up.
-    assert.equal(bulkPays(400, 0, 100), false);
-    assert.equal(bulkPays(400, 0, 134), true);
-    assert.equal(bulkPays(400, 2 * (400 + 400 * ACL_ONLY_WEIGHT), 400), true);
-    assert.equal(bulkPays(400, 2 * (400 + 400 * ACL_ONLY_WEIGHT) + 1, 400), false);
+    assert.equal(bulkPays(400, 0, (BULK_MIN_ROWS - 400) / ACL_ONLY_WEIGHT - 1), false);
+    assert.equal(bulkPays(400, 0, (BULK_MIN_ROWS - 400) / ACL_ONLY_WEIGHT), true);
+    const weighted = 400 + 400 * ACL_ONLY_WEIGHT;
+    assert.equal(bulkPays(400, weighted * BULK_TABLE_RATIO, 400), true);
+    assert.equal(bulkPays(400, weighted * BULK_TABLE_RATIO + 1, 400), false);
   });
 
   test('the ACL copy of the table keeps its index definition and matches the table after a bulk load', async () => {

@@ -108,15 +108,17 @@ export const BULK_MIN_ROWS = 500;
 export const BULK_TABLE_RATIO = 2;
 /**
  * An ACL-only row counted in new vectors for the threshold. Its UPDATE keeps the vector, but pgvector
- * still walks the graph for the new row version, so with every index in place it costs several times
- * the same UPDATE with the graph and the GIN indexes dropped, while rebuilding them costs a fixed
- * amount per row of the table. At 0.75 an ACL change alone takes the bulk path from two thirds of the
- * table on; `npm run bench:ingest` checks that edge (workload acl-2/3, rows against after: the bulk
- * path was ready 1.13–1.14× sooner on 5,000 rows, and 1.41–1.45× sooner for an ACL change of every
- * row). Below the edge the gain shrinks towards nothing, while the bulk path still blocks readers
- * for the whole write and leaves searches exact until the graph is back.
+ * still walks the graph for the new row version, so in place it costs several times the same UPDATE
+ * with the graph and the GIN indexes dropped; but rebuilding them costs a fixed amount per row of the
+ * table, and the walk is cheaper on a small graph. Measured end to end (ready), bulk against in
+ * place: an ACL change of every row 1.40–1.45× sooner on 5,000 rows, 1.00–1.19× on 2,000, 0.95–1.62×
+ * on 1,000; of two thirds of the rows 1.01–1.14× on 5,000 but 0.85–0.89× on 2,000. At 0.5 an ACL
+ * change alone takes the bulk path only when it covers the whole table, from 1,000 rows on; anything
+ * less keeps the graph, since the bulk path also blocks readers for the whole write and leaves
+ * searches exact until the graph is back (`npm run bench:ingest`, workloads acl and acl-2/3, arms
+ * rows, bulk and after).
  */
-export const ACL_ONLY_WEIGHT = 0.75;
+export const ACL_ONLY_WEIGHT = 0.5;
 /**
  * The bulk path re-creates an HNSW index only when the table then holds more rows than this; below,
  * it records the index's definition in knowledge.fgentic_deferred_indexes instead, and the first
