@@ -1,12 +1,16 @@
 /**
  * Ingest benchmark on the embedded database (PGlite + pgvector, persisted to a temporary directory)
  * with the local embedder, through the production entry point (ingestion role, single-writer lease).
- * Three write paths side by side in one run, each workload on its own fresh database, the paths
+ * Four write paths side by side in one run, each workload on its own fresh database, the paths
  * alternating workload by workload so a change in machine load hits all of them alike:
  *   before  the write path before this work (bench/ingest-baseline.ts), on a table whose metadata
  *           CHECK is still 0001's function tree (migration 0011 undone for this arm)
- *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row)
- *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table)
+ *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row;
+ *           an ACL change updated in place with the graph kept)
+ *   bulk    today's code held to the bulk path (`path: 'bulk'`: indexes dropped and rebuilt for any
+ *           write, an ACL change of part of the table included), the other side of the threshold
+ *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table,
+ *           an ACL change of the whole table included)
  * Two rates per run: committed (the rows and their ACL indexes are committed and searchable, exactly)
  * and ready (the vector index is built and the table maintained: the call returned). The before arm
  * builds everything in its one transaction, so both of its rates are the same.
@@ -14,9 +18,11 @@
  *   fresh-N  N new chunks into an empty table (embedding, insert, index maintenance or rebuild)
  *   same     the largest input again, unchanged
  *   acl      the largest input with every chunk's ACL changed
+ *   acl-2/3  then two thirds of those chunks with their ACL changed again (below the threshold)
  * Then a profile of where a fresh row's milliseconds go (BENCH_PROFILE=0 skips it): the embedder,
  * validation, the INSERT into a copy of the table without indexes, each index's incremental upkeep,
- * and each index's build from scratch. Prints tables and writes bench/results/ingest.json.
+ * an ACL-only UPDATE of every row with every index, without the graph and with the btree indexes
+ * only, and each index's build from scratch. Prints tables and writes bench/results/ingest.json.
  * BENCH_CHUNKS (default "1000,5000") lists the fresh sizes.
  */
 import { spawn } from 'node:child_process';
@@ -60,7 +66,7 @@ function records(n: number, principal: string): IngestRecord[] {
   }));
 }
 
-const PATHS = ['before', 'rows', 'after'] as const;
+const PATHS = ['before', 'rows', 'bulk', 'after'] as const;
 type Path = (typeof PATHS)[number];
 interface Run {
   workload: string;
@@ -136,7 +142,7 @@ async function ingest(t: Target, path: Path, workload: string, input: IngestReco
           undefined,
           {},
           {
-            path: path === 'rows' ? 'rows' : 'auto',
+            path: path === 'after' ? 'auto' : path,
             onCommit: () => {
               committed = performance.now();
             },
@@ -178,7 +184,19 @@ for (const n of WORKLOADS ? SIZES : []) {
       note(await ingest(t, path, `fresh-${n}`, input));
       if (n === largest) {
         note(await ingest(t, path, 'same', input));
-        note(await ingest(t, path, 'acl', records(n, '@bob:org-a.example')));
+        const bob = records(n, '@bob:org-a.example');
+        note(await ingest(t, path, 'acl', bob));
+        // Two thirds of the rows change their ACL again: below the threshold (ACL_ONLY_WEIGHT), so
+        // `after` updates in place as `rows` does, and `bulk` shows what the other choice costs.
+        const carol = records(n, '@carol:org-a.example');
+        note(
+          await ingest(
+            t,
+            path,
+            'acl-2/3',
+            bob.map((r, i) => (i < Math.ceil((2 * n) / 3) ? carol[i] : r) as IngestRecord),
+          ),
+        );
       }
     } finally {
       await t.close();
@@ -194,25 +212,31 @@ if (runs.length > 0) {
   );
   console.log('chunks/s: committed (rows searchable) / ready (vector index built, table maintained)\n');
   console.log(
-    'workload     chunks     before/s        rows/s     after/s committed   ready   after÷before committed   ready   after result',
+    'workload     chunks     before/s        rows/s        bulk/s     after/s committed   ready   after÷before committed   ready   ready ÷rows   ready ÷bulk   after result',
   );
 }
 const workloads = [...new Set(runs.map((r) => r.workload))];
 const ratios: Record<
   string,
-  { afterOverBefore: number; afterOverRows: number; committedAfterOverBefore: number }
+  {
+    afterOverBefore: number;
+    afterOverRows: number;
+    afterOverBulk: number;
+    committedAfterOverBefore: number;
+  }
 > = {};
 const rate = (x: number) => x.toFixed(0);
 for (const w of workloads) {
   const by = (p: Path) => runs.find((r) => r.workload === w && r.path === p) as Run;
-  const [b, r, a] = [by('before'), by('rows'), by('after')];
+  const [b, r, k, a] = [by('before'), by('rows'), by('bulk'), by('after')];
   ratios[w] = {
     afterOverBefore: b.seconds / a.seconds,
     afterOverRows: r.seconds / a.seconds,
+    afterOverBulk: k.seconds / a.seconds,
     committedAfterOverBefore: b.seconds / a.committedSeconds,
   };
   console.log(
-    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${a.result}`,
+    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${`${rate(k.committedPerSecond)}/${rate(k.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${`${(r.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${`${(k.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${a.result}`,
   );
 }
 
@@ -301,6 +325,8 @@ async function profile(n: number) {
     step('ACL-only UPDATE with every index (graph walked per row)', await aclUpdate(withAll.table));
     const noGraph = await load(defs.filter((d) => !VECTOR_INDEX_AMS.has(d.am)).map((d) => d.def));
     step('ACL-only UPDATE with every index but the vector index', await aclUpdate(noGraph.table));
+    const btreeOnly = await load(defs.filter((d) => d.am === 'btree').map((d) => d.def));
+    step('ACL-only UPDATE with the btree indexes only (the bulk path)', await aclUpdate(btreeOnly.table));
     step(
       'INSERT with every index, synchronous_commit off',
       (await load(all, ['SET synchronous_commit = off'])).ms,

@@ -3,15 +3,17 @@
  * empty database, and the serving role's list holds nothing but schema usage and function execution.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startTestDatabase, type TestDatabase } from '../testing.ts';
-import { describeGrants, GRANTS_BEGIN, GRANTS_END } from './grants.ts';
+import { describeGrants, GRANT_SCHEMAS, GRANTS_BEGIN, GRANTS_END, PUBLIC_GRANTEE } from './grants.ts';
 import { RETRIEVAL_ROLE } from './roles.ts';
 
-const README = join(dirname(fileURLToPath(import.meta.url)), '..', 'README.md');
+const HERE = dirname(fileURLToPath(import.meta.url));
+const README = join(HERE, '..', 'README.md');
+const MIGRATIONS = join(HERE, 'migrations');
 
 let t: TestDatabase;
 before(async () => {
@@ -39,4 +41,37 @@ test('the serving role may use the schema and execute functions, nothing else', 
       line,
       /^ {2}- (USAGE on schema `(knowledge|fgentic_ledger)`|EXECUTE on function `(knowledge\.fgentic_[a-z0-9_]+|fgentic_ledger\.check)_v1\()/,
     );
+});
+
+test('the list covers every schema a migration creates, and each appears in it', async () => {
+  const created = new Set<string>();
+  for (const file of readdirSync(MIGRATIONS).filter((f) => f.endsWith('.sql')))
+    for (const m of readFileSync(join(MIGRATIONS, file), 'utf8').matchAll(
+      /^\s*CREATE\s+SCHEMA\s+(?:IF\s+NOT\s+EXISTS\s+)?([a-z_][a-z0-9_]*)/gim,
+    ))
+      created.add((m[1] as string).toLowerCase());
+  assert.ok(created.size > 0);
+  // The migrations may assume `knowledge` exists (the origin creates it); it is listed all the same.
+  assert.deepEqual(
+    [...created].filter((s) => !GRANT_SCHEMAS.includes(s)),
+    [],
+  );
+  const schemas = (
+    await t.pool.query(
+      `SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' AND nspname NOT IN ('information_schema', 'public')
+       ORDER BY 1`,
+    )
+  ).rows.map((r: { nspname: string }) => r.nspname);
+  assert.deepEqual(
+    schemas.filter((s: string) => !GRANT_SCHEMAS.includes(s)),
+    [],
+    'every schema of a migrated database is listed',
+  );
+  const list = await describeGrants(t.pool);
+  for (const schema of GRANT_SCHEMAS) assert.ok(list.includes(`schema \`${schema}\``), schema);
+  const publicPart = list.slice(list.indexOf(`- \`${PUBLIC_GRANTEE}\``));
+  assert.match(publicPart, /USAGE on schema `fgentic_checks`/);
+  assert.match(publicPart, /EXECUTE on function `fgentic_checks\.metadata_valid\(jsonb\)`/);
+  assert.match(publicPart, /USAGE on schema `fgentic_ids`/);
+  assert.match(publicPart, /EXECUTE on function `fgentic_ids\.vector_key\(public\.vector\)`/);
 });

@@ -35,7 +35,7 @@ import {
 } from '../testing.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './embedded.ts';
 import { loadMigrations, migrate } from './migrate.ts';
-import { applyOriginSchema, ORIGIN_SKIP } from './origin-fixture.ts';
+import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
 import { asRole, INGESTION_ROLE, RETRIEVAL_ROLE, ServingPrivilegeError } from './roles.ts';
 
@@ -284,6 +284,75 @@ describe('project first: this project on an empty database, the origin Jobs afte
       hits.hits.map((h) => h.chunk_id),
       ['pf-1'],
     );
+  });
+
+  test("the origin's v1 re-defining the metadata CHECK after 0011: migrate leaves it as the origin made it, and writes still work", async () => {
+    const db = String((await t.pool.query('SELECT current_database() AS d')).rows[0]?.d);
+    // The origin's own definition, read from its v1 SQL (its CREATE TABLE names the constraint).
+    const origin = /CONSTRAINT chunks_metadata_valid (CHECK \(.*\))\s*$/m.exec(originSchemaSql(1, db))?.[1];
+    assert.ok(origin !== undefined);
+    const constraint = async () =>
+      (
+        await t.pool.query(
+          `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
+            WHERE conrelid = 'knowledge.chunks'::regclass AND conname = 'chunks_metadata_valid'`,
+        )
+      ).rows[0]?.def as string;
+    assert.equal(
+      await constraint(),
+      'CHECK (fgentic_checks.metadata_valid(metadata))',
+      '0011 replaced it here',
+    );
+    const client = await t.pool.connect();
+    try {
+      await client.query('SET ROLE knowledge_owner');
+      await client.query(
+        `ALTER TABLE knowledge.chunks DROP CONSTRAINT chunks_metadata_valid, ADD CONSTRAINT chunks_metadata_valid ${origin}`,
+      );
+    } finally {
+      await client.query('RESET ROLE');
+      client.release();
+    }
+    await applyOriginSchema(t.pool, [1]);
+    const redefined = await constraint();
+    assert.equal(redefined, 'CHECK (knowledge.is_valid_metadata(metadata))');
+    await migrate(t.pool);
+    await migrate(t.pool);
+    assert.equal(await constraint(), redefined, 'migrate leaves the origin its constraint');
+    // Writes on both paths, and an ACL-only change, still land under the origin's CHECK.
+    const rows = (prefix: string, n: number, who: MatrixPrincipal = P.alice) =>
+      Array.from({ length: n }, (_, i) => ({
+        chunk_id: `${prefix}-${i}`,
+        content: `origin check ${prefix} ${i}`,
+        metadata: meta({ source: `docs/${prefix}.md`, principals: [who] }),
+        embedding: randomVector(prng(100 + i)),
+      }));
+    const bulk = await withIngestionLease(t.pool, (w) =>
+      writeChunks(w, { chunks: rows('oc-bulk', 3) }, undefined, { path: 'bulk' }),
+    );
+    const byRow = await withIngestionLease(t.pool, (w) =>
+      writeChunks(w, { chunks: rows('oc-rows', 2) }, undefined, { path: 'rows' }),
+    );
+    const acl = await withIngestionLease(t.pool, (w) =>
+      writeChunks(w, {
+        chunks: rows('oc-rows', 2, P.bob).map(({ embedding: _, ...c }) => c),
+      }),
+    );
+    assert.deepEqual(
+      [bulk.path, bulk.upserted, byRow.path, byRow.upserted, acl.aclOnly],
+      ['bulk', 3, 'rows', 2, 2],
+    );
+    // A bad row is still refused, by the origin's constraint under its name.
+    const bad = {
+      ...rows('oc-bad', 1)[0],
+      metadata: { ...meta({ principals: [P.alice] }), allowed_principals: [] },
+    };
+    await assert.rejects(
+      withIngestionLease(t.pool, (w) => writeChunks(w, { chunks: [bad as never] })),
+      (err: { code?: string; constraint?: string }) =>
+        err.code === '23514' && err.constraint === 'chunks_metadata_valid',
+    );
+    assert.equal(await constraint(), redefined);
   });
 });
 

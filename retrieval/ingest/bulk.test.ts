@@ -27,8 +27,11 @@ import {
 import { type IngestRecord, ingestRecords, prepareRecords } from './jsonl.ts';
 import { withIngestionLease } from './lease.ts';
 import {
+  ACL_ONLY_WEIGHT,
   BULK_MIN_ROWS,
+  BULK_TABLE_RATIO,
   bulkPays,
+  CommitCallbackError,
   type StoredChunk,
   VECTOR_INDEX_MIN_ROWS,
   vectorIndexWaits,
@@ -111,7 +114,7 @@ async function indexes() {
       `SELECT x.indexname, x.indexdef, i.indisvalid AND i.indisready AS usable,
               obj_description(i.indexrelid, 'pg_class') AS comment
          FROM pg_indexes x JOIN pg_index i ON i.indexrelid = (quote_ident(x.schemaname) || '.' || quote_ident(x.indexname))::regclass
-        WHERE x.schemaname = 'knowledge' AND x.tablename = 'chunks' ORDER BY x.indexname`,
+        WHERE x.schemaname = 'knowledge' AND x.tablename IN ('chunks', 'fgentic_acl_rows') ORDER BY x.indexname`,
     )
   ).rows;
 }
@@ -149,6 +152,30 @@ async function searches(queries: readonly string[]) {
   return out;
 }
 
+/** The pool, recording the text of every statement its clients run. */
+function recording(pool: pg.Pool, into: string[]): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop !== 'connect') return Reflect.get(target, prop, target);
+      return async () => {
+        const client = await target.connect();
+        return new Proxy(client, {
+          get(c, p) {
+            if (p !== 'query') {
+              const v = Reflect.get(c, p, c);
+              return typeof v === 'function' ? v.bind(c) : v;
+            }
+            return (text: string, values?: unknown[]) => {
+              into.push(text);
+              return c.query(text, values);
+            };
+          },
+        });
+      };
+    },
+  }) as pg.Pool;
+}
+
 const ingest = (records: readonly IngestRecord[], path: WriteOptions['path']) =>
   withIngestionLease(t.pool, (writer) => ingestRecords(writer, embedder, records, undefined, {}, { path }));
 
@@ -158,6 +185,48 @@ describe('bulk load', () => {
     assert.equal(bulkPays(BULK_MIN_ROWS - 1, 0), false);
     assert.equal(bulkPays(1000, 2000), true);
     assert.equal(bulkPays(1000, 2001), false);
+  });
+
+  test('the threshold counts an ACL-only row as a fraction of a new vector', () => {
+    // An ACL change alone: only of the whole table, and of at least BULK_MIN_ROWS / ACL_ONLY_WEIGHT rows.
+    const least = Math.ceil(BULK_MIN_ROWS / ACL_ONLY_WEIGHT);
+    assert.equal(ACL_ONLY_WEIGHT * BULK_TABLE_RATIO, 1);
+    assert.equal(bulkPays(0, least, least), true);
+    assert.equal(bulkPays(0, least + 1, least), false, 'one row of the table left out');
+    assert.equal(bulkPays(0, 5000, 5000), true);
+    assert.equal(bulkPays(0, 5000, 4999), false);
+    assert.equal(bulkPays(0, 0, least - 1), false);
+    // Mixed: new vectors and ACL-only rows add up.
+    assert.equal(bulkPays(400, 0, (BULK_MIN_ROWS - 400) / ACL_ONLY_WEIGHT - 1), false);
+    assert.equal(bulkPays(400, 0, (BULK_MIN_ROWS - 400) / ACL_ONLY_WEIGHT), true);
+    const weighted = 400 + 400 * ACL_ONLY_WEIGHT;
+    assert.equal(bulkPays(400, weighted * BULK_TABLE_RATIO, 400), true);
+    assert.equal(bulkPays(400, weighted * BULK_TABLE_RATIO + 1, 400), false);
+  });
+
+  test('the ACL copy of the table keeps its index definition and matches the table after a bulk load', async () => {
+    const original = await indexes();
+    const statements: string[] = [];
+    const stats = await withIngestionLease(recording(t.pool, statements), (writer) =>
+      ingestRecords(writer, embedder, corpus(BULK_MIN_ROWS + 100, 8), undefined, {}, { path: 'auto' }),
+    );
+    assert.equal(stats.path, 'bulk');
+    // Its GIN index (fastupdate off) is dropped for the load and re-created, like the table's.
+    assert.ok(statements.includes('DROP INDEX knowledge.fgentic_acl_rows_gin_idx'));
+    assert.ok(
+      statements.some((s) =>
+        /^CREATE INDEX fgentic_acl_rows_gin_idx ON knowledge\.fgentic_acl_rows /.test(s),
+      ),
+    );
+    await restoreDeferred(t.pool);
+    assert.deepEqual(await indexes(), original);
+    const drift = await t.pool.query(
+      `SELECT count(*)::int AS n FROM (
+         (SELECT chunk_id, fgentic_acl FROM knowledge.chunks EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows)
+         UNION ALL
+         (SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.chunks)) d`,
+    );
+    assert.equal(drift.rows[0].n, 0);
   });
 
   test('bulk and row-by-row writes of the same input leave the same rows, ACLs, indexes and search results', async () => {
@@ -449,35 +518,71 @@ describe('ACL-only writes', () => {
     (await t.pool.query("SELECT to_regclass('knowledge.chunks_embedding_hnsw_idx')::oid AS oid")).rows[0]
       ?.oid;
 
-  test('an ACL change of every row is updated in place: the graph is neither dropped nor rebuilt', async () => {
-    const input = corpus(BULK_MIN_ROWS + 100, 31);
-    await ingest(input, 'rows');
-    const graph = await graphOid();
-    assert.ok(graph !== null, 'the row path keeps the HNSW index');
-    const vectors = (
-      await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY 1')
-    ).rows;
-    // The same chunks, each now readable by one principal that no row had before: as many ACL-only versions as the table has rows,
-    // which would pass the bulk threshold if they counted as new vectors.
-    const moved = input.map((r) => ({
+  /** The same chunks, each now readable by one principal that no row had before. */
+  const moveTo = (records: readonly IngestRecord[], who: MatrixPrincipal) =>
+    records.map((r) => ({
       ...r,
       metadata: meta({
         source: (r as { metadata: { source: { id: string } } }).metadata.source.id,
-        principals: [P.ircBob],
+        principals: [who],
       }),
     }));
-    assert.ok(bulkPays(moved.length, input.length));
+  const vectors = async () =>
+    (await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY 1')).rows;
+
+  test('an ACL change of a few rows is updated in place: the graph is neither dropped nor rebuilt', async () => {
+    const input = corpus(BULK_MIN_ROWS + 100, 30);
+    await ingest(input, 'rows');
+    const graph = await graphOid();
+    assert.ok(graph !== null, 'the row path keeps the HNSW index');
+    const before = await vectors();
+    const moved = [...moveTo(input.slice(0, 100), P.ircBob), ...input.slice(100)];
+    assert.equal(bulkPays(0, input.length, 100), false);
     const stats = await ingest(moved, 'auto');
     assert.deepEqual(
       { path: stats.path, aclOnly: stats.aclOnly, upserted: stats.upserted, embedded: stats.embedded },
-      { path: 'rows', aclOnly: input.length, upserted: 0, embedded: 0 },
+      { path: 'rows', aclOnly: 100, upserted: 0, embedded: 0 },
     );
     assert.equal(await graphOid(), graph, 'the same index, not a rebuilt one');
     assert.deepEqual(await deferred(), []);
-    assert.deepEqual(
-      (await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY 1')).rows,
-      vectors,
+    assert.deepEqual(await vectors(), before);
+  });
+
+  test('an ACL change of every row drops the indexes, updates in place and rebuilds them; vectors and search follow', async () => {
+    const original = await indexes();
+    const input = corpus(VECTOR_INDEX_MIN_ROWS + 100, 31);
+    await ingest(input, 'rows');
+    const graph = await graphOid();
+    const before = await vectors();
+    const moved = moveTo(input, P.ircBob);
+    assert.ok(bulkPays(0, input.length, moved.length));
+    let atCommit: { graph: boolean; waiting: unknown[] } | undefined;
+    const stats = await withIngestionLease(t.pool, (writer) =>
+      ingestRecords(
+        writer,
+        embedder,
+        moved,
+        undefined,
+        {},
+        {
+          onCommit: async () => {
+            atCommit = { graph: (await graphOid()) !== null, waiting: await deferred() };
+          },
+        },
+      ),
     );
+    assert.deepEqual(
+      { path: stats.path, aclOnly: stats.aclOnly, upserted: stats.upserted, embedded: stats.embedded },
+      { path: 'bulk', aclOnly: input.length, upserted: 0, embedded: 0 },
+    );
+    assert.deepEqual(atCommit, {
+      graph: false,
+      waiting: [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }],
+    });
+    assert.notEqual(await graphOid(), graph, 'the graph was rebuilt after the commit');
+    assert.deepEqual(await deferred(), []);
+    assert.deepEqual(await indexes(), original, 'every index is back, defined as the migrations made it');
+    assert.deepEqual(await vectors(), before, 'no vector changed');
     const [q] = await embedder.embed(['budget travel']);
     const asIrcBob = decodeFixture(matrixHeader({ caller: P.ircBob, audience: [P.ircBob] }));
     const asAlice = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
@@ -693,6 +798,38 @@ describe('vector index built after the commit', () => {
     );
     assert.deepEqual(await deferred(), []);
     assert.deepEqual(await indexes(), original, 'every index is back, defined as the migrations made it');
+  });
+
+  test('a failing onCommit callback: the graph is still built, the table maintained, and the write rejects naming the callback', async () => {
+    const input = corpus(large, 44, 'callback ');
+    const thrown = new Error('callback failed');
+    const err = await withIngestionLease(t.pool, (writer) =>
+      ingestRecords(
+        writer,
+        embedder,
+        input,
+        undefined,
+        {},
+        {
+          path: 'auto',
+          onCommit: () => {
+            throw thrown;
+          },
+        },
+      ),
+    ).then(
+      () => assert.fail('the write should reject'),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof CommitCallbackError);
+    assert.equal(err.cause, thrown);
+    assert.deepEqual(
+      { path: err.stats.path, upserted: err.stats.upserted, maintenance: err.stats.maintenance },
+      { path: 'bulk', upserted: large, maintenance: 'done' },
+    );
+    assert.equal((await t.pool.query('SELECT count(*)::int AS n FROM knowledge.chunks')).rows[0].n, large);
+    assert.equal(await graph(), true, 'the graph does not wait for the next write');
+    assert.deepEqual(await deferred(), []);
   });
 });
 

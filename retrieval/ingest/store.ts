@@ -81,7 +81,11 @@ export interface WriteOptions {
   readonly onPhase?: (label: string, total: number) => void;
   /** Merge GIN pending lists and ANALYZE after a commit that changed rows (default true). */
   readonly maintain?: boolean;
-  /** The rows are committed and visible to searches; awaited before the vector index is built. */
+  /**
+   * The rows are committed and visible to searches; awaited before the vector index is built. If it
+   * throws, the write still builds the index and maintains the table, then rejects with a
+   * CommitCallbackError that carries the stats and the callback's error as its cause.
+   */
   readonly onCommit?: () => void | Promise<void>;
 }
 
@@ -96,12 +100,25 @@ const LOOKUP_BATCH = 1000;
 /**
  * Bulk-load threshold: at least BULK_MIN_ROWS new row versions, and at most BULK_TABLE_RATIO rows
  * already in the table per new row. Rebuilding re-inserts every existing row into the graph, at
- * roughly a third of the cost of an incremental insertion (measured by `npm run bench:ingest`), so
- * up to about 2 existing rows per new row the rebuild is still cheaper; below 500 rows the fixed
- * cost of the lock and of re-creating every index is not worth it.
+ * roughly a third of the cost of an incremental insertion, so up to about 2 existing rows per new
+ * row the rebuild is still cheaper; below 500 rows the fixed cost of the lock and of re-creating
+ * every index is not worth it.
  */
 export const BULK_MIN_ROWS = 500;
 export const BULK_TABLE_RATIO = 2;
+/**
+ * An ACL-only row counted in new vectors for the threshold. Its UPDATE keeps the vector, but pgvector
+ * still walks the graph for the new row version, so in place it costs several times the same UPDATE
+ * with the graph and the GIN indexes dropped; but rebuilding them costs a fixed amount per row of the
+ * table, and the walk is cheaper on a small graph. Measured end to end (ready), bulk against in
+ * place: an ACL change of every row 1.40–1.45× sooner on 5,000 rows, 1.00–1.19× on 2,000, 0.95–1.62×
+ * on 1,000; of two thirds of the rows 1.01–1.14× on 5,000 but 0.85–0.89× on 2,000. At 0.5 an ACL
+ * change alone takes the bulk path only when it covers the whole table, from 1,000 rows on; anything
+ * less keeps the graph, since the bulk path also blocks readers for the whole write and leaves
+ * searches exact until the graph is back (`npm run bench:ingest`, workloads acl and acl-2/3, arms
+ * rows, bulk and after).
+ */
+export const ACL_ONLY_WEIGHT = 0.5;
 /**
  * The bulk path re-creates an HNSW index only when the table then holds more rows than this; below,
  * it records the index's definition in knowledge.fgentic_deferred_indexes instead, and the first
@@ -115,6 +132,22 @@ export const BULK_TABLE_RATIO = 2;
  */
 export const VECTOR_INDEX_MIN_ROWS = DEFAULT_PLANNER.exactThreshold;
 const VECTOR_INDEX_METHODS: ReadonlySet<string> = new Set(['hnsw', 'ivfflat']);
+
+/**
+ * The onCommit callback failed after the rows were committed. The write finished regardless (vector
+ * index built, table maintained): `stats` is what it did, `cause` what the callback threw. Without
+ * this, a rejected write would look like nothing was written, and the graph would wait for the next
+ * owner write.
+ */
+export class CommitCallbackError extends Error {
+  constructor(
+    readonly stats: WriteStats,
+    options: { readonly cause: unknown },
+  ) {
+    super('the rows are committed, but the onCommit callback failed', options);
+    this.name = 'CommitCallbackError';
+  }
+}
 
 /** Whether a vector index (by access method) waits on a table of `rows` rows. */
 export function vectorIndexWaits(am: string, rows: number): boolean {
@@ -154,9 +187,13 @@ export class StoreConflictError extends Error {
   }
 }
 
-/** Whether writing `rows` new vectors (new rows or new content) into a table of `tableRows` rows is bulk-loaded. */
-export function bulkPays(rows: number, tableRows: number): boolean {
-  return rows >= BULK_MIN_ROWS && tableRows <= rows * BULK_TABLE_RATIO;
+/**
+ * Whether writing `rows` new vectors (new rows or new content) and `aclOnly` metadata-only updates
+ * into a table of `tableRows` rows is bulk-loaded.
+ */
+export function bulkPays(rows: number, tableRows: number, aclOnly = 0): boolean {
+  const weighted = rows + aclOnly * ACL_ONLY_WEIGHT;
+  return weighted >= BULK_MIN_ROWS && tableRows <= weighted * BULK_TABLE_RATIO;
 }
 
 /** maintenance_work_mem (MB) for re-creating the indexes of a table of `rows` rows. */
@@ -184,10 +221,12 @@ interface RecordedIndex {
 const PINNED_PATH = "SELECT set_config('search_path', 'pg_catalog, pg_temp', true)";
 
 /**
- * The indexes the bulk path rebuilds: valid, ready, not btree (btree maintenance per row is cheap,
- * and the primary key serves the upsert), backing no constraint (a re-created index would not back
- * it again), in the default tablespace (pg_get_indexdef does not print one), without a per-column
- * statistics target (ALTER INDEX … SET STATISTICS is not part of the definition either).
+ * The indexes the bulk path rebuilds, on knowledge.chunks and on the ACL copy its triggers fill
+ * (migration 0014; that GIN index has fastupdate off, so a load maintained it entry by entry): valid,
+ * ready, not btree (btree maintenance per row is cheap, and the primary key serves the upsert),
+ * backing no constraint (a re-created index would not back it again), in the default tablespace
+ * (pg_get_indexdef does not print one), without a per-column statistics target (ALTER INDEX … SET
+ * STATISTICS is not part of the definition either).
  */
 async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
   const r = await client.query(
@@ -198,7 +237,7 @@ async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[
        FROM pg_index i
        JOIN pg_class c ON c.oid = i.indexrelid
        JOIN pg_am am ON am.oid = c.relam
-      WHERE i.indrelid = 'knowledge.chunks'::regclass
+      WHERE i.indrelid IN ('knowledge.chunks'::regclass, 'knowledge.fgentic_acl_rows'::regclass)
         AND i.indisvalid AND i.indisready AND i.indislive
         AND am.amname <> 'btree'
         AND c.reltablespace = 0
@@ -239,7 +278,9 @@ async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undef
     return await asOwner(client, async () => {
       const before = await client.query("SELECT current_setting('lock_timeout') AS t");
       await client.query("SELECT set_config('lock_timeout', $1, true)", [BULK_LOCK_TIMEOUT]);
-      await client.query('LOCK TABLE knowledge.chunks IN ACCESS EXCLUSIVE MODE');
+      // In the order searches take them (the outer query locks the table, then the ranking core
+      // reads the ACL copy), so a reader waiting on one while holding the other cannot deadlock us.
+      await client.query('LOCK TABLE knowledge.chunks, knowledge.fgentic_acl_rows IN ACCESS EXCLUSIVE MODE');
       await client.query("SELECT set_config('lock_timeout', $1, true)", [String(before.rows[0]?.t)]);
       const indexes = await rebuildableIndexes(client);
       // Names are the catalog's own regclass text, already quoted: never input.
@@ -248,8 +289,9 @@ async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undef
     });
   } catch (err) {
     const code = (err as { code?: unknown }).code;
-    // 42501: this login may not act as the owner; 55P03: the lock was not granted in time.
-    if (code !== '42501' && code !== '55P03') throw err;
+    // 42501: this login may not act as the owner; 55P03: the lock was not granted in time;
+    // 40P01: a deadlock with another session's locks, found while waiting for ours.
+    if (code !== '42501' && code !== '55P03' && code !== '40P01') throw err;
     // Undoes the role, the settings and the lock taken since the savepoint.
     await client.query('ROLLBACK TO SAVEPOINT fgentic_bulk');
     return undefined;
@@ -441,13 +483,12 @@ export async function writeChunks(
     await client.query('BEGIN');
     let rebuild: RecordedIndex[] | undefined;
     const mode = options.path ?? 'auto';
-    // Only rows with a new vector count towards a bulk load. An ACL-only row keeps its vector: it is
-    // updated in place in batches, and a write of nothing else never drops and rebuilds the graph
-    // for vectors that did not change (its cost: retrieval/README.md, "Large writes").
-    const versions = full.length;
-    if (versions > 0 && (mode === 'bulk' || (mode === 'auto' && versions >= BULK_MIN_ROWS))) {
+    // A row with a new vector counts fully towards a bulk load, an ACL-only row by ACL_ONLY_WEIGHT:
+    // its UPDATE keeps the vector, but still walks the graph (retrieval/README.md, "Large writes").
+    const weighted = full.length + aclOnly.length * ACL_ONLY_WEIGHT;
+    if (plan.chunks.length > 0 && (mode === 'bulk' || (mode === 'auto' && weighted >= BULK_MIN_ROWS))) {
       const n = await tableRows(client);
-      if (mode === 'bulk' || bulkPays(versions, n)) rebuild = await beginBulk(client);
+      if (mode === 'bulk' || bulkPays(full.length, n, aclOnly.length)) rebuild = await beginBulk(client);
     }
     if (plan.deleteSources?.length) {
       const r = await client.query(
@@ -509,7 +550,12 @@ export async function writeChunks(
   } finally {
     client.release(failed ? true : undefined);
   }
-  await options.onCommit?.();
+  let callback: { readonly error: unknown } | undefined;
+  try {
+    await options.onCommit?.();
+  } catch (error) {
+    callback = { error };
+  }
   // The rows are committed: from here on a failure is reported in the stats, not as a failed
   // ingest, and searches stay exact until a later owner write builds what is still recorded.
   let graphFailed = false;
@@ -527,6 +573,7 @@ export async function writeChunks(
     onProgress?.(1);
   }
   if (graphFailed) stats.maintenance = 'failed';
+  if (callback !== undefined) throw new CommitCallbackError(stats, { cause: callback.error });
   return stats;
 }
 
