@@ -32,13 +32,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { migrate } from '../retrieval/db/migrate.ts';
-import { createPool, toVectorParam } from '../retrieval/db/pool.ts';
+import { createPool, toVectorBinary, toVectorParam } from '../retrieval/db/pool.ts';
 import { asRole, bootstrapDatabase, INGESTION_ROLE, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { createLocalEmbedder } from '../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../retrieval/embeddings/profile.ts';
 import { type IngestRecord, ingestRecords, prepareRecords } from '../retrieval/ingest/jsonl.ts';
 import { withIngestionLease } from '../retrieval/ingest/lease.ts';
-import { VECTOR_INDEX_MIN_ROWS, vectorParam, writeChunks } from '../retrieval/ingest/store.ts';
+import { VECTOR_INDEX_MIN_ROWS, writeChunks } from '../retrieval/ingest/store.ts';
 import { DEFAULT_PLANNER } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
 import { decodeFixture, matrixHeader, P } from '../retrieval/testing.ts';
@@ -267,7 +267,7 @@ async function profile(n: number) {
     const load = async (
       indexes: readonly string[],
       settings: readonly string[] = [],
-      encode: (v: readonly number[]) => unknown = vectorParam,
+      encode: (v: readonly number[]) => unknown = toVectorBinary,
       alter?: string,
     ) => {
       const table = `bench.t${k++}`;
@@ -304,11 +304,11 @@ async function profile(n: number) {
     step('  the same with vectors as decimal text (previous)', (await load([], [], toVectorParam)).ms);
     step(
       "  the same with 0001's metadata CHECK (previous)",
-      (await load([], [], vectorParam, ORIGINAL_CHECK)).ms,
+      (await load([], [], toVectorBinary, ORIGINAL_CHECK)).ms,
     );
     step(
       '  the same without the metadata CHECK',
-      (await load([], [], vectorParam, 'DROP CONSTRAINT chunks_metadata_valid')).ms,
+      (await load([], [], toVectorBinary, 'DROP CONSTRAINT chunks_metadata_valid')).ms,
     );
     for (const d of defs) step(`  + upkeep of ${d.name} (${d.am})`, (await load([d.def])).ms - bare.ms);
     const all = defs.map((d) => d.def);

@@ -49,8 +49,10 @@ export function createPool(options: PoolOptions): pg.Pool {
  * A vector in pgvector's binary format (its recv function: int16 dimensions, int16 zero, float4
  * big-endian each). node-postgres sends a Buffer parameter in binary, so the server reads 4 KiB
  * instead of parsing ~10-20 KB of decimal text, and the client skips formatting 1024 shortest
- * decimal strings (~0.3 ms for a 1024-d float4 vector: bench:retrieval's per-call costs). Components
- * are rounded to float4 here (Math.fround) instead of by the server's strtof on a decimal string.
+ * decimal strings (~0.3 ms for a 1024-d float4 vector: bench:retrieval's per-call costs); ingestion
+ * writes rows with it too. Components are rounded to float4 here (Math.fround) instead of by the
+ * server's strtof on a decimal string; the two can differ in the last bit for rare values, which at
+ * most makes a re-supplied vector count as changed once.
  */
 export function toVectorBinary(v: readonly number[] | Float32Array): Buffer {
   if (v.length < 1 || v.length > 0x7fff) throw new RangeError('vector dimensions out of range');

@@ -10,6 +10,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type pg from 'pg';
 import type { MatrixPrincipal } from '../../contract/index.ts';
+import { toVectorBinary } from '../db/pool.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import { DEFAULT_PLANNER } from '../planner.ts';
@@ -35,7 +36,6 @@ import {
   type StoredChunk,
   VECTOR_INDEX_MIN_ROWS,
   vectorIndexWaits,
-  vectorParam,
   type WriteOptions,
   writeChunks,
 } from './store.ts';
@@ -839,7 +839,7 @@ describe('vector parameters', () => {
       fc.asyncProperty(
         fc.array(fc.double({ min: -1e30, max: 1e30, noNaN: true }), { minLength: 1024, maxLength: 1024 }),
         async (v) => {
-          const r = await t.pool.query('SELECT $1::vector::real[] AS a', [vectorParam(v)]);
+          const r = await t.pool.query('SELECT $1::vector::real[] AS a', [toVectorBinary(v)]);
           // real[] arrives as shortest float4 decimals: rounding them to float4 recovers the exact value.
           assert.deepEqual(Array.from(new Float32Array(r.rows[0].a)), Array.from(new Float32Array(v)));
         },
@@ -850,8 +850,8 @@ describe('vector parameters', () => {
 
   test('a component that is not a finite float4 is refused before it is sent', () => {
     for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, 1e39, -1e39])
-      assert.throws(() => vectorParam([0.5, bad]), RangeError);
-    assert.throws(() => vectorParam([]), RangeError);
+      assert.throws(() => toVectorBinary([0.5, bad]), RangeError);
+    assert.throws(() => toVectorBinary([]), RangeError);
   });
 });
 

@@ -27,6 +27,7 @@
  */
 import type pg from 'pg';
 import { type ChunkMetadata, jcs } from '../../contract/index.ts';
+import { toVectorBinary } from '../db/pool.ts';
 import { OWNER_ROLE } from '../db/roles.ts';
 import { DEFAULT_PLANNER } from '../planner.ts';
 
@@ -414,26 +415,6 @@ export async function buildWaitingIndexes(
   }
 }
 
-/**
- * A vector in pgvector's binary format (its recv function: int16 dimensions, int16 zero, float4
- * big-endian each). node-postgres sends a Buffer parameter as binary, so the server reads 4 KiB
- * instead of parsing ~20 KB of decimal text per 1024-d row. Components are rounded to float4 here
- * (Math.fround) rather than by the server's strtof on a decimal string; the two can differ in the
- * last bit for rare values, which at most makes a re-supplied vector count as changed once.
- */
-export function vectorParam(v: readonly number[]): Buffer {
-  if (v.length < 1 || v.length > 0x7fff) throw new RangeError('vector dimensions out of range');
-  const b = Buffer.allocUnsafe(4 + 4 * v.length);
-  b.writeInt16BE(v.length, 0);
-  b.writeInt16BE(0, 2);
-  for (let i = 0; i < v.length; i++) {
-    const x = v[i] as number;
-    if (!Number.isFinite(Math.fround(x))) throw new RangeError('vector component is not a finite float4');
-    b.writeFloatBE(x, 4 + 4 * i);
-  }
-  return b;
-}
-
 async function insertRows(
   client: pg.PoolClient,
   rows: readonly StoredChunk[],
@@ -441,7 +422,7 @@ async function insertRows(
 ): Promise<void> {
   const values: unknown[] = [];
   const tuples = rows.map((c, k) => {
-    values.push(c.chunk_id, c.content, vectorParam(c.embedding ?? []), JSON.stringify(c.metadata));
+    values.push(c.chunk_id, c.content, toVectorBinary(c.embedding ?? []), JSON.stringify(c.metadata));
     const b = k * 4;
     return `($${b + 1}, $${b + 2}, $${b + 3}::vector, $${b + 4}::jsonb)`;
   });
