@@ -259,6 +259,29 @@ const relaxed: Experiment = {
 // statement is sent to them with the same arguments.
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * The server's search statement (text query vector, default planner) against search functions
+ * installed under bench-only names `bench.<prefix>_search_matrix` and `bench.<prefix>_search_groups`.
+ */
+async function renamedSearch(
+  pool: pg.Pool,
+  projection: Projection,
+  embedding: number[],
+  k: number,
+  prefix: string,
+): Promise<RankedIds> {
+  const st = searchStatement(searchArguments(projection), toVectorParam(embedding), k, null, DEFAULT_PLANNER);
+  const text = st.text
+    .replace('knowledge.fgentic_search_matrix_v1', `bench.${prefix}_search_matrix`)
+    .replace('knowledge.fgentic_search_groups_v1', `bench.${prefix}_search_groups`);
+  const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
+  const vectorRows = r.rows.filter((row) => row.list === 'vector');
+  return {
+    ids: vectorRows.map((row) => String(row.chunk_id)),
+    plan: `${prefix}:${String(vectorRows[0]?.plan ?? 'exact')}`,
+  };
+}
+
 const BEFORE_SQL = new URL('../retrieval/db/migrations/0006_search_functions_v1.sql', import.meta.url);
 const before: Experiment = {
   async setup(pool) {
@@ -306,24 +329,7 @@ const v0007: Experiment = {
     await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
     await pool.query(body);
   },
-  async run(pool, projection, embedding, k) {
-    const st = searchStatement(
-      searchArguments(projection),
-      toVectorParam(embedding),
-      k,
-      null,
-      DEFAULT_PLANNER,
-    );
-    const text = st.text
-      .replace('knowledge.fgentic_search_matrix_v1', 'bench.v0007_search_matrix')
-      .replace('knowledge.fgentic_search_groups_v1', 'bench.v0007_search_groups');
-    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
-    const vectorRows = r.rows.filter((row) => row.list === 'vector');
-    return {
-      ids: vectorRows.map((row) => String(row.chunk_id)),
-      plan: `v0007:${String(vectorRows[0]?.plan ?? 'exact')}`,
-    };
-  },
+  run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'v0007'),
 };
 
 // The ranking core of migration 0014 (the typed test on every authorized row of the exact path,
@@ -350,24 +356,7 @@ const v0014: Experiment = {
     await pool.query(rename(rank));
     await pool.query(rename(wrappers));
   },
-  async run(pool, projection, embedding, k) {
-    const st = searchStatement(
-      searchArguments(projection),
-      toVectorParam(embedding),
-      k,
-      null,
-      DEFAULT_PLANNER,
-    );
-    const text = st.text
-      .replace('knowledge.fgentic_search_matrix_v1', 'bench.v0014_search_matrix')
-      .replace('knowledge.fgentic_search_groups_v1', 'bench.v0014_search_groups');
-    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
-    const vectorRows = r.rows.filter((row) => row.list === 'vector');
-    return {
-      ids: vectorRows.map((row) => String(row.chunk_id)),
-      plan: `v0014:${String(vectorRows[0]?.plan ?? 'exact')}`,
-    };
-  },
+  run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'v0014'),
 };
 
 // Migration 0009's search functions over a copy of the table stored as before migration 0012: the
@@ -443,24 +432,7 @@ const toasted: Experiment = {
     await pool.query(rename(rank));
     await pool.query(rename(wrappers));
   },
-  async run(pool, projection, embedding, k) {
-    const st = searchStatement(
-      searchArguments(projection),
-      toVectorParam(embedding),
-      k,
-      null,
-      DEFAULT_PLANNER,
-    );
-    const text = st.text
-      .replace('knowledge.fgentic_search_matrix_v1', 'bench.toasted_search_matrix')
-      .replace('knowledge.fgentic_search_groups_v1', 'bench.toasted_search_groups');
-    const r = await readOnly(pool, (client) => client.query(text, st.values as unknown[]));
-    const vectorRows = r.rows.filter((row) => row.list === 'vector');
-    return {
-      ids: vectorRows.map((row) => String(row.chunk_id)),
-      plan: `toasted:${String(vectorRows[0]?.plan ?? 'exact')}`,
-    };
-  },
+  run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'toasted'),
 };
 
 export const EXPERIMENTS: Record<string, Experiment> = {
