@@ -332,29 +332,39 @@ const v0007: Experiment = {
   run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'v0007'),
 };
 
+/**
+ * Installs a previous ranking core (the last `fgentic_rank_v1` of the given migration file) with
+ * migration 0007's wrappers under bench-only names `bench.<prefix>_…`, optionally over another table.
+ */
+async function installPrevious(pool: pg.Pool, rankFile: URL, prefix: string, table?: string): Promise<void> {
+  const v7 = readFileSync(V0007_SQL, 'utf8');
+  const sql = readFileSync(rankFile, 'utf8');
+  const rankFrom = sql.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
+  const rank = sql.slice(rankFrom, sql.indexOf('$function$;', rankFrom) + '$function$;'.length);
+  const wrappers = v7.slice(
+    v7.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('),
+    v7.indexOf('-- Executable by every role'),
+  );
+  const rename = (text: string) => {
+    const renamed = text
+      .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
+      .replaceAll('knowledge.fgentic_rank_v1', `bench.${prefix}_rank`)
+      .replaceAll('knowledge.fgentic_search_matrix_v1', `bench.${prefix}_search_matrix`)
+      .replaceAll('knowledge.fgentic_search_groups_v1', `bench.${prefix}_search_groups`);
+    return table ? renamed.replace(/knowledge\.chunks\b/g, table) : renamed;
+  };
+  await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+  await pool.query(rename(rank));
+  await pool.query(rename(wrappers));
+}
+
 // The ranking core of migration 0014 (the typed test on every authorized row of the exact path,
 // every statement planned at each call) with migration 0007's wrappers as that migration planned
 // them, under bench-only names over the same table: the per-call costs of migration 0015 side by side.
 const V0014_SQL = new URL('../retrieval/db/migrations/0014_acl_count_rows.sql', import.meta.url);
 const v0014: Experiment = {
   async setup(pool) {
-    const v7 = readFileSync(V0007_SQL, 'utf8');
-    const v14 = readFileSync(V0014_SQL, 'utf8');
-    const rankFrom = v14.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
-    const rank = v14.slice(rankFrom, v14.indexOf('$function$;', rankFrom) + '$function$;'.length);
-    const wrappers = v7.slice(
-      v7.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('),
-      v7.indexOf('-- Executable by every role'),
-    );
-    const rename = (sql: string) =>
-      sql
-        .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
-        .replaceAll('knowledge.fgentic_rank_v1', 'bench.v0014_rank')
-        .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.v0014_search_matrix')
-        .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.v0014_search_groups');
-    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
-    await pool.query(rename(rank));
-    await pool.query(rename(wrappers));
+    await installPrevious(pool, V0014_SQL, 'v0014');
   },
   run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'v0014'),
 };
@@ -414,23 +424,7 @@ const toasted: Experiment = {
         [want],
       );
     }
-    const v7 = readFileSync(V0007_SQL, 'utf8');
-    const v9 = readFileSync(V0009_SQL, 'utf8');
-    const rankFrom = v9.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
-    const rank = v9.slice(rankFrom, v9.indexOf('$function$;', rankFrom) + '$function$;'.length);
-    const wrappers = v7.slice(
-      v7.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('),
-      v7.indexOf('-- Executable by every role'),
-    );
-    const rename = (sql: string) =>
-      sql
-        .replace(/^REVOKE ALL ON FUNCTION[^;]*;$/gm, '')
-        .replaceAll('knowledge.fgentic_rank_v1', 'bench.toasted_rank')
-        .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.toasted_search_matrix')
-        .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.toasted_search_groups')
-        .replace(/knowledge\.chunks\b/g, TOASTED);
-    await pool.query(rename(rank));
-    await pool.query(rename(wrappers));
+    await installPrevious(pool, V0009_SQL, 'toasted', TOASTED);
   },
   run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'toasted'),
 };
