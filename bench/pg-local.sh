@@ -8,7 +8,8 @@
 #   bench/pg-local.sh stop                 # stop the cluster and delete its directory
 #
 # PG_MAJOR (default: newest under /usr/lib/postgresql) and PGBENCH_DIR (default /tmp/pgbench) select
-# the server and the state directory.
+# the server and the state directory; PGBENCH_SERVER_OPTIONS adds server options to `start` (for
+# example `-c shared_preload_libraries=pg_stat_statements`).
 set -euo pipefail
 PG_MAJOR="${PG_MAJOR:-$(ls /usr/lib/postgresql | sort -n | tail -1)}"
 BIN="/usr/lib/postgresql/${PG_MAJOR}/bin"
@@ -29,7 +30,7 @@ case "${1:-}" in
     as_pg "$BIN/initdb" -D "$DIR/data" -U postgres --auth=trust -E UTF8 >/dev/null
     port=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
     as_pg "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start \
-      -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$DIR -c shared_buffers=1GB -c maintenance_work_mem=1GB -c max_parallel_maintenance_workers=0" >/dev/null
+      -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$DIR -c shared_buffers=1GB -c maintenance_work_mem=1GB -c max_parallel_maintenance_workers=0 ${PGBENCH_SERVER_OPTIONS:-}" >/dev/null
     echo "$port" >"$DIR/port"
     echo "postgres://postgres@127.0.0.1:$port/postgres"
     ;;
