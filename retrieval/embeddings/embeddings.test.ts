@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { localEmbedding } from './local.ts';
 import { createOpenAIEmbedder } from './openai.ts';
-import { EmbeddingError } from './types.ts';
+import { checkVector, EMBEDDING_DIMENSIONS, EmbeddingError } from './types.ts';
 
 describe('local embedder (not semantic quality)', () => {
   test('deterministic, 1024-d, unit length, never zero', () => {
@@ -143,5 +143,24 @@ describe('OpenAI-compatible client', () => {
     assert.equal(v.length, 10);
     assert.equal(seen.length, 2);
     assert.equal(v[9]?.[1], 1);
+  });
+});
+
+describe('checkVector: a vector the database can store as given', () => {
+  const vec = (at: number, x: number, rest = 0.01) =>
+    Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => (i === at ? x : rest));
+  test('finite float4 components, not all zero', () => {
+    assert.equal(checkVector(vec(0, 0.5)), true);
+    assert.equal(checkVector(vec(0, 3.4e38)), true);
+    assert.equal(checkVector(vec(0, 1e-40, 0)), true, 'a float4 subnormal is not zero');
+  });
+  test('refused: beyond float4, non-finite, zero once rounded, wrong length or type', () => {
+    assert.equal(checkVector(vec(0, 1e39)), false, 'finite as a double, infinite as a float4');
+    assert.equal(checkVector(vec(0, Number.NaN)), false);
+    assert.equal(checkVector(vec(0, Number.POSITIVE_INFINITY)), false);
+    assert.equal(checkVector(vec(0, 1e-50, 0)), false, 'rounds to the zero vector');
+    assert.equal(checkVector(vec(0, 0, 0)), false);
+    assert.equal(checkVector(vec(0, 0.5).slice(1)), false);
+    assert.equal(checkVector([...vec(0, 0.5).slice(1), '0.5']), false);
   });
 });

@@ -23,12 +23,20 @@ export class EmbeddingError extends Error {
   }
 }
 
+/**
+ * A usable embedding as the database will store it: pgvector keeps float4 components
+ * (retrieval/db/pool.ts, toVectorBinary), so each must be finite once rounded to float4 and the
+ * rounded vector must not be all zero. Checked here, where the vector arrives (a supplied record or an
+ * embedder's answer), so a bad one is reported as such and never reaches the database.
+ */
 export function checkVector(v: unknown): v is number[] {
   if (!Array.isArray(v) || v.length !== EMBEDDING_DIMENSIONS) return false;
-  let norm = 0;
+  let nonZero = false;
   for (const x of v) {
-    if (typeof x !== 'number' || !Number.isFinite(x)) return false;
-    norm += x * x;
+    if (typeof x !== 'number') return false;
+    const f = Math.fround(x);
+    if (!Number.isFinite(f)) return false;
+    if (f !== 0) nonZero = true;
   }
-  return norm > 0;
+  return nonZero;
 }

@@ -392,6 +392,17 @@ describe('errors say what failed, never what the input held', () => {
       'record 1: secretField: unknown field (allowed: chunk_id, content, metadata, embedding)',
     );
     check([{ metadata: meta({ principals: [P.alice] }) }], 'record 1: content: required');
+    // Finite as a double, infinite once stored as float4: refused with the record, not at the write.
+    check(
+      [
+        {
+          content: 'x',
+          metadata: meta({ principals: [P.alice] }),
+          embedding: Array.from({ length: 1024 }, (_, i) => (i === 7 ? 1e39 : 0.01)),
+        },
+      ],
+      'record 1: embedding: must be 1024 numbers finite as float4, not all zero (or omitted)',
+    );
     check(
       [{ content: '   ', metadata: meta({ principals: [P.alice] }) }],
       'record 1: content: must be text of 1 byte to 64 KiB after trimming, without control characters other than newline and tab',

@@ -141,7 +141,7 @@ export function prepareRecords(
     if (r.embedding !== undefined && !checkVector(r.embedding))
       throw new IngestError(
         n,
-        `embedding: must be ${EMBEDDING_DIMENSIONS} finite numbers, not all zero (or omitted)`,
+        `embedding: must be ${EMBEDDING_DIMENSIONS} numbers finite as float4, not all zero (or omitted)`,
       );
     if (!sources.has(sourceId)) sources.set(sourceId, n);
     prepared.push({
