@@ -188,12 +188,17 @@ export class StoreConflictError extends Error {
   }
 }
 
+/** New vectors count fully towards a bulk load, ACL-only rows by ACL_ONLY_WEIGHT. */
+export function bulkWeight(rows: number, aclOnly: number): number {
+  return rows + aclOnly * ACL_ONLY_WEIGHT;
+}
+
 /**
  * Whether writing `rows` new vectors (new rows or new content) and `aclOnly` metadata-only updates
  * into a table of `tableRows` rows is bulk-loaded.
  */
 export function bulkPays(rows: number, tableRows: number, aclOnly = 0): boolean {
-  const weighted = rows + aclOnly * ACL_ONLY_WEIGHT;
+  const weighted = bulkWeight(rows, aclOnly);
   return weighted >= BULK_MIN_ROWS && tableRows <= weighted * BULK_TABLE_RATIO;
 }
 
@@ -464,9 +469,9 @@ export async function writeChunks(
     await client.query('BEGIN');
     let rebuild: RecordedIndex[] | undefined;
     const mode = options.path ?? 'auto';
-    // A row with a new vector counts fully towards a bulk load, an ACL-only row by ACL_ONLY_WEIGHT:
-    // its UPDATE keeps the vector, but still walks the graph (retrieval/README.md, "Large writes").
-    const weighted = full.length + aclOnly.length * ACL_ONLY_WEIGHT;
+    // An ACL-only row counts too: its UPDATE keeps the vector but still walks the graph
+    // (retrieval/README.md, "Large writes"). The table is counted only when the write could pay.
+    const weighted = bulkWeight(full.length, aclOnly.length);
     if (plan.chunks.length > 0 && (mode === 'bulk' || (mode === 'auto' && weighted >= BULK_MIN_ROWS))) {
       const n = await tableRows(client);
       if (mode === 'bulk' || bulkPays(full.length, n, aclOnly.length)) rebuild = await beginBulk(client);
