@@ -152,8 +152,11 @@ async function searches(queries: readonly string[]) {
   return out;
 }
 
-/** The pool, recording the text of every statement its clients run. */
-function recording(pool: pg.Pool, into: string[]): pg.Pool {
+/**
+ * The pool, with every statement its clients run passed to `on` first: `on` may record it, or
+ * refuse it with an error (a dropped connection or a full disk, as the real server would report).
+ */
+function intercepting(pool: pg.Pool, on: (text: string) => Error | undefined): pg.Pool {
   return new Proxy(pool, {
     get(target, prop) {
       if (prop !== 'connect') return Reflect.get(target, prop, target);
@@ -166,8 +169,8 @@ function recording(pool: pg.Pool, into: string[]): pg.Pool {
               return typeof v === 'function' ? v.bind(c) : v;
             }
             return (text: string, values?: unknown[]) => {
-              into.push(text);
-              return c.query(text, values);
+              const refused = on(text);
+              return refused ? Promise.reject(refused) : c.query(text, values);
             };
           },
         });
@@ -175,6 +178,13 @@ function recording(pool: pg.Pool, into: string[]): pg.Pool {
     },
   }) as pg.Pool;
 }
+
+/** The pool, recording the text of every statement its clients run. */
+const recording = (pool: pg.Pool, into: string[]): pg.Pool =>
+  intercepting(pool, (text) => {
+    into.push(text);
+    return undefined;
+  });
 
 const ingest = (records: readonly IngestRecord[], path: WriteOptions['path']) =>
   withIngestionLease(t.pool, (writer) => ingestRecords(writer, embedder, records, undefined, {}, { path }));
@@ -417,27 +427,9 @@ describe('bulk load', () => {
     const before = await snapshot();
     let builds = 0;
     // A connection that fails on the second CREATE INDEX, as a dropped connection or a full disk would.
-    const faulty = new Proxy(t.pool, {
-      get(target, prop) {
-        if (prop !== 'connect') return Reflect.get(target, prop, target);
-        return async () => {
-          const client = await target.connect();
-          return new Proxy(client, {
-            get(c, p) {
-              if (p !== 'query') {
-                const v = Reflect.get(c, p, c);
-                return typeof v === 'function' ? v.bind(c) : v;
-              }
-              return (text: string, values?: unknown[]) => {
-                if (/^CREATE INDEX/.test(text) && ++builds === 2)
-                  return Promise.reject(new Error('injected fault'));
-                return c.query(text, values);
-              };
-            },
-          });
-        };
-      },
-    }) as pg.Pool;
+    const faulty = intercepting(t.pool, (text) =>
+      /^CREATE INDEX/.test(text) && ++builds === 2 ? new Error('injected fault') : undefined,
+    );
     await assert.rejects(
       withIngestionLease(faulty, (writer) =>
         ingestRecords(writer, embedder, corpus(BULK_MIN_ROWS, 8, 'new '), undefined, {}, { path: 'bulk' }),
@@ -752,29 +744,11 @@ describe('vector index built after the commit', () => {
     const original = await indexes();
     // A connection that fails on building the HNSW index, as a full disk or a dropped connection would.
     let refused = 0;
-    const faulty = new Proxy(t.pool, {
-      get(target, prop) {
-        if (prop !== 'connect') return Reflect.get(target, prop, target);
-        return async () => {
-          const client = await target.connect();
-          return new Proxy(client, {
-            get(c, p) {
-              if (p !== 'query') {
-                const v = Reflect.get(c, p, c);
-                return typeof v === 'function' ? v.bind(c) : v;
-              }
-              return (text: string, values?: unknown[]) => {
-                if (/^CREATE INDEX .* USING hnsw /.test(text)) {
-                  refused += 1;
-                  return Promise.reject(new Error('injected fault'));
-                }
-                return c.query(text, values);
-              };
-            },
-          });
-        };
-      },
-    }) as pg.Pool;
+    const faulty = intercepting(t.pool, (text) => {
+      if (!/^CREATE INDEX .* USING hnsw /.test(text)) return undefined;
+      refused += 1;
+      return new Error('injected fault');
+    });
     const input = corpus(large, 42, 'fault ');
     const stats = await withIngestionLease(faulty, (writer) =>
       ingestRecords(writer, embedder, input, undefined, {}, { path: 'auto' }),
