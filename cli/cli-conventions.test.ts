@@ -312,3 +312,29 @@ describe('serve errors', () => {
     assert.equal(rendered.stderr, `render: ${missing}: does not exist\n`);
   });
 });
+
+describe('ingest input errors', () => {
+  test('a bad record is reported with its number and rule before any database is opened or created', async () => {
+    const dataDir = join(work, 'ingest-never-opened');
+    const file = join(work, 'bad-records.jsonl');
+    const good = {
+      content: 'the hunter2 paragraph',
+      metadata: {
+        source: { id: 'docs/a' },
+        classification: 'public',
+        allowed_principals: [{ kind: 'matrix', principal: '@alice:org-a.example' }],
+        allowed_groups: [],
+      },
+    };
+    // Finite as a double, infinite once stored as float4.
+    const embedding = Array.from({ length: 1024 }, (_, i) => (i === 3 ? 1e39 : 0.01));
+    writeFileSync(file, `${JSON.stringify(good)}\n${JSON.stringify({ ...good, embedding })}\n`);
+    const r = await cli(['ingest', '--jsonl', file, '--data-dir', dataDir]);
+    assert.equal(r.code, 1);
+    assert.equal(
+      r.stderr,
+      'ingest: record 2: embedding: must be 1024 numbers finite as float4, not all zero (or omitted)\n',
+    );
+    assert.equal(existsSync(dataDir), false, 'the data directory was not created');
+  });
+});

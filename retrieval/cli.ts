@@ -41,7 +41,7 @@ import type { Embedder } from './embeddings/types.ts';
 import { startRetrievalServer } from './index.ts';
 import { bundleRecords } from './ingest/bundle.ts';
 import { databaseProblem, IngestError } from './ingest/errors.ts';
-import { type IngestStats, ingestRecords, readJsonlFile } from './ingest/jsonl.ts';
+import { type IngestStats, ingestPrepared, prepareRecords, readJsonlFile } from './ingest/jsonl.ts';
 import { LeaseBusyError, withIngestionLease } from './ingest/lease.ts';
 import { createProgress } from './ingest/progress.ts';
 import { StoreConflictError } from './ingest/store.ts';
@@ -346,13 +346,15 @@ export async function ingestCommand(argv: string[]): Promise<number> {
   let target: { url: string; embedded?: EmbeddedDatabase } | undefined;
   const progress = createProgress();
   try {
+    // Every record is validated here, before a database is opened or created.
     if (values['jsonl'] !== undefined) {
-      const records = readJsonlFile(values['jsonl']);
-      load = (writer) => ingestRecords(writer, embedder, records, progress);
+      const input = prepareRecords(readJsonlFile(values['jsonl']), embedder.profile);
+      load = (writer) => ingestPrepared(writer, embedder, input, progress);
     } else {
       const { records, prefix, sources } = bundleRecords(values['bundle'] ?? '');
+      const input = prepareRecords(records, embedder.profile);
       load = (writer) =>
-        ingestRecords(writer, embedder, records, progress, {
+        ingestPrepared(writer, embedder, input, progress, {
           replacePrefix: prefix,
           replaceSources: sources,
         });

@@ -98,7 +98,7 @@ export function prepareRecords(
   records: readonly IngestRecord[],
   profile: string,
   lineOf: (index: number) => number = (i) => i + 1,
-): { prepared: Prepared[]; tombstones: Map<string, number>; sources: Set<string> } {
+): { prepared: Prepared[]; tombstones: Map<string, number>; sources: Set<string>; records: number } {
   const prepared: Prepared[] = [];
   const tombstones = new Map<string, number>();
   const sources = new Map<string, number>();
@@ -155,7 +155,7 @@ export function prepareRecords(
     const w = sources.get(s);
     if (w !== undefined) throw new IngestError(n, `delete_source: names the source that record ${w} writes`);
   }
-  return { prepared, tombstones, sources: new Set(sources.keys()) };
+  return { prepared, tombstones, sources: new Set(sources.keys()), records: records.length };
 }
 
 export async function ingestRecords(
@@ -166,7 +166,19 @@ export async function ingestRecords(
   scope: { readonly replacePrefix?: string; readonly replaceSources?: readonly string[] } = {},
   write: Pick<WriteOptions, 'path' | 'maintain' | 'onCommit'> = {},
 ): Promise<IngestStats> {
-  const { prepared, tombstones, sources } = prepareRecords(records, embedder.profile);
+  return ingestPrepared(pool, embedder, prepareRecords(records, embedder.profile), progress, scope, write);
+}
+
+/** ingestRecords for records already validated by prepareRecords (the CLI validates before it opens a database). */
+export async function ingestPrepared(
+  pool: pg.Pool,
+  embedder: Embedder,
+  input: ReturnType<typeof prepareRecords>,
+  progress?: Progress,
+  scope: { readonly replacePrefix?: string; readonly replaceSources?: readonly string[] } = {},
+  write: Pick<WriteOptions, 'path' | 'maintain' | 'onCommit'> = {},
+): Promise<IngestStats> {
+  const { prepared, tombstones, sources, records } = input;
 
   const existing = await existingRows(
     pool,
@@ -225,7 +237,7 @@ export async function ingestRecords(
   );
   progress?.done();
   return {
-    records: records.length,
+    records,
     upserted: stats.upserted,
     aclOnly: stats.aclOnly,
     unchanged: unchanged.length + stats.unchanged,
