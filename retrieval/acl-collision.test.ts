@@ -17,6 +17,7 @@ import {
   decodeFixture,
   matrixHeader,
   meta,
+  migrationFunction,
   oauthHeader,
   P,
   prng,
@@ -76,9 +77,11 @@ function expected(p: Projection, q: readonly number[], k: number): string[] {
 
 before(async () => {
   t = await startTestDatabase();
-  // Test build only: one id for every ACL string.
+  // Test build only: one id for every ACL string. The rows' ids go through id_of too: since
+  // migration 0016 row_ids computes the hash itself, so 0007's row_ids (which calls id_of) is put back.
   await t.pool.query(`CREATE OR REPLACE FUNCTION fgentic_ids.id_of(value text) RETURNS integer
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog AS $$ SELECT 7 $$`);
+  await t.pool.query(migrationFunction('0007_integer_acl_search.sql', 'row_ids'));
   await writeChunks(t.pool, {
     chunks: rows.map((r) => ({ chunk_id: r.id, content: `row ${r.id}`, embedding: r.v, metadata: r.m })),
   });

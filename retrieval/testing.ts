@@ -3,6 +3,7 @@
  * projection builders (always passed through the contract's encode/decode), seeded vectors.
  * Not used by production code paths.
  */
+import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import {
   type AllowedClassifications,
@@ -30,6 +31,18 @@ export interface TestDatabase {
   /** The same database as knowledge_ingestion. */
   readonly ingestion: pg.Pool;
   close(): Promise<void>;
+}
+
+/**
+ * The `CREATE OR REPLACE FUNCTION fgentic_ids.<name>` statement of a migration file, as that migration
+ * defined it, with `fgentic_ids.` replaced by `schema.` (pass `fgentic_ids` to re-install it as is).
+ */
+export function migrationFunction(file: string, name: string, schema = 'fgentic_ids'): string {
+  const sql = readFileSync(new URL(`./db/migrations/${file}`, import.meta.url), 'utf8');
+  const start = sql.indexOf(`CREATE OR REPLACE FUNCTION fgentic_ids.${name}(`);
+  if (start < 0) throw new Error(`${file} defines no fgentic_ids.${name}`);
+  const end = sql.indexOf('$$;', sql.indexOf('$$', start) + 2);
+  return sql.slice(start, end + 3).replaceAll('fgentic_ids.', `${schema}.`);
 }
 
 /** A project-first database: bootstrap (roles, vector, owner) and this project's migrations. */
