@@ -8,7 +8,7 @@
  * - rows: each INSERT maintains every index as it goes. An HNSW insertion of a 1024-d vector costs
  *   several times what building the graph from scratch costs per row, so this path pays for many
  *   rows only when the table is much larger than the write.
- * - bulk: the table is locked (ACCESS EXCLUSIVE), its non-btree indexes that back no constraint
+ * - bulk: the table is locked (ACCESS EXCLUSIVE), its indexes that back no constraint
  *   (HNSW, GIN, …) are dropped, the rows loaded, and each index other than a vector index
  *   re-created from the definition the catalog recorded for it, all inside the one write
  *   transaction; a vector index's definition is recorded in knowledge.fgentic_deferred_indexes in
@@ -229,10 +229,13 @@ const PINNED_PATH = "SELECT set_config('search_path', 'pg_catalog, pg_temp', tru
 /**
  * The indexes the bulk path rebuilds, on knowledge.chunks and on the ACL copy its triggers fill
  * (migration 0014; that GIN index has fastupdate off, so a load maintained it entry by entry): valid,
- * ready, not btree (btree maintenance per row is cheap, and the primary key serves the upsert),
- * backing no constraint (a re-created index would not back it again), in the default tablespace
- * (pg_get_indexdef does not print one), without a per-column statistics target (ALTER INDEX … SET
- * STATISTICS is not part of the definition either).
+ * ready, backing no constraint (a re-created index would not back it again; the primary keys stay,
+ * and serve the upsert and the ACL-only UPDATE), in the default tablespace (pg_get_indexdef does not
+ * print one), without a statistics target of its own, 0 included (ALTER INDEX … SET STATISTICS is not
+ * part of the definition either; migration 0016 sets 0 on the vector key's btree, which therefore
+ * stays). Btree indexes are rebuilt too: sorting once cost less than inserting each row into them
+ * (`npm run bench:ingest`, profile), and the deletes of replaced sources that would use one read a
+ * table the bulk threshold keeps at most three times the write.
  */
 async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
   const r = await client.query(
@@ -245,10 +248,9 @@ async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[
        JOIN pg_am am ON am.oid = c.relam
       WHERE i.indrelid IN ('knowledge.chunks'::regclass, 'knowledge.fgentic_acl_rows'::regclass)
         AND i.indisvalid AND i.indisready AND i.indislive
-        AND am.amname <> 'btree'
         AND c.reltablespace = 0
         AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
-        AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND a.attstattarget > 0)
+        AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = i.indexrelid AND a.attstattarget >= 0)
       ORDER BY c.relname`,
   );
   return r.rows as RecordedIndex[];
