@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import type pg from 'pg';
 import type { MatrixPrincipal } from '../../contract/index.ts';
 import { toVectorBinary } from '../db/pool.ts';
-import { INGESTION_ROLE } from '../db/roles.ts';
+import { INGESTION_ROLE, OWNER_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import { DEFAULT_PLANNER } from '../planner.ts';
 import { searchKnowledge } from '../search.ts';
@@ -153,10 +153,12 @@ async function searches(queries: readonly string[]) {
 }
 
 /**
- * The pool, with every statement its clients run passed to `on` first: `on` may record it, or
- * refuse it with an error (a dropped connection or a full disk, as the real server would report).
+ * The pool, with every statement its clients run passed to `on` first: `on` may record it, refuse
+ * it with an error (a dropped connection or a full disk, as the real server would report), or give
+ * other SQL to run in its place (so that the server itself fails the statement and aborts the
+ * transaction, as it would).
  */
-function intercepting(pool: pg.Pool, on: (text: string) => Error | undefined): pg.Pool {
+function intercepting(pool: pg.Pool, on: (text: string) => Error | string | undefined): pg.Pool {
   return new Proxy(pool, {
     get(target, prop) {
       if (prop !== 'connect') return Reflect.get(target, prop, target);
@@ -170,6 +172,7 @@ function intercepting(pool: pg.Pool, on: (text: string) => Error | undefined): p
             }
             return (text: string, values?: unknown[]) => {
               const refused = on(text);
+              if (typeof refused === 'string') return c.query(refused);
               return refused ? Promise.reject(refused) : c.query(text, values);
             };
           },
@@ -445,6 +448,56 @@ describe('bulk load', () => {
     assert.deepEqual(await deferred(), [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
     await restoreDeferred(t.pool);
     assert.deepEqual((await snapshot()).indexes, before.indexes);
+  });
+
+  test('a lock not granted in time or a deadlock while locking: row by row in the same transaction; any other error fails the write', async () => {
+    // The real server fails the LOCK statement itself with these codes (lock_timeout: 55P03; the
+    // deadlock detector, when a reader holding the ACL copy waits for the table: 40P01) and aborts
+    // the transaction: the statement is replaced by one that raises the same code on the server.
+    const failLock = (code: string) =>
+      intercepting(t.pool, (text) =>
+        text.startsWith('LOCK TABLE')
+          ? `DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '${code}'; END $$`
+          : undefined,
+      );
+    for (const [code, prefix] of [
+      ['40P01', 'deadlock '],
+      ['55P03', 'lock-wait '],
+    ] as const) {
+      await ingest(corpus(20, 10, 'existing '), 'rows');
+      const before = await indexes();
+      const stats = await withIngestionLease(failLock(code), (writer) =>
+        ingestRecords(writer, embedder, corpus(BULK_MIN_ROWS, 10, prefix), undefined, {}, { path: 'bulk' }),
+      );
+      assert.equal(stats.path, 'rows', code);
+      assert.equal(stats.upserted, BULK_MIN_ROWS, code);
+      assert.deepEqual(await indexes(), before, `${code}: no index was dropped`);
+      const n = await t.pool.query('SELECT count(*)::int AS n FROM knowledge.chunks WHERE content LIKE $1', [
+        `${prefix}%`,
+      ]);
+      assert.equal(n.rows[0]?.n, BULK_MIN_ROWS, code);
+      // The role and settings taken for the lock were undone with the savepoint.
+      const role = await t.pool.query("SELECT current_user AS u, current_setting('lock_timeout') AS lt");
+      assert.notEqual(role.rows[0]?.u, OWNER_ROLE);
+      assert.equal(role.rows[0]?.lt, '0');
+    }
+    await assert.rejects(
+      withIngestionLease(failLock('XX000'), (writer) =>
+        ingestRecords(
+          writer,
+          embedder,
+          corpus(BULK_MIN_ROWS, 10, 'internal '),
+          undefined,
+          {},
+          { path: 'bulk' },
+        ),
+      ),
+      (err: { code?: string }) => err.code === 'XX000',
+    );
+    const none = await t.pool.query(
+      "SELECT count(*)::int AS n FROM knowledge.chunks WHERE content LIKE 'internal %'",
+    );
+    assert.equal(none.rows[0]?.n, 0, 'an unexpected error writes nothing');
   });
 
   test('a session that may not act as the table owner writes row by row and leaves maintenance to autovacuum', async () => {
