@@ -59,10 +59,3 @@ BEGIN
   RETURN ('x' || encode(substr(sha256(public.vector_send(embedding)), 1, 8), 'hex'))::bit(64)::bigint;
 END
 $$;
-
--- No planner statistics for the vector key: ANALYZE computed it (a SHA-256 of each sampled row's
--- 4 KB vector) for every row of a table of up to 30,000 rows, ~40 % of the ANALYZE that follows each
--- write, and the only statement that uses it is an equality probe that takes the index at the
--- default estimate as well (tested in retrieval/db/write-functions.test.ts). A btree index is never
--- re-created by the bulk path (retrieval/ingest/store.ts), so the setting stays.
-ALTER INDEX knowledge.chunks_fgentic_vector_key_idx ALTER COLUMN 1 SET STATISTICS 0;
