@@ -29,7 +29,7 @@ import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
-import { createPool, toVectorParam } from '../retrieval/db/pool.ts';
+import { createPool, toVectorBinary, toVectorParam } from '../retrieval/db/pool.ts';
 import { bootstrapDatabase } from '../retrieval/db/roles.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
@@ -153,27 +153,52 @@ async function unfiltered(pool: pg.Pool, q: string, ef: number, limit = K): Prom
 }
 
 /**
- * Unfiltered exact top-k (sequential scan and top-N sort, no JIT): the cheapest unfiltered search that
- * reaches recall@10 ≥ 0.99 for a query set where no ef_search on the ladder does, timed next to the
- * HNSW reference so both ratios are reported.
+ * An unfiltered top-k as one statement: `settings` are made for the session before the clock starts
+ * and reset after it stops, and the vector goes in binary, so the time is one round trip and the
+ * query alone, the cheapest form an application tuned this way can send. `unfiltered` times the
+ * per-transaction form pgvector's README also shows (BEGIN, SET LOCAL, the query, COMMIT: three more
+ * round trips). The ratios to the one-statement references are the goal's figures; the ratio to the
+ * per-transaction form is kept for comparison with earlier tables. Returns the statement's ms.
  */
-async function unfilteredExact(pool: pg.Pool, q: string, limit = K): Promise<string[]> {
+async function oneStatement(
+  pool: pg.Pool,
+  settings: Readonly<Record<string, string>>,
+  order: string,
+  v: readonly number[],
+): Promise<number> {
   const client = await pool.connect();
+  const names = Object.keys(settings);
   try {
-    await client.query('BEGIN READ ONLY');
-    await client.query(
-      "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'off', true), set_config('jit', 'off', true)",
+    for (const n of names) await client.query('SELECT set_config($1, $2, false)', [n, settings[n]]);
+    const [, ms] = await timed(() =>
+      client.query(`SELECT chunk_id FROM knowledge.chunks ORDER BY ${order} LIMIT $2`, [
+        toVectorBinary(v),
+        K,
+      ]),
     );
-    const r = await client.query(
-      'SELECT chunk_id FROM knowledge.chunks ORDER BY embedding <=> $1::vector, chunk_id LIMIT $2',
-      [q, limit],
-    );
-    await client.query('COMMIT');
-    return r.rows.map((row) => String(row.chunk_id));
+    // The embedded database serves every connection from one session: the arms must not inherit these.
+    // Names are this file's literals, never input.
+    for (const n of names) await client.query(`RESET ${n}`);
+    return ms;
   } finally {
     client.release();
   }
 }
+
+const unfilteredOneStatement = (pool: pg.Pool, v: readonly number[], ef: number) =>
+  oneStatement(
+    pool,
+    { 'hnsw.ef_search': String(ef), enable_seqscan: 'off', enable_sort: 'off' },
+    'embedding <=> $1::vector',
+    v,
+  );
+const unfilteredExactOneStatement = (pool: pg.Pool, v: readonly number[]) =>
+  oneStatement(
+    pool,
+    { enable_indexscan: 'off', enable_bitmapscan: 'off', jit: 'off' },
+    'embedding <=> $1::vector, chunk_id',
+    v,
+  );
 
 /** Every row's distance to q from one sequential scan (the database's own `<=>`), by row index. */
 async function allDistances(pool: pg.Pool, q: string): Promise<Float64Array> {
@@ -366,8 +391,12 @@ interface Row {
   query_recall: number[];
   p50_ms: number;
   p99_ms: number;
+  /** The one-statement reference (the goal's figure). */
   reference_p50_ms: number;
   ratio_p50: number;
+  /** The per-transaction reference, as earlier versions of this benchmark timed it. */
+  txn_reference_p50_ms: number;
+  ratio_txn_p50: number;
   /** Query sets whose HNSW reference stays below recall 0.99: p50 ÷ the unfiltered exact scan's. */
   exact_reference_p50_ms?: number;
   ratio_exact_p50?: number;
@@ -509,6 +538,7 @@ async function main(): Promise<void> {
       const ds = distances.get(s) ?? [];
       const ef = reference[s]?.ef_search ?? 40;
       const refTimes: number[] = [];
+      const txnRefTimes: number[] = [];
       const exactRefTimes: number[] = [];
       const exactRef = reference[s]?.met === false;
       const acc = armFns.map(() => ({
@@ -518,20 +548,41 @@ async function main(): Promise<void> {
       }));
       for (const [i, q] of qs.entries()) {
         const want = exactTopK(ds[i] as Float64Array, a.rows);
-        refTimes.push((await timed(() => unfiltered(pool, q, ef)))[1]);
-        if (exactRef) exactRefTimes.push((await timed(() => unfilteredExact(pool, q)))[1]);
-        // Arms in rotated order (query i starts at arm i mod n), so no arm always runs first.
-        for (let step = 0; step < armFns.length; step++) {
-          const j = (i + step) % armFns.length;
-          const [, fn] = armFns[j] as (typeof armFns)[number];
+        // The references and the arms in rotated order (query i starts at slot i mod n), so none of
+        // them always runs first: the first statement after a pause was measured up to 1.8× slower.
+        const refs: (() => Promise<void>)[] = [
+          async () => {
+            refTimes.push(await unfilteredOneStatement(pool, vs[i] as number[], ef));
+          },
+          async () => {
+            txnRefTimes.push((await timed(() => unfiltered(pool, q, ef)))[1]);
+          },
+          ...(exactRef
+            ? [
+                async () => {
+                  exactRefTimes.push(await unfilteredExactOneStatement(pool, vs[i] as number[]));
+                },
+              ]
+            : []),
+        ];
+        const slots = refs.length + armFns.length;
+        for (let step = 0; step < slots; step++) {
+          const j = (i + step) % slots;
+          if (j < refs.length) {
+            await (refs[j] as () => Promise<void>)();
+            continue;
+          }
+          const k = j - refs.length;
+          const [, fn] = armFns[k] as (typeof armFns)[number];
           const [r, ms] = await timed(() => fn(a, vs[i] as number[], q, ef));
-          const slot = acc[j] as (typeof acc)[number];
+          const slot = acc[k] as (typeof acc)[number];
           slot.recall.push(recallOf(r.ids, want));
           slot.times.push(ms);
           slot.plans[r.plan] = (slot.plans[r.plan] ?? 0) + 1;
         }
       }
       const refP50 = pct(refTimes, 0.5);
+      const txnRefP50 = pct(txnRefTimes, 0.5);
       for (const [j, [arm]] of armFns.entries()) {
         const slot = acc[j] as (typeof acc)[number];
         rows.push({
@@ -547,6 +598,8 @@ async function main(): Promise<void> {
           p99_ms: pct(slot.times, 0.99),
           reference_p50_ms: refP50,
           ratio_p50: pct(slot.times, 0.5) / refP50,
+          txn_reference_p50_ms: txnRefP50,
+          ratio_txn_p50: pct(slot.times, 0.5) / txnRefP50,
           ...(exactRef
             ? {
                 exact_reference_p50_ms: pct(exactRefTimes, 0.5),
@@ -569,7 +622,7 @@ async function main(): Promise<void> {
     `load average (1/5/15 min) at start ${load0.map((x) => x.toFixed(2)).join('/')}, at end ${load1.map((x) => x.toFixed(2)).join('/')}`,
     ...SETS.map(
       (s) =>
-        `reference (${s}): unfiltered HNSW ef_search ${reference[s]?.ef_search}, recall@10 ${f(reference[s]?.recall ?? Number.NaN, 3)}${reference[s]?.met ? '' : ' (ladder exhausted: below 0.99; the unfiltered exact scan is timed too, its ratio in brackets)'}, p50 ${f(reference[s]?.p50_ms ?? Number.NaN, 2)} ms`,
+        `reference (${s}): unfiltered HNSW ef_search ${reference[s]?.ef_search}, recall@10 ${f(reference[s]?.recall ?? Number.NaN, 3)}${reference[s]?.met ? '' : ' (ladder exhausted: below 0.99; the unfiltered exact scan is timed too, its ratio in brackets)'}, p50 ${f(reference[s]?.p50_ms ?? Number.NaN, 2)} ms in the per-transaction form (ratios: to the one-statement form; "txn ref": to this form)`,
     ),
   ];
   // Goal table: one line per (audience, arm, selectivity); recall and ratio for each query set.
@@ -577,19 +630,19 @@ async function main(): Promise<void> {
   const grouped = new Map<string, Partial<Record<QuerySet, Row>>>();
   for (const r of rows) grouped.set(key(r), { ...(grouped.get(key(r)) ?? {}), [r.set]: r });
   const goal = [
-    `| audience | arm | selectivity | authorized | ${SETS.map((s) => `recall ${s} | min ${s} | p50 ms ${s} | ratio ${s} | plans ${s}`).join(' | ')} |`,
-    `|---|---|---|---|${SETS.map(() => '---|---|---|---|---|').join('')}`,
+    `| audience | arm | selectivity | authorized | ${SETS.map((s) => `recall ${s} | min ${s} | p50 ms ${s} | ratio ${s} | ratio ${s}, txn ref | plans ${s}`).join(' | ')} |`,
+    `|---|---|---|---|${SETS.map(() => '---|---|---|---|---|---|').join('')}`,
     ...[...grouped.values()].map((g) => {
       const any = (g.in ?? g.ood) as Row;
       const cells = SETS.map((s) => {
         const r = g[s];
-        if (!r) return '— | — | — | — | —';
+        if (!r) return '— | — | — | — | — | —';
         const plans = Object.entries(r.plans)
           .map(([p, n]) => `${p}:${n}`)
           .join(' ');
         // Where the HNSW reference stays below recall 0.99, the ratio to the exact scan follows in brackets.
         const exact = r.ratio_exact_p50 === undefined ? '' : ` (${f(r.ratio_exact_p50, 2)} exact)`;
-        return `${f(r.recall, 3)} | ${f(r.worst_query_recall, 1)} | ${f(r.p50_ms, 2)} | ${f(r.ratio_p50, 2)}${exact} | ${plans}`;
+        return `${f(r.recall, 3)} | ${f(r.worst_query_recall, 1)} | ${f(r.p50_ms, 2)} | ${f(r.ratio_p50, 2)}${exact} | ${f(r.ratio_txn_p50, 2)} | ${plans}`;
       });
       return `| ${any.audience} | ${any.arm} | ${(any.selectivity * 100).toFixed(1)} % | ${any.authorized} | ${cells.join(' | ')} |`;
     }),
