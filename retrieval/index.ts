@@ -106,7 +106,10 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     // long statement (a migration, a bulk ingest through the socket) on a busy machine.
     ...(embedded
       ? { max: embedded.poolSize, connectionTimeoutMs: options.pool?.connectionTimeoutMs ?? 60_000 }
-      : {}),
+      : // Every connection starts as the retrieval role with read-only transactions, so a search is
+        // one statement (retrieval/db/pool.ts, PoolOptions.session). The embedded database's one
+        // session also runs migrations and ingestion, and would drop the options anyway.
+        { session: { role: RETRIEVAL_ROLE, readOnly: true } }),
   });
   // Serves as the retrieval role only: it can call the search functions and read the profile, nothing
   // else. On the embedded database this process is also the database's administrator, so it prepares

@@ -103,7 +103,11 @@ export class UnmintedCapabilityError extends Error {
   }
 }
 
-/** Run inside an open transaction: throws UnmintedCapabilityError unless the ledger has the entry. */
+/**
+ * Throws UnmintedCapabilityError unless the ledger has the entry. Runs in the search's read-only
+ * transaction, or as a statement of its own on a connection whose transactions are read-only
+ * (retrieval/search.ts); under READ COMMITTED each statement has its own snapshot either way.
+ */
 export async function requireRecorded(client: pg.PoolClient, proof: CapabilityProof): Promise<void> {
   const r = await client.query(CHECK_SQL, [proof.digest, proof.agent, proof.now]);
   if (r.rows[0]?.['ok'] !== true) throw new UnmintedCapabilityError();
@@ -134,8 +138,9 @@ export function foldCheck(statement: CheckedStatement, proof: CapabilityProof): 
 }
 
 /**
- * Runs the search statement inside an open transaction, under the ledger check when there is a
- * proof; throws UnmintedCapabilityError when the ledger has no live entry for it.
+ * Runs the search statement (in the caller's transaction, or on its own on a read-only connection),
+ * under the ledger check when there is a proof; throws UnmintedCapabilityError when the ledger has no
+ * live entry for it.
  */
 export async function runUnderCheck(
   client: pg.PoolClient,

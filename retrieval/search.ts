@@ -1,6 +1,7 @@
 /**
  * Runs one authorized search as one call of the search function for the projection's kind
- * (migration 0006) in one read-only transaction: the function counts authorized rows (bounded),
+ * (migration 0006) in one read-only transaction (one statement where the connection's transactions are
+ * read-only by default): the function counts authorized rows (bounded),
  * picks the plan, ranks under the predicate and, for hybrid, adds keyword candidates under the same
  * predicate; this module only fuses the two lists. Never post-filters: every row that leaves the
  * database already satisfied the predicate, and the retrieval role can read rows no other way.
@@ -8,6 +9,7 @@
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { toVectorBinary } from './db/pool.ts';
+import { sessionState } from './db/roles.ts';
 import { EMBEDDING_DIMENSIONS } from './embeddings/types.ts';
 import { type CapabilityProof, runUnderCheck } from './ledger.ts';
 import { DEFAULT_PLANNER, type Plan, type PlannerOptions, searchStatement } from './planner.ts';
@@ -100,9 +102,13 @@ export async function searchKnowledge(
   const client = await pool.connect();
   let failed = false;
   try {
-    await client.query('BEGIN READ ONLY');
+    // A connection whose every transaction is read-only (it started so: retrieval/db/pool.ts,
+    // PoolOptions.session) runs the statement on its own, in a read-only transaction of its own: one
+    // round trip. Any other opens one explicitly.
+    const ownTransaction = sessionState(client)?.readOnly !== true;
+    if (ownTransaction) await client.query('BEGIN READ ONLY');
     const rows = await runUnderCheck(client, statement, req.capability);
-    await client.query('COMMIT');
+    if (ownTransaction) await client.query('COMMIT');
     // Rows arrive ordered by list ('vector' first) and position in it.
     const vectorHits = rows.filter((r) => r['list'] === 'vector').map(toHit);
     const keywordHits = rows.filter((r) => r['list'] === 'keyword').map(toHit);
@@ -112,7 +118,7 @@ export async function searchKnowledge(
     return { hits, plan };
   } catch (err) {
     failed = true;
-    await client.query('ROLLBACK').catch(() => {});
+    if (sessionState(client)?.readOnly !== true) await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
     // A connection that failed mid-transaction is discarded rather than reused.

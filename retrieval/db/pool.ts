@@ -17,6 +17,21 @@ export interface PoolOptions {
   readonly requireTls?: boolean;
   readonly statementTimeoutMs?: number;
   readonly connectionTimeoutMs?: number;
+  /**
+   * Start every connection as this role with read-only transactions (startup options `role` and
+   * `default_transaction_read_only`), for a pool that only serves searches. A connection that starts
+   * this way runs each search as one statement instead of four (retrieval/db/roles.ts, asRole;
+   * retrieval/search.ts). The server refuses the connection when the login may not take the role. The
+   * embedded database and PgBouncer (`ignore_startup_parameters`) drop the options; each connection
+   * is checked, and one that did not start this way is used as before.
+   */
+  readonly session?: { readonly role: string; readonly readOnly: boolean };
+}
+
+/** The startup `options` for PoolOptions.session; role names are this project's constants. */
+export function sessionOptions(session: NonNullable<PoolOptions['session']>): string {
+  if (!/^[a-z_][a-z0-9_]*$/.test(session.role)) throw new RangeError('role name');
+  return `-c role=${session.role}${session.readOnly ? ' -c default_transaction_read_only=on' : ''}`;
 }
 
 export function createPool(options: PoolOptions): pg.Pool {
@@ -35,6 +50,7 @@ export function createPool(options: PoolOptions): pg.Pool {
     statement_timeout: options.statementTimeoutMs ?? 10_000,
     idleTimeoutMillis: 30_000,
     application_name: 'fgentic-retrieval',
+    ...(options.session ? { options: sessionOptions(options.session) } : {}),
   });
   // A broken idle connection must not crash the process; the next query fails closed instead.
   pool.on('error', () => {});

@@ -40,26 +40,73 @@ async function enter(client: pg.PoolClient, role: DbRole, guard?: TransactionGua
   if (guard) await guard(client);
 }
 
+/** What a connection runs as outside any transaction, read once per connection. */
+export interface SessionState {
+  /** current_user: the login, or the role the connection started as (PoolOptions.session). */
+  readonly role: string;
+  /** default_transaction_read_only: every transaction this connection starts is read-only. */
+  readonly readOnly: boolean;
+}
+
+const sessions = new WeakMap<pg.PoolClient, SessionState>();
+const SESSION = Symbol('fgentic session');
+
+/**
+ * The session state of a pooled connection, read on its first checkout. Nothing this project runs
+ * changes either setting at session level on a pooled connection (roles are switched per transaction,
+ * settings with set_config(…, true)), so the first reading holds for the connection's life.
+ */
+async function sessionOf(client: pg.PoolClient): Promise<SessionState> {
+  let s = sessions.get(client);
+  if (s === undefined) {
+    const r = await client.query(
+      "SELECT current_user AS role, current_setting('default_transaction_read_only') = 'on' AS ro",
+    );
+    const row = r.rows[0] as { role: string; ro: boolean };
+    s = { role: row.role, readOnly: row.ro === true };
+    sessions.set(client, s);
+  }
+  return s;
+}
+
+/**
+ * The session state of a client from `asRole(…).connect()` (undefined for any other client): a
+ * caller may rely on `readOnly` to skip its own `BEGIN READ ONLY`, since an autocommit statement on
+ * such a connection runs in a read-only transaction of its own.
+ */
+export function sessionState(client: pg.PoolClient): SessionState | undefined {
+  return (client as unknown as { [SESSION]?: SessionState })[SESSION];
+}
+
 /**
  * A client whose transactions all run as `role`. A statement issued outside an explicit transaction
- * is wrapped in one, so no statement ever runs with the login (or embedded superuser) privileges.
+ * is wrapped in one, so no statement ever runs with the login (or embedded superuser) privileges;
+ * unless the connection itself runs as `role` (it started that way) and no guard is set, where the
+ * statement is sent as it is: one round trip instead of four.
  */
-function roleClient(client: pg.PoolClient, role: DbRole, guard?: TransactionGuard): pg.PoolClient {
+function roleClient(
+  client: pg.PoolClient,
+  role: DbRole,
+  session: SessionState,
+  guard?: TransactionGuard,
+): pg.PoolClient {
   let inTx = false;
+  const direct = guard === undefined && session.role === role;
   const query = async (text: unknown, values?: unknown) => {
     if (typeof text !== 'string') throw new TypeError('role-bound clients take SQL text only');
     const args = values as unknown[] | undefined;
     if (BEGIN.test(text)) {
       const r = await client.query(text);
       inTx = true;
-      await enter(client, role, guard);
+      // A connection that runs as the role needs no switch (and, without a guard, nothing else).
+      if (!direct) await enter(client, role, guard);
       return r;
     }
     if (END.test(text)) {
       inTx = false;
       return client.query(text);
     }
-    if (inTx) return client.query(text, args);
+    if (inTx || direct) return client.query(text, args);
     await client.query('BEGIN');
     try {
       await enter(client, role, guard);
@@ -74,6 +121,7 @@ function roleClient(client: pg.PoolClient, role: DbRole, guard?: TransactionGuar
   return new Proxy(client, {
     get(target, prop) {
       if (prop === 'query') return query;
+      if (prop === SESSION) return session;
       const v = Reflect.get(target, prop, target);
       return typeof v === 'function' ? v.bind(target) : v;
     },
@@ -82,7 +130,15 @@ function roleClient(client: pg.PoolClient, role: DbRole, guard?: TransactionGuar
 
 /** A view of `pool` whose every statement runs inside a transaction as `role`. */
 export function asRole(pool: pg.Pool, role: DbRole, guard?: TransactionGuard): pg.Pool {
-  const connect = async () => roleClient(await pool.connect(), role, guard);
+  const connect = async () => {
+    const client = await pool.connect();
+    try {
+      return roleClient(client, role, await sessionOf(client), guard);
+    } catch (err) {
+      client.release(true);
+      throw err;
+    }
+  };
   const query = async (text: unknown, values?: unknown) => {
     const client = await connect();
     let failed = false;

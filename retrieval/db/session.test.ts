@@ -1,0 +1,163 @@
+/**
+ * One statement per search on a connection that starts as the retrieval role with read-only
+ * transactions (PoolOptions.session), the usual wrapping on any other. The embedded database drops
+ * startup options, so the connection states are made here with session-level settings on a database
+ * of this file's own (its one session is every connection's).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type pg from 'pg';
+import { writeChunks } from '../ingest/store.ts';
+import { searchKnowledge } from '../search.ts';
+import {
+  decodeFixture,
+  matrixHeader,
+  meta,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from '../testing.ts';
+import { sessionOptions } from './pool.ts';
+import { asRole, INGESTION_ROLE, RETRIEVAL_ROLE, sessionState } from './roles.ts';
+
+let t: TestDatabase;
+const rand = prng(2_017);
+const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+
+before(async () => {
+  t = await startTestDatabase();
+  await writeChunks(t.pool, {
+    chunks: Array.from({ length: 30 }, (_, i) => ({
+      chunk_id: `s-${i}`,
+      content: `row ${i}`,
+      embedding: randomVector(rand),
+      metadata: meta({ principals: [P.alice] }),
+    })),
+  });
+});
+after(async () => {
+  await t?.close();
+});
+
+/** The pool, recording every statement its clients send. */
+function recording(pool: pg.Pool, into: string[]): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop !== 'connect') return Reflect.get(target, prop, target);
+      return async () => {
+        const client = await target.connect();
+        return new Proxy(client, {
+          get(c, p) {
+            if (p !== 'query') {
+              const v = Reflect.get(c, p, c);
+              return typeof v === 'function' ? v.bind(c) : v;
+            }
+            return (text: string, values?: unknown[]) => {
+              into.push(text.trim().split(/\s+/).slice(0, 2).join(' '));
+              return c.query(text, values);
+            };
+          },
+        });
+      };
+    },
+  }) as pg.Pool;
+}
+
+/** Session-level state of the one embedded session (what startup options give a real connection). */
+async function startAs(role: string | null, readOnly: boolean): Promise<void> {
+  await t.pool.query(role === null ? 'RESET ROLE' : `SET ROLE ${role}`);
+  await t.pool.query(`SET default_transaction_read_only = ${readOnly ? 'on' : 'off'}`);
+}
+
+async function statementsOfOneSearch(pool: pg.Pool): Promise<string[]> {
+  const sent: string[] = [];
+  // A fresh role-bound view: the first checkout reads the session state; only the search is kept.
+  const serving = asRole(recording(pool, sent), RETRIEVAL_ROLE);
+  const r = await searchKnowledge(serving, { projection, embedding: randomVector(rand), maxResults: 5 });
+  assert.equal(r.hits.length, 5);
+  return sent.filter((s) => !s.startsWith('SELECT current_user'));
+}
+
+describe('search statements per connection state', () => {
+  test('startup options: the role and read-only transactions, role names checked', () => {
+    assert.equal(
+      sessionOptions({ role: RETRIEVAL_ROLE, readOnly: true }),
+      '-c role=knowledge_retrieval -c default_transaction_read_only=on',
+    );
+    assert.throws(() => sessionOptions({ role: 'x -c foo=1', readOnly: true }), RangeError);
+  });
+
+  test('a connection that started as the retrieval role, read-only: the search is one statement', async () => {
+    await startAs(RETRIEVAL_ROLE, true);
+    try {
+      const sent = await statementsOfOneSearch(t.pool);
+      assert.deepEqual(sent, ['SELECT list,']);
+      // And the server itself keeps such a statement from writing.
+      await assert.rejects(
+        t.pool.query('CREATE TEMP TABLE fgentic_probe (a int)'),
+        (err: { code?: string }) => ['25006', '42501'].includes(String(err.code)),
+      );
+    } finally {
+      await startAs(null, false);
+    }
+  });
+
+  test('the retrieval role without read-only transactions: BEGIN READ ONLY around the search', async () => {
+    await startAs(RETRIEVAL_ROLE, false);
+    try {
+      assert.deepEqual(await statementsOfOneSearch(t.pool), ['BEGIN READ', 'SELECT list,', 'COMMIT']);
+    } finally {
+      await startAs(null, false);
+    }
+  });
+
+  test('read-only but another role: the role is still switched, inside a transaction', async () => {
+    await startAs(null, true);
+    try {
+      assert.deepEqual(await statementsOfOneSearch(t.pool), [
+        'BEGIN',
+        "SELECT set_config('role',",
+        'SELECT list,',
+        'COMMIT',
+      ]);
+    } finally {
+      await startAs(null, false);
+    }
+  });
+
+  test('the embedded superuser session: BEGIN READ ONLY and the role switch, as before', async () => {
+    assert.deepEqual(await statementsOfOneSearch(t.pool), [
+      'BEGIN READ',
+      "SELECT set_config('role',",
+      'SELECT list,',
+      'COMMIT',
+    ]);
+  });
+
+  test('a guarded role-bound pool always wraps, whatever the session runs as', async () => {
+    await startAs(INGESTION_ROLE, false);
+    try {
+      const sent: string[] = [];
+      let guarded = 0;
+      const pool = asRole(recording(t.pool, sent), INGESTION_ROLE, async () => {
+        guarded += 1;
+      });
+      const client = await pool.connect();
+      try {
+        assert.deepEqual(sessionState(client), { role: INGESTION_ROLE, readOnly: false });
+        await client.query('SELECT 1');
+      } finally {
+        client.release();
+      }
+      assert.equal(guarded, 1);
+      assert.deepEqual(
+        sent.filter((s) => !s.startsWith('SELECT current_user')),
+        ['BEGIN', "SELECT set_config('role',", 'SELECT 1', 'COMMIT'],
+      );
+    } finally {
+      await startAs(null, false);
+    }
+  });
+});
