@@ -30,7 +30,7 @@ import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool, toVectorBinary, toVectorParam } from '../retrieval/db/pool.ts';
-import { bootstrapDatabase } from '../retrieval/db/roles.ts';
+import { asRole, bootstrapDatabase, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
@@ -410,6 +410,16 @@ async function main(): Promise<void> {
   const db = embedded ? await startBenchEmbedded() : null;
   const url = db?.url ?? (args['database-url'] as string);
   const pool = createPool({ connectionString: url, max: 2, statementTimeoutMs: 3_600_000 });
+  // The server's arms run as the server does: a pool of the retrieval role, its connections started
+  // as that role with read-only transactions on a real PostgreSQL (one statement per search;
+  // retrieval/index.ts); the embedded database drops those options (four round trips per search).
+  const servingBase = createPool({
+    connectionString: url,
+    max: 2,
+    statementTimeoutMs: 3_600_000,
+    ...(embedded ? {} : { session: { role: RETRIEVAL_ROLE, readOnly: true } }),
+  });
+  const serving = asRole(servingBase, RETRIEVAL_ROLE);
   const corpus = new Corpus(N);
   const acl = buildAcl(N, SELECTIVITIES);
   const loadInfo = await load(pool, corpus, acl);
@@ -462,22 +472,23 @@ async function main(): Promise<void> {
   if (warm)
     for (const s of SETS)
       for (const v of (vectors.get(s) ?? []).slice(0, 3)) {
-        await serverSearch(pool, warm.projection, v, DEFAULT_PLANNER);
+        await serverSearch(serving, warm.projection, v, DEFAULT_PLANNER);
         for (const [, e] of experiments) await e.run(pool, warm.projection, v, K);
       }
 
   const armFns: [string, (a: Audience, v: number[], q: string, ef: number) => Promise<RankedIds>][] = [];
   for (const arm of ARMS) {
-    if (arm === 'planner') armFns.push([arm, (a, v) => serverSearch(pool, a.projection, v, DEFAULT_PLANNER)]);
+    if (arm === 'planner')
+      armFns.push([arm, (a, v) => serverSearch(serving, a.projection, v, DEFAULT_PLANNER)]);
     if (arm === 'exact')
       armFns.push([
         arm,
-        (a, v) => serverSearch(pool, a.projection, v, { ...DEFAULT_PLANNER, force: 'exact' }),
+        (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: 'exact' }),
       ]);
     if (arm === 'hnsw')
       armFns.push([
         arm,
-        (a, v) => serverSearch(pool, a.projection, v, { ...DEFAULT_PLANNER, force: 'hnsw' }),
+        (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: 'hnsw' }),
       ]);
     if (arm === 'post')
       // Anti-pattern for contrast: unfiltered top-k, then drop rows the audience may not read.
@@ -492,7 +503,7 @@ async function main(): Promise<void> {
   for (const ef of PLANNER_EF)
     armFns.push([
       `planner@ef${ef}`,
-      (a, v) => serverSearch(pool, a.projection, v, { ...DEFAULT_PLANNER, efSearch: ef }),
+      (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, efSearch: ef }),
     ]);
   for (const [name, e] of experiments) armFns.push([`x:${name}`, (a, v) => e.run(pool, a.projection, v, K)]);
 
@@ -650,6 +661,7 @@ async function main(): Promise<void> {
   process.stdout.write(`${[...header, '', ...goal].join('\n')}\n`);
   save(true);
   await pool.end();
+  await servingBase.end();
   await db?.close();
 }
 
