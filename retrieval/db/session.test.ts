@@ -55,7 +55,7 @@ function recording(pool: pg.Pool, into: string[]): pg.Pool {
               return typeof v === 'function' ? v.bind(c) : v;
             }
             return (text: string, values?: unknown[]) => {
-              into.push(text.trim().split(/\s+/).slice(0, 2).join(' '));
+              into.push(text.replace(/\s+/g, ' ').trim().slice(0, 48));
               return c.query(text, values);
             };
           },
@@ -93,7 +93,7 @@ describe('search statements per connection state', () => {
     await startAs(RETRIEVAL_ROLE, true);
     try {
       const sent = await statementsOfOneSearch(t.pool);
-      assert.deepEqual(sent, ['SELECT list,']);
+      assert.deepEqual(sent, ['SELECT list, ord, plan, chunk_id, content, metad']);
       // And the server itself keeps such a statement from writing.
       await assert.rejects(
         t.pool.query('CREATE TEMP TABLE fgentic_probe (a int)'),
@@ -107,7 +107,11 @@ describe('search statements per connection state', () => {
   test('the retrieval role without read-only transactions: BEGIN READ ONLY around the search', async () => {
     await startAs(RETRIEVAL_ROLE, false);
     try {
-      assert.deepEqual(await statementsOfOneSearch(t.pool), ['BEGIN READ', 'SELECT list,', 'COMMIT']);
+      assert.deepEqual(await statementsOfOneSearch(t.pool), [
+        'BEGIN READ ONLY',
+        'SELECT list, ord, plan, chunk_id, content, metad',
+        'COMMIT',
+      ]);
     } finally {
       await startAs(null, false);
     }
@@ -116,10 +120,10 @@ describe('search statements per connection state', () => {
   test('read-only but another role: the role is still switched, inside a transaction', async () => {
     await startAs(null, true);
     try {
+      // The role switch travels with BEGIN, in one message.
       assert.deepEqual(await statementsOfOneSearch(t.pool), [
-        'BEGIN',
-        "SELECT set_config('role',",
-        'SELECT list,',
+        "BEGIN; SELECT set_config('role', 'knowledge_retr",
+        'SELECT list, ord, plan, chunk_id, content, metad',
         'COMMIT',
       ]);
     } finally {
@@ -127,16 +131,15 @@ describe('search statements per connection state', () => {
     }
   });
 
-  test('the embedded superuser session: BEGIN READ ONLY and the role switch, as before', async () => {
+  test('the embedded superuser session: BEGIN READ ONLY with the role switch in one message, the statement, COMMIT', async () => {
     assert.deepEqual(await statementsOfOneSearch(t.pool), [
-      'BEGIN READ',
-      "SELECT set_config('role',",
-      'SELECT list,',
+      "BEGIN READ ONLY; SELECT set_config('role', 'know",
+      'SELECT list, ord, plan, chunk_id, content, metad',
       'COMMIT',
     ]);
   });
 
-  test('a guarded role-bound pool always wraps, whatever the session runs as', async () => {
+  test('a guarded role-bound pool always wraps, the guard after the role switch, whatever the session runs as', async () => {
     await startAs(INGESTION_ROLE, false);
     try {
       const sent: string[] = [];
@@ -154,10 +157,24 @@ describe('search statements per connection state', () => {
       assert.equal(guarded, 1);
       assert.deepEqual(
         sent.filter((s) => !s.startsWith('SELECT current_user')),
-        ['BEGIN', "SELECT set_config('role',", 'SELECT 1', 'COMMIT'],
+        ['BEGIN', "SELECT set_config('role', $1, true)", 'SELECT 1', 'COMMIT'],
       );
     } finally {
       await startAs(null, false);
+    }
+  });
+  // Last: the embedded session cannot undo SET SESSION AUTHORIZATION on its own (RESET below does).
+  test('a role switch the session may not make fails the statement and leaves no transaction open', async () => {
+    await t.pool.query(`SET SESSION AUTHORIZATION ${INGESTION_ROLE}`);
+    try {
+      const sent: string[] = [];
+      const serving = asRole(recording(t.pool, sent), RETRIEVAL_ROLE);
+      await assert.rejects(serving.query('SELECT 1'), (err: { code?: string }) => err.code === '42501');
+      assert.equal(sent.at(-1), 'ROLLBACK');
+      const r = await t.pool.query('SELECT 1 AS one');
+      assert.equal(r.rows[0]?.one, 1);
+    } finally {
+      await t.pool.query('RESET SESSION AUTHORIZATION');
     }
   });
 });
