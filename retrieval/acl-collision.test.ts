@@ -81,7 +81,7 @@ before(async () => {
   // migration 0016 row_ids computes the hash itself, so 0007's row_ids (which calls id_of) is put back.
   await t.pool.query(`CREATE OR REPLACE FUNCTION fgentic_ids.id_of(value text) RETURNS integer
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog AS $$ SELECT 7 $$`);
-  await t.pool.query(migrationFunction('0007_integer_acl_search.sql', 'row_ids'));
+  await t.pool.query(migrationFunction('0007_integer_acl_search.sql', 'fgentic_ids.row_ids'));
   await writeChunks(t.pool, {
     chunks: rows.map((r) => ({ chunk_id: r.id, content: `row ${r.id}`, embedding: r.v, metadata: r.m })),
   });

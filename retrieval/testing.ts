@@ -34,15 +34,15 @@ export interface TestDatabase {
 }
 
 /**
- * The `CREATE OR REPLACE FUNCTION fgentic_ids.<name>` statement of a migration file, as that migration
- * defined it, with `fgentic_ids.` replaced by `schema.` (pass `fgentic_ids` to re-install it as is).
+ * The `CREATE OR REPLACE FUNCTION <schema.name>(` statement of a migration file, as that migration
+ * defined it (callers rename it to install it beside the current definition).
  */
-export function migrationFunction(file: string, name: string, schema = 'fgentic_ids'): string {
+export function migrationFunction(file: string, qualifiedName: string): string {
   const sql = readFileSync(new URL(`./db/migrations/${file}`, import.meta.url), 'utf8');
-  const start = sql.indexOf(`CREATE OR REPLACE FUNCTION fgentic_ids.${name}(`);
-  if (start < 0) throw new Error(`${file} defines no fgentic_ids.${name}`);
+  const start = sql.indexOf(`CREATE OR REPLACE FUNCTION ${qualifiedName}(`);
+  if (start < 0) throw new Error(`${file} defines no ${qualifiedName}`);
   const end = sql.indexOf('$$;', sql.indexOf('$$', start) + 2);
-  return sql.slice(start, end + 3).replaceAll('fgentic_ids.', `${schema}.`);
+  return sql.slice(start, end + 3);
 }
 
 /** A project-first database: bootstrap (roles, vector, owner) and this project's migrations. */

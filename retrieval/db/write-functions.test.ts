@@ -33,7 +33,9 @@ before(async () => {
     ['0007_integer_acl_search.sql', 'row_ids'],
     ['0009_exact_ties.sql', 'vector_key'],
   ] as const)
-    await t.pool.query(migrationFunction(file, name, 'fgentic_old'));
+    await t.pool.query(
+      migrationFunction(file, `fgentic_ids.${name}`).replaceAll('fgentic_ids.', 'fgentic_old.'),
+    );
 });
 after(async () => {
   await t?.close();

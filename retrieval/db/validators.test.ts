@@ -1,0 +1,192 @@
+/**
+ * Migration 0017 re-creates 0001's audience and group validators as PL/pgSQL. They are compared here
+ * with 0001's own definitions (installed beside them from the migration file) on generated input:
+ * the group test gives the same answer everywhere; the principal test too, except where 0001's
+ * bool_and skipped an element without a string principal, which 0017 refuses as the origin does.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
+import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
+import { searchArguments } from '../predicate.ts';
+import {
+  decodeFixture,
+  matrixHeader,
+  migrationFunction,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from '../testing.ts';
+import { toVectorBinary } from './pool.ts';
+
+let t: TestDatabase;
+
+before(async () => {
+  t = await startTestDatabase();
+  await t.pool.query('CREATE SCHEMA fgentic_old');
+  for (const name of ['is_valid_principal_array', 'is_valid_group_array'])
+    await t.pool.query(
+      migrationFunction('0001_base_schema.sql', `knowledge.${name}`).replace(
+        `FUNCTION knowledge.${name}(`,
+        `FUNCTION fgentic_old.${name}(`,
+      ),
+    );
+});
+after(async () => {
+  await t?.close();
+});
+
+/** true, false, or 'error' (0001's SQL raised on some non-arrays; a raise refuses as false does). */
+async function answer(fn: string, value: string, max: number): Promise<boolean | 'error'> {
+  try {
+    const r = await t.pool.query(`SELECT ${fn}($1::jsonb, $2) AS ok`, [value, max]);
+    return r.rows[0]?.ok as boolean;
+  } catch {
+    return 'error';
+  }
+}
+const refuses = (a: boolean | 'error') => a !== true;
+
+const word = fc.constantFrom('matrix', 'bridged_matrix', 'other', '', 'Matrix');
+const mxid = fc.constantFrom(
+  '@alice:org-a.example',
+  '@bob:org-a.example:8448',
+  '@slack_u1:bridge.example',
+  '@Alice:org-a.example',
+  'alice:org-a.example',
+  '@a:',
+  '@a:[::1]',
+  '@a:256.1.1.1',
+);
+const network = fc.constantFrom('slack', 'teams', 'Slack', '-x', 'a'.repeat(64), '');
+const jsonScalar = fc.oneof(fc.constant(null), fc.integer(), fc.boolean(), fc.string({ maxLength: 4 }));
+const valid = fc.constantFrom('@alice:org-a.example', '@bob:org-a.example', '@slack_u1:bridge.example');
+const principal = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('matrix'), principal: valid }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('bridged_matrix'),
+      network: fc.constant('slack'),
+      principal: valid,
+    }),
+  },
+  // One key too many or too few for its kind.
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('matrix'), network: fc.constant('slack'), principal: valid }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('bridged_matrix'), principal: valid }) },
+  // The shape 0001's bool_and let through: the right number of keys, no principal.
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('matrix'), x: fc.string({ maxLength: 3 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('bridged_matrix'),
+      network: fc.constant('slack'),
+      x: fc.constant('y'),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: word, principal: mxid }) },
+  { weight: 2, arbitrary: fc.record({ kind: word, network, principal: mxid }) },
+  // Missing or mistyped keys, extra keys.
+  {
+    weight: 2,
+    arbitrary: fc.record(
+      {
+        kind: fc.oneof(word, jsonScalar),
+        principal: fc.oneof(mxid, jsonScalar),
+        network,
+        x: fc.string({ maxLength: 3 }),
+      },
+      { requiredKeys: [] },
+    ),
+  },
+  { weight: 1, arbitrary: jsonScalar },
+);
+const group = fc.oneof(
+  fc.constantFrom('partner/org-b/docs', 'partner/org-b/ops', 'partner/Org/docs', 'partner/org-b', 'ops', ''),
+  jsonScalar,
+);
+/** Arrays that often repeat an element, and sometimes are no array at all. */
+const arrayOf = <T>(item: fc.Arbitrary<T>) =>
+  fc.oneof(
+    { weight: 6, arbitrary: fc.array(item, { maxLength: 4 }) },
+    { weight: 2, arbitrary: item.chain((x) => fc.constant([x, x])) },
+    { weight: 1, arbitrary: jsonScalar },
+    { weight: 1, arbitrary: fc.dictionary(fc.string({ maxLength: 2 }), jsonScalar, { maxKeys: 2 }) },
+  );
+
+describe('migration 0017: the validators as PL/pgSQL', () => {
+  test('groups: the same answer as 0001 for any input and bound', async () => {
+    await fc.assert(
+      fc.asyncProperty(arrayOf(group), fc.integer({ min: 0, max: 8 }), async (value, max) => {
+        const json = JSON.stringify(value);
+        const now = await answer('knowledge.is_valid_group_array', json, max);
+        const was = await answer('fgentic_old.is_valid_group_array', json, max);
+        assert.equal(refuses(now), refuses(was), json);
+        assert.notEqual(now, 'error', 'the PL/pgSQL test never raises');
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test('principals: the same answer as 0001, except elements without a string principal, now refused', async () => {
+    let skippedByOld = 0;
+    await fc.assert(
+      fc.asyncProperty(arrayOf(principal), fc.integer({ min: 0, max: 8 }), async (value, max) => {
+        const json = JSON.stringify(value);
+        const now = await answer('knowledge.is_valid_principal_array', json, max);
+        const was = await answer('fgentic_old.is_valid_principal_array', json, max);
+        assert.notEqual(now, 'error', 'the PL/pgSQL test never raises');
+        const principalLess =
+          Array.isArray(value) &&
+          value.some(
+            (e) =>
+              typeof e === 'object' &&
+              e !== null &&
+              typeof (e as { principal?: unknown }).principal !== 'string',
+          );
+        if (!refuses(was) && refuses(now)) {
+          assert.ok(principalLess, `only the skipped-element case may differ: ${json}`);
+          skippedByOld += 1;
+        } else assert.equal(refuses(now), refuses(was), json);
+      }),
+      { numRuns: 400 },
+    );
+    // The generator does reach the case that changed.
+    assert.ok(skippedByOld > 0, 'the generator never produced the case that changed');
+  });
+
+  test('the case that changed, named: 0001 let it in, 0017 refuses it', async () => {
+    const value = '[{"kind":"matrix","x":"y"}]';
+    assert.equal(await answer('fgentic_old.is_valid_principal_array', value, 16), true);
+    assert.equal(await answer('knowledge.is_valid_principal_array', value, 16), false);
+    assert.equal(
+      await answer(
+        'knowledge.is_valid_principal_array',
+        '[{"kind":"matrix","principal":"@alice:org-a.example"}]',
+        16,
+      ),
+      true,
+    );
+  });
+
+  test('a search whose audience holds such an element is refused as an invalid argument', async () => {
+    const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
+    const args = searchArguments(projection);
+    const st = searchStatement(
+      { ...args, audience: '[{"kind":"matrix","x":"y"}]' } as typeof args,
+      toVectorBinary(randomVector(prng(17))),
+      10,
+      null,
+      DEFAULT_PLANNER,
+    );
+    await assert.rejects(
+      t.retrieval.query(st.text, st.values as unknown[]),
+      (err: { code?: string }) => err.code === '22023',
+    );
+  });
+});
