@@ -45,6 +45,36 @@ export function migrationFunction(file: string, qualifiedName: string): string {
   return sql.slice(start, end + 3);
 }
 
+/**
+ * The pool, with every statement its clients run passed to `on` first: `on` may record it, refuse
+ * it with an error (a dropped connection or a full disk, as the real server would report), or give
+ * other SQL to run in its place (so that the server itself fails the statement and aborts the
+ * transaction, as it would).
+ */
+export function interceptingPool(pool: pg.Pool, on: (text: string) => Error | string | undefined): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop !== 'connect') return Reflect.get(target, prop, target);
+      return async () => {
+        const client = await target.connect();
+        return new Proxy(client, {
+          get(c, p) {
+            if (p !== 'query') {
+              const v = Reflect.get(c, p, c);
+              return typeof v === 'function' ? v.bind(c) : v;
+            }
+            return (text: string, values?: unknown[]) => {
+              const refused = on(text);
+              if (typeof refused === 'string') return c.query(refused);
+              return refused ? Promise.reject(refused) : c.query(text, values);
+            };
+          },
+        });
+      };
+    },
+  }) as pg.Pool;
+}
+
 /** A project-first database: bootstrap (roles, vector, owner) and this project's migrations. */
 export async function startTestDatabase(): Promise<TestDatabase> {
   const db = await startEmbeddedDatabase();

@@ -11,6 +11,7 @@ import { writeChunks } from '../ingest/store.ts';
 import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
+  interceptingPool,
   matrixHeader,
   meta,
   P,
@@ -41,29 +42,12 @@ after(async () => {
   await t?.close();
 });
 
-/** The pool, recording every statement its clients send. */
-function recording(pool: pg.Pool, into: string[]): pg.Pool {
-  return new Proxy(pool, {
-    get(target, prop) {
-      if (prop !== 'connect') return Reflect.get(target, prop, target);
-      return async () => {
-        const client = await target.connect();
-        return new Proxy(client, {
-          get(c, p) {
-            if (p !== 'query') {
-              const v = Reflect.get(c, p, c);
-              return typeof v === 'function' ? v.bind(c) : v;
-            }
-            return (text: string, values?: unknown[]) => {
-              into.push(text.replace(/\s+/g, ' ').trim().slice(0, 48));
-              return c.query(text, values);
-            };
-          },
-        });
-      };
-    },
-  }) as pg.Pool;
-}
+/** The pool, recording the start of every statement its clients send. */
+const recording = (pool: pg.Pool, into: string[]): pg.Pool =>
+  interceptingPool(pool, (text) => {
+    into.push(text.replace(/\s+/g, ' ').trim().slice(0, 48));
+    return undefined;
+  });
 
 /** Session-level state of the one embedded session (what startup options give a real connection). */
 async function startAs(role: string | null, readOnly: boolean): Promise<void> {

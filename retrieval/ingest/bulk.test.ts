@@ -17,6 +17,7 @@ import { DEFAULT_PLANNER } from '../planner.ts';
 import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
+  interceptingPool,
   matrixHeader,
   meta,
   oauthHeader,
@@ -152,39 +153,9 @@ async function searches(queries: readonly string[]) {
   return out;
 }
 
-/**
- * The pool, with every statement its clients run passed to `on` first: `on` may record it, refuse
- * it with an error (a dropped connection or a full disk, as the real server would report), or give
- * other SQL to run in its place (so that the server itself fails the statement and aborts the
- * transaction, as it would).
- */
-function intercepting(pool: pg.Pool, on: (text: string) => Error | string | undefined): pg.Pool {
-  return new Proxy(pool, {
-    get(target, prop) {
-      if (prop !== 'connect') return Reflect.get(target, prop, target);
-      return async () => {
-        const client = await target.connect();
-        return new Proxy(client, {
-          get(c, p) {
-            if (p !== 'query') {
-              const v = Reflect.get(c, p, c);
-              return typeof v === 'function' ? v.bind(c) : v;
-            }
-            return (text: string, values?: unknown[]) => {
-              const refused = on(text);
-              if (typeof refused === 'string') return c.query(refused);
-              return refused ? Promise.reject(refused) : c.query(text, values);
-            };
-          },
-        });
-      };
-    },
-  }) as pg.Pool;
-}
-
 /** The pool, recording the text of every statement its clients run. */
 const recording = (pool: pg.Pool, into: string[]): pg.Pool =>
-  intercepting(pool, (text) => {
+  interceptingPool(pool, (text) => {
     into.push(text);
     return undefined;
   });
@@ -430,7 +401,7 @@ describe('bulk load', () => {
     const before = await snapshot();
     let builds = 0;
     // A connection that fails on the second CREATE INDEX, as a dropped connection or a full disk would.
-    const faulty = intercepting(t.pool, (text) =>
+    const faulty = interceptingPool(t.pool, (text) =>
       /^CREATE INDEX/.test(text) && ++builds === 2 ? new Error('injected fault') : undefined,
     );
     await assert.rejects(
@@ -455,7 +426,7 @@ describe('bulk load', () => {
     // deadlock detector, when a reader holding the ACL copy waits for the table: 40P01) and aborts
     // the transaction: the statement is replaced by one that raises the same code on the server.
     const failLock = (code: string) =>
-      intercepting(t.pool, (text) =>
+      interceptingPool(t.pool, (text) =>
         text.startsWith('LOCK TABLE')
           ? `DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '${code}'; END $$`
           : undefined,
@@ -797,7 +768,7 @@ describe('vector index built after the commit', () => {
     const original = await indexes();
     // A connection that fails on building the HNSW index, as a full disk or a dropped connection would.
     let refused = 0;
-    const faulty = intercepting(t.pool, (text) => {
+    const faulty = interceptingPool(t.pool, (text) => {
       if (!/^CREATE INDEX .* USING hnsw /.test(text)) return undefined;
       refused += 1;
       return new Error('injected fault');
