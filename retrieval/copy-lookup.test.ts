@@ -14,6 +14,7 @@ import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER } from './planner.ts';
 import { searchKnowledge } from './search.ts';
 import {
+  axisVector,
   decodeFixture,
   matrixHeader,
   meta,
@@ -24,15 +25,9 @@ import {
   type TestDatabase,
 } from './testing.ts';
 
-const DIMS = 1024;
 let t: TestDatabase;
 
-const axis = (i: number, a: number, j: number, b: number) => {
-  const v = new Array<number>(DIMS).fill(0);
-  v[i] = a;
-  v[j] = (v[j] ?? 0) + b;
-  return v;
-};
+const axis = axisVector;
 const query = axis(0, 1, 0, 0);
 const copy = axis(0, 0.9, 1000, 0.43);
 const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));

@@ -11,6 +11,7 @@ import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER } from './planner.ts';
 import { searchKnowledge } from './search.ts';
 import {
+  axisVector,
   decodeFixture,
   matrixHeader,
   meta,
@@ -21,16 +22,10 @@ import {
   type TestDatabase,
 } from './testing.ts';
 
-const DIMS = 1024;
 const COPIES = 30;
 let t: TestDatabase;
 
-const axis = (i: number, a: number, j: number, b: number) => {
-  const v = new Array<number>(DIMS).fill(0);
-  v[i] = a;
-  v[j] = (v[j] ?? 0) + b;
-  return v;
-};
+const axis = axisVector;
 const query = axis(0, 1, 0, 0);
 // chunk_ids in an order unrelated to insertion order; every third copy is bob's alone.
 const copyId = (i: number) => `dup-${String((i * 11) % COPIES).padStart(2, '0')}`;

@@ -75,6 +75,17 @@ export function interceptingPool(pool: pg.Pool, on: (text: string) => Error | st
   }) as pg.Pool;
 }
 
+/**
+ * A 1024-d vector a·e_i + b·e_j: rows built this way on different axes j have bit-identical distances
+ * to e_0 (the same two non-zero terms), which is how the tie tests make exact ties.
+ */
+export function axisVector(i: number, a: number, j: number, b: number): number[] {
+  const v = new Array<number>(1024).fill(0);
+  v[i] = a;
+  v[j] = (v[j] ?? 0) + b;
+  return v;
+}
+
 /** A project-first database: bootstrap (roles, vector, owner) and this project's migrations. */
 export async function startTestDatabase(): Promise<TestDatabase> {
   const db = await startEmbeddedDatabase();

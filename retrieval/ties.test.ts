@@ -12,6 +12,7 @@ import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
 import { type SearchResult, searchKnowledge } from './search.ts';
 import {
+  axisVector,
   decodeFixture,
   matrixHeader,
   meta,
@@ -22,7 +23,6 @@ import {
   type TestDatabase,
 } from './testing.ts';
 
-const DIMS = 1024;
 const TIED = 40;
 const CLOSER = 4;
 const FILLER = 100;
@@ -30,12 +30,7 @@ const K = 10;
 
 let t: TestDatabase;
 
-const axis = (i: number, a: number, j: number, b: number) => {
-  const v = new Array<number>(DIMS).fill(0);
-  v[i] = a;
-  v[j] = (v[j] ?? 0) + b;
-  return v;
-};
+const axis = axisVector;
 
 // chunk_ids in an order unrelated to insertion order, so "first inserted" cannot pass for "smallest id".
 const rand = prng(13_013);
