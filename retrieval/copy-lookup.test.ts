@@ -18,6 +18,7 @@ import {
   decodeFixture,
   matrixHeader,
   meta,
+  nearRows,
   P,
   prng,
   randomVector,
@@ -45,12 +46,7 @@ before(async () => {
   const alice = meta({ principals: [P.alice] });
   await writeChunks(t.pool, {
     chunks: [
-      ...Array.from({ length: 4 }, (_, i) => ({
-        chunk_id: `near-${i}`,
-        content: `near ${i}`,
-        embedding: axis(0, 1, 900 + i, 0.1 * (i + 1)),
-        metadata: alice,
-      })),
+      ...nearRows(alice),
       { chunk_id: 'dup-50', content: 'copy in the graph', embedding: copy, metadata: alice },
       ...Array.from({ length: 60 }, (_, i) => ({
         chunk_id: `fill-${String(i).padStart(2, '0')}`,

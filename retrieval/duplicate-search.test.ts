@@ -15,6 +15,7 @@ import {
   decodeFixture,
   matrixHeader,
   meta,
+  nearRows,
   P,
   prng,
   randomVector,
@@ -38,12 +39,7 @@ before(async () => {
   const alice = meta({ principals: [P.alice] });
   await writeChunks(t.pool, {
     chunks: [
-      ...Array.from({ length: 4 }, (_, i) => ({
-        chunk_id: `near-${i}`,
-        content: `near ${i}`,
-        embedding: axis(0, 1, 900 + i, 0.1 * (i + 1)),
-        metadata: alice,
-      })),
+      ...nearRows(alice),
       ...Array.from({ length: COPIES }, (_, i) => ({
         chunk_id: copyId(i),
         content: `copy ${i}`,

@@ -100,12 +100,12 @@ export async function searchKnowledge(
     planner,
   );
   const client = await pool.connect();
+  // A connection whose every transaction is read-only (it started so: retrieval/db/pool.ts,
+  // PoolOptions.session) runs the statement on its own, in a read-only transaction of its own: one
+  // round trip. Any other (unknown included) opens one explicitly.
+  const ownTransaction = sessionState(client)?.readOnly !== true;
   let failed = false;
   try {
-    // A connection whose every transaction is read-only (it started so: retrieval/db/pool.ts,
-    // PoolOptions.session) runs the statement on its own, in a read-only transaction of its own: one
-    // round trip. Any other opens one explicitly.
-    const ownTransaction = sessionState(client)?.readOnly !== true;
     if (ownTransaction) await client.query('BEGIN READ ONLY');
     const rows = await runUnderCheck(client, statement, req.capability);
     if (ownTransaction) await client.query('COMMIT');
@@ -118,7 +118,7 @@ export async function searchKnowledge(
     return { hits, plan };
   } catch (err) {
     failed = true;
-    if (sessionState(client)?.readOnly !== true) await client.query('ROLLBACK').catch(() => {});
+    if (ownTransaction) await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
     // A connection that failed mid-transaction is discarded rather than reused.

@@ -86,6 +86,19 @@ export function axisVector(i: number, a: number, j: number, b: number): number[]
   return v;
 }
 
+/**
+ * Four rows `near-0` … `near-3` on axes 900–903, strictly closer to e_0 than the copies the duplicate
+ * tests place at axisVector(0, 0.9, 1000, 0.43), in that order.
+ */
+export function nearRows(metadata: ChunkMetadata) {
+  return Array.from({ length: 4 }, (_, i) => ({
+    chunk_id: `near-${i}`,
+    content: `near ${i}`,
+    embedding: axisVector(0, 1, 900 + i, 0.1 * (i + 1)),
+    metadata,
+  }));
+}
+
 /** A project-first database: bootstrap (roles, vector, owner) and this project's migrations. */
 export async function startTestDatabase(): Promise<TestDatabase> {
   const db = await startEmbeddedDatabase();
