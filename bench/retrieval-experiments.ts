@@ -63,6 +63,8 @@ export interface RankedIds {
 export interface ExperimentContext {
   readonly rows: number;
   metadataFor(row: number): ChunkMetadata;
+  /** The pool the server's own arms search through (the retrieval role's). */
+  readonly serving: pg.Pool;
 }
 
 export interface Experiment {
@@ -429,8 +431,61 @@ const toasted: Experiment = {
   run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'toasted'),
 };
 
+/** The pool with every statement's text passed through `rename` (values untouched). */
+function renamedPool(pool: pg.Pool, rename: (text: string) => string): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop !== 'connect') return Reflect.get(target, prop, target);
+      return async () => {
+        const client = await target.connect();
+        return new Proxy(client, {
+          get(c, p) {
+            if (p === 'query') return (text: string, values?: unknown[]) => c.query(rename(text), values);
+            const v = Reflect.get(c, p, c);
+            return typeof v === 'function' ? v.bind(c) : v;
+          },
+        });
+      };
+    },
+  });
+}
+
+// The search functions as migrations 0015-0017 left them (ids from a query over SQL functions, the
+// whole metadata returned), under bench-only names over the same table. What migration 0018 changes,
+// side by side, through the server's own search path (searchKnowledge on the retrieval role's pool).
+const V0015_SQL = new URL('../retrieval/db/migrations/0015_exact_typed_last.sql', import.meta.url);
+let v0017Serving: pg.Pool;
+const v0017: Experiment = {
+  async setup(pool, ctx) {
+    const sql = readFileSync(V0015_SQL, 'utf8');
+    const rankFrom = sql.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_rank_v1(');
+    const rank = sql.slice(rankFrom, sql.indexOf('$function$;', rankFrom) + '$function$;'.length);
+    const wrappers = sql.slice(sql.indexOf('CREATE OR REPLACE FUNCTION knowledge.fgentic_search_matrix_v1('));
+    // 0007's SQL level_id, which 0015's wrappers called (0018 re-created it as PL/pgSQL).
+    const v7 = readFileSync(V0007_SQL, 'utf8');
+    const levelFrom = v7.indexOf('CREATE OR REPLACE FUNCTION fgentic_ids.level_id(');
+    const level = v7.slice(levelFrom, v7.indexOf('$$;', v7.indexOf('$$', levelFrom) + 2) + 3);
+    const rename = (text: string) =>
+      text
+        .replaceAll('knowledge.fgentic_rank_v1', 'bench.v0017_rank')
+        .replaceAll('knowledge.fgentic_search_matrix_v1', 'bench.v0017_search_matrix')
+        .replaceAll('knowledge.fgentic_search_groups_v1', 'bench.v0017_search_groups')
+        .replaceAll('fgentic_ids.level_id(', 'bench.v0017_level_id(');
+    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+    await pool.query(rename(level));
+    await pool.query(rename(rank));
+    await pool.query(rename(wrappers));
+    v0017Serving = renamedPool(ctx.serving, rename);
+  },
+  run: async (_pool, projection, embedding, k) => {
+    const r = await searchKnowledge(v0017Serving, { projection, embedding, maxResults: k }, DEFAULT_PLANNER);
+    return { ids: r.hits.map((h) => h.chunk_id), plan: `v0017:${r.plan}` };
+  },
+};
+
 export const EXPERIMENTS: Record<string, Experiment> = {
   v0007,
+  v0017,
   v0014,
   toasted,
   before,

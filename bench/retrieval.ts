@@ -430,7 +430,7 @@ async function main(): Promise<void> {
   for (const name of EXPERIMENT_NAMES) {
     const e = EXPERIMENTS[name] as Experiment;
     const tSetup = Date.now();
-    await e.setup(pool, { rows: N, metadataFor: acl.metadataFor });
+    await e.setup(pool, { rows: N, metadataFor: acl.metadataFor, serving });
     log(`experiment ${name}: setup ${((Date.now() - tSetup) / 1000).toFixed(1)} s`);
     experiments.push([name, e]);
   }
