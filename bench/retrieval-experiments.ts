@@ -26,6 +26,7 @@ import type pg from 'pg';
 import type { ChunkMetadata, Projection } from '../contract/index.ts';
 import { isMatrixProjection } from '../contract/index.ts';
 import { toVectorParam } from '../retrieval/db/pool.ts';
+import { RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { choosePlan, DEFAULT_PLANNER, searchStatement } from '../retrieval/planner.ts';
 import { buildPredicate, searchArguments } from '../retrieval/predicate.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
@@ -475,6 +476,8 @@ const v0017: Experiment = {
     await pool.query(rename(level));
     await pool.query(rename(rank));
     await pool.query(rename(wrappers));
+    // The functions run as their owner (SECURITY DEFINER); the retrieval role only needs to reach them.
+    await pool.query(`GRANT USAGE ON SCHEMA bench TO ${RETRIEVAL_ROLE}`);
     v0017Serving = renamedPool(ctx.serving, rename);
   },
   run: async (_pool, projection, embedding, k) => {
