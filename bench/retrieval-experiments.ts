@@ -25,8 +25,8 @@ import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import type { ChunkMetadata, Projection } from '../contract/index.ts';
 import { isMatrixProjection } from '../contract/index.ts';
-import { toVectorParam } from '../retrieval/db/pool.ts';
-import { RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
+import { toVectorBinary, toVectorParam } from '../retrieval/db/pool.ts';
+import { RETRIEVAL_ROLE, sessionState } from '../retrieval/db/roles.ts';
 import { choosePlan, DEFAULT_PLANNER, searchStatement } from '../retrieval/planner.ts';
 import { buildPredicate, searchArguments } from '../retrieval/predicate.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
@@ -486,9 +486,48 @@ const v0017: Experiment = {
   },
 };
 
+// The server's search as it handled its own transaction before this version: on a connection whose
+// transactions are not read-only by default (the embedded database, PgBouncer), BEGIN READ ONLY, the
+// statement, and the caller waited for the COMMIT too. Same statement, same pool.
+let awaitedServing: pg.Pool;
+const commitAwaited: Experiment = {
+  async setup(_pool, ctx) {
+    awaitedServing = ctx.serving;
+  },
+  async run(_pool, projection, embedding, k) {
+    const st = searchStatement(
+      searchArguments(projection),
+      toVectorBinary(embedding),
+      k,
+      null,
+      DEFAULT_PLANNER,
+    );
+    const client = await awaitedServing.connect();
+    const own = sessionState(client)?.readOnly !== true;
+    let failed = false;
+    try {
+      if (own) await client.query('BEGIN READ ONLY');
+      const r = await client.query(st.text, st.values as unknown[]);
+      if (own) await client.query('COMMIT');
+      const vectorRows = r.rows.filter((row) => row.list === 'vector');
+      return {
+        ids: vectorRows.map((row) => String(row.chunk_id)),
+        plan: `awaited:${String(vectorRows[0]?.plan ?? 'exact')}`,
+      };
+    } catch (err) {
+      failed = true;
+      if (own) await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release(failed ? true : undefined);
+    }
+  },
+};
+
 export const EXPERIMENTS: Record<string, Experiment> = {
   v0007,
   v0017,
+  'commit-awaited': commitAwaited,
   v0014,
   toasted,
   before,

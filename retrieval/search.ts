@@ -104,24 +104,31 @@ export async function searchKnowledge(
   // PoolOptions.session) runs the statement on its own, in a read-only transaction of its own: one
   // round trip. Any other (unknown included) opens one explicitly.
   const ownTransaction = sessionState(client)?.readOnly !== true;
-  let failed = false;
+  let rows: Record<string, unknown>[];
   try {
     if (ownTransaction) await client.query('BEGIN READ ONLY');
-    const rows = await runUnderCheck(client, statement, req.capability);
-    if (ownTransaction) await client.query('COMMIT');
-    // Rows arrive ordered by list ('vector' first) and position in it.
-    const vectorHits = rows.filter((r) => r['list'] === 'vector').map(toHit);
-    const keywordHits = rows.filter((r) => r['list'] === 'keyword').map(toHit);
-    // No authorized row: the function's bounded count was 0, which selects the exact plan.
-    const plan = (rows[0]?.['plan'] as Plan | undefined) ?? planner.force ?? 'exact';
-    const hits = hybrid ? fuse(vectorHits, keywordHits, req.maxResults) : vectorHits.slice(0, req.maxResults);
-    return { hits, plan };
+    rows = await runUnderCheck(client, statement, req.capability);
   } catch (err) {
-    failed = true;
     if (ownTransaction) await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
     // A connection that failed mid-transaction is discarded rather than reused.
-    client.release(failed ? true : undefined);
+    client.release(true);
+    throw err;
   }
+  if (ownTransaction)
+    // The rows are complete, read under one snapshot, and passed every check in the statement; the
+    // transaction only read, so its COMMIT decides nothing and the caller does not wait for it (one
+    // round trip less on the embedded database). The connection goes back to the pool only once the
+    // COMMIT is done, and is discarded if it fails.
+    client.query('COMMIT').then(
+      () => client.release(),
+      () => client.release(true),
+    );
+  else client.release();
+  // Rows arrive ordered by list ('vector' first) and position in it.
+  const vectorHits = rows.filter((r) => r['list'] === 'vector').map(toHit);
+  const keywordHits = rows.filter((r) => r['list'] === 'keyword').map(toHit);
+  // No authorized row: the function's bounded count was 0, which selects the exact plan.
+  const plan = (rows[0]?.['plan'] as Plan | undefined) ?? planner.force ?? 'exact';
+  const hits = hybrid ? fuse(vectorHits, keywordHits, req.maxResults) : vectorHits.slice(0, req.maxResults);
+  return { hits, plan };
 }

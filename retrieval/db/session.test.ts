@@ -147,6 +147,73 @@ describe('search statements per connection state', () => {
       await startAs(null, false);
     }
   });
+  test('the caller has the rows before the COMMIT of its read-only transaction; the connection returns after it', async () => {
+    // COMMIT held until `open` is called, then answered by the server or refused as a dropped
+    // connection would be.
+    const held = (outcome: 'commit' | 'fail') => {
+      let open = () => {};
+      const gate = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      let commits = 0;
+      const pool = new Proxy(t.pool, {
+        get(target, prop) {
+          if (prop !== 'connect') return Reflect.get(target, prop, target);
+          return async () => {
+            const client = await target.connect();
+            return new Proxy(client, {
+              get(c, p) {
+                if (p === 'query')
+                  return async (text: string, values?: unknown[]) => {
+                    if (text !== 'COMMIT') return c.query(text, values);
+                    commits += 1;
+                    await gate;
+                    if (outcome === 'fail')
+                      throw Object.assign(new Error('connection lost'), { code: '08006' });
+                    return c.query(text);
+                  };
+                const v = Reflect.get(c, p, c);
+                return typeof v === 'function' ? v.bind(c) : v;
+              },
+            });
+          };
+        },
+      });
+      return { pool, open: () => open(), commits: () => commits };
+    };
+    const checkedOut = () => t.pool.totalCount - t.pool.idleCount;
+    for (const outcome of ['commit', 'fail'] as const) {
+      const h = held(outcome);
+      const before = t.pool.totalCount;
+      try {
+        let timer: NodeJS.Timeout | undefined;
+        const r = await Promise.race([
+          searchKnowledge(asRole(h.pool, RETRIEVAL_ROLE), {
+            projection,
+            embedding: randomVector(rand),
+            maxResults: 5,
+          }),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(() => reject(new Error('the search waited for its COMMIT')), 3_000);
+          }),
+        ]).finally(() => clearTimeout(timer));
+        assert.equal(r.hits.length, 5, outcome);
+        assert.equal(h.commits(), 1, 'the COMMIT was sent');
+        // Still checked out: nobody else may use the connection inside the open transaction.
+        assert.equal(checkedOut(), 1, outcome);
+      } finally {
+        h.open();
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(checkedOut(), 0, `${outcome}: released`);
+      if (outcome === 'fail')
+        assert.equal(t.pool.totalCount, before - 1, 'a connection whose COMMIT failed is discarded');
+    }
+    // The embedded session is usable afterwards, outside any transaction.
+    const r = await t.pool.query("SELECT current_setting('transaction_read_only') AS ro");
+    assert.equal(r.rows[0]?.ro, 'off');
+  });
+
   // Last: the embedded session cannot undo SET SESSION AUTHORIZATION on its own (RESET below does).
   test('a role switch the session may not make fails the statement and leaves no transaction open', async () => {
     await t.pool.query(`SET SESSION AUTHORIZATION ${INGESTION_ROLE}`);
