@@ -30,6 +30,7 @@ import { RETRIEVAL_ROLE, sessionState } from '../retrieval/db/roles.ts';
 import { choosePlan, DEFAULT_PLANNER, searchStatement } from '../retrieval/planner.ts';
 import { buildPredicate, searchArguments } from '../retrieval/predicate.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
+import { wrappedQueryPool } from '../retrieval/testing.ts';
 import {
   boundedCountStatement,
   exactStatement,
@@ -432,25 +433,6 @@ const toasted: Experiment = {
   run: (pool, projection, embedding, k) => renamedSearch(pool, projection, embedding, k, 'toasted'),
 };
 
-/** The pool with every statement's text passed through `rename` (values untouched). */
-function renamedPool(pool: pg.Pool, rename: (text: string) => string): pg.Pool {
-  return new Proxy(pool, {
-    get(target, prop) {
-      if (prop !== 'connect') return Reflect.get(target, prop, target);
-      return async () => {
-        const client = await target.connect();
-        return new Proxy(client, {
-          get(c, p) {
-            if (p === 'query') return (text: string, values?: unknown[]) => c.query(rename(text), values);
-            const v = Reflect.get(c, p, c);
-            return typeof v === 'function' ? v.bind(c) : v;
-          },
-        });
-      };
-    },
-  });
-}
-
 // The search functions as migrations 0015-0017 left them (ids from a query over SQL functions, the
 // whole metadata returned), under bench-only names over the same table. What migration 0018 changes,
 // side by side, through the server's own search path (searchKnowledge on the retrieval role's pool).
@@ -478,7 +460,7 @@ const v0017: Experiment = {
     await pool.query(rename(wrappers));
     // The functions run as their owner (SECURITY DEFINER); the retrieval role only needs to reach them.
     await pool.query(`GRANT USAGE ON SCHEMA bench TO ${RETRIEVAL_ROLE}`);
-    v0017Serving = renamedPool(ctx.serving, rename);
+    v0017Serving = wrappedQueryPool(ctx.serving, (query) => (text, values) => query(rename(text), values));
   },
   run: async (_pool, projection, embedding, k) => {
     const r = await searchKnowledge(v0017Serving, { projection, embedding, maxResults: k }, DEFAULT_PLANNER);

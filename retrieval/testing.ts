@@ -45,6 +45,28 @@ export function migrationFunction(file: string, qualifiedName: string): string {
   return sql.slice(start, end + 3);
 }
 
+export type QueryFn = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
+
+/** The pool, with each checked-out client's `query` replaced by `wrap(the client's own query)`. */
+export function wrappedQueryPool(pool: pg.Pool, wrap: (query: QueryFn) => QueryFn): pg.Pool {
+  return new Proxy(pool, {
+    get(target, prop) {
+      if (prop !== 'connect') return Reflect.get(target, prop, target);
+      return async () => {
+        const client = await target.connect();
+        const query = wrap((text, values) => client.query(text, values));
+        return new Proxy(client, {
+          get(c, p) {
+            if (p === 'query') return query;
+            const v = Reflect.get(c, p, c);
+            return typeof v === 'function' ? v.bind(c) : v;
+          },
+        });
+      };
+    },
+  }) as pg.Pool;
+}
+
 /**
  * The pool, with every statement its clients run passed to `on` first: `on` may record it, refuse
  * it with an error (a dropped connection or a full disk, as the real server would report), or give
@@ -52,27 +74,11 @@ export function migrationFunction(file: string, qualifiedName: string): string {
  * transaction, as it would).
  */
 export function interceptingPool(pool: pg.Pool, on: (text: string) => Error | string | undefined): pg.Pool {
-  return new Proxy(pool, {
-    get(target, prop) {
-      if (prop !== 'connect') return Reflect.get(target, prop, target);
-      return async () => {
-        const client = await target.connect();
-        return new Proxy(client, {
-          get(c, p) {
-            if (p !== 'query') {
-              const v = Reflect.get(c, p, c);
-              return typeof v === 'function' ? v.bind(c) : v;
-            }
-            return (text: string, values?: unknown[]) => {
-              const refused = on(text);
-              if (typeof refused === 'string') return c.query(refused);
-              return refused ? Promise.reject(refused) : c.query(text, values);
-            };
-          },
-        });
-      };
-    },
-  }) as pg.Pool;
+  return wrappedQueryPool(pool, (query) => (text, values) => {
+    const refused = on(text);
+    if (typeof refused === 'string') return query(refused);
+    return refused ? Promise.reject(refused) : query(text, values);
+  });
 }
 
 /**

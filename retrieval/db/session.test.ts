@@ -19,6 +19,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
+  wrappedQueryPool,
 } from '../testing.ts';
 import { sessionOptions } from './pool.ts';
 import { asRole, INGESTION_ROLE, RETRIEVAL_ROLE, sessionState } from './roles.ts';
@@ -156,28 +157,12 @@ describe('search statements per connection state', () => {
         open = resolve;
       });
       let commits = 0;
-      const pool = new Proxy(t.pool, {
-        get(target, prop) {
-          if (prop !== 'connect') return Reflect.get(target, prop, target);
-          return async () => {
-            const client = await target.connect();
-            return new Proxy(client, {
-              get(c, p) {
-                if (p === 'query')
-                  return async (text: string, values?: unknown[]) => {
-                    if (text !== 'COMMIT') return c.query(text, values);
-                    commits += 1;
-                    await gate;
-                    if (outcome === 'fail')
-                      throw Object.assign(new Error('connection lost'), { code: '08006' });
-                    return c.query(text);
-                  };
-                const v = Reflect.get(c, p, c);
-                return typeof v === 'function' ? v.bind(c) : v;
-              },
-            });
-          };
-        },
+      const pool = wrappedQueryPool(t.pool, (query) => async (text, values) => {
+        if (text !== 'COMMIT') return query(text, values);
+        commits += 1;
+        await gate;
+        if (outcome === 'fail') throw Object.assign(new Error('connection lost'), { code: '08006' });
+        return query(text);
       });
       return { pool, open: () => open(), commits: () => commits };
     };
