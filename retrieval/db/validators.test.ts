@@ -1,6 +1,7 @@
 /**
- * Migration 0017 re-creates 0001's audience and group validators as PL/pgSQL. They are compared here
- * with 0001's own definitions (installed beside them from the migration file) on generated input:
+ * Migrations 0017 and 0019 re-create 0001's audience and group validators, and the two text checks
+ * they call, as PL/pgSQL. They are compared here with 0001's own definitions (installed beside them
+ * from the migration file) on generated input:
  * the group test gives the same answer everywhere; the principal test too, except where 0001's
  * bool_and skipped an element without a string principal, which 0017 refuses as the origin does.
  */
@@ -26,7 +27,7 @@ let t: TestDatabase;
 before(async () => {
   t = await startTestDatabase();
   await t.pool.query('CREATE SCHEMA fgentic_old');
-  for (const name of ['is_valid_principal_array', 'is_valid_group_array'])
+  for (const name of ['is_valid_principal_array', 'is_valid_group_array', 'is_full_mxid', 'is_dns1123_label'])
     await t.pool.query(
       migrationFunction('0001_base_schema.sql', `knowledge.${name}`).replace(
         `FUNCTION knowledge.${name}(`,
@@ -188,5 +189,68 @@ describe('migration 0017: the validators as PL/pgSQL', () => {
       t.retrieval.query(st.text, st.values as unknown[]),
       (err: { code?: string }) => err.code === '22023',
     );
+  });
+});
+
+describe('migration 0019: the text checks as PL/pgSQL', () => {
+  /** Each string's answer from both definitions, in one statement. */
+  async function both(fn: string, xs: readonly string[]): Promise<[boolean | null, boolean | null][]> {
+    const r = await t.pool.query(
+      `SELECT knowledge.${fn}(s) AS now, fgentic_old.${fn}(s) AS was
+         FROM unnest($1::text[]) WITH ORDINALITY AS u(s, i) ORDER BY i`,
+      [xs],
+    );
+    return r.rows.map((x) => [x.now as boolean | null, x.was as boolean | null]);
+  }
+  const near = (base: fc.Arbitrary<string>) =>
+    fc.oneof(
+      base,
+      fc.tuple(base, fc.string({ maxLength: 3 })).map(([a, b]) => a + b),
+      fc.tuple(fc.string({ maxLength: 3 }), base).map(([a, b]) => a + b),
+      fc.string({ maxLength: 12 }),
+      fc.string({ unit: 'grapheme', maxLength: 6 }),
+    );
+
+  test('is_full_mxid: the same answer as 0001 for any string', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(near(mxid), { minLength: 1, maxLength: 20 }), async (xs) => {
+        for (const [i, [now, was]] of (await both('is_full_mxid', xs)).entries())
+          assert.equal(now, was, xs[i]);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  test('is_full_mxid: the same answer at the length bounds (3, 4, 255 and 256 bytes)', async () => {
+    const server = ':example.org';
+    const sized = (bytes: number) => `@${'a'.repeat(bytes - 1 - server.length)}${server}`;
+    const xs = ['@a:', '@a:b', sized(255), sized(256)];
+    assert.deepEqual(
+      (await both('is_full_mxid', xs)).map(([now]) => now),
+      [false, true, true, false],
+    );
+    for (const [i, [now, was]] of (await both('is_full_mxid', xs)).entries()) assert.equal(now, was, xs[i]);
+  });
+
+  test('is_dns1123_label: the same answer as 0001 for any string', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(near(network), { minLength: 1, maxLength: 20 }), async (xs) => {
+        for (const [i, [now, was]] of (await both('is_dns1123_label', xs)).entries())
+          assert.equal(now, was, xs[i]);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  test('both are PL/pgSQL now, with their grants', async () => {
+    const r = await t.pool.query(
+      `SELECT p.proname, l.lanname, has_function_privilege('knowledge_ingestion', p.oid, 'EXECUTE') AS ingest
+         FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'knowledge' AND p.proname IN ('is_full_mxid', 'is_dns1123_label') ORDER BY 1`,
+    );
+    assert.deepEqual(r.rows, [
+      { proname: 'is_dns1123_label', lanname: 'plpgsql', ingest: true },
+      { proname: 'is_full_mxid', lanname: 'plpgsql', ingest: true },
+    ]);
   });
 });
