@@ -27,6 +27,7 @@ import type { ChunkMetadata, Projection } from '../contract/index.ts';
 import { isMatrixProjection } from '../contract/index.ts';
 import { toVectorBinary, toVectorParam } from '../retrieval/db/pool.ts';
 import { RETRIEVAL_ROLE, sessionState } from '../retrieval/db/roles.ts';
+import { preparedName } from '../retrieval/ledger.ts';
 import { choosePlan, DEFAULT_PLANNER, searchStatement } from '../retrieval/planner.ts';
 import { buildPredicate, searchArguments } from '../retrieval/predicate.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
@@ -460,7 +461,12 @@ const v0017: Experiment = {
     await pool.query(rename(wrappers));
     // The functions run as their owner (SECURITY DEFINER); the retrieval role only needs to reach them.
     await pool.query(`GRANT USAGE ON SCHEMA bench TO ${RETRIEVAL_ROLE}`);
-    v0017Serving = wrappedQueryPool(ctx.serving, (query) => (text, values) => query(rename(text), values));
+    // A prepared statement is renamed with its text (one name, one text per connection).
+    v0017Serving = wrappedQueryPool(
+      ctx.serving,
+      (query) => (text, values, name) =>
+        query(rename(text), values, name === undefined ? undefined : preparedName(rename(text))),
+    );
   },
   run: async (_pool, projection, embedding, k) => {
     const r = await searchKnowledge(v0017Serving, { projection, embedding, maxResults: k }, DEFAULT_PLANNER);

@@ -138,22 +138,52 @@ export function foldCheck(statement: CheckedStatement, proof: CapabilityProof): 
 }
 
 /**
+ * The name a prepared statement gets: from its text, so one name never stands for two texts (node-pg
+ * keeps one cache per connection and refuses a name reused with other text).
+ */
+export function preparedName(text: string): string {
+  return `fgentic_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+}
+
+async function send(
+  client: pg.PoolClient,
+  statement: CheckedStatement,
+  prepare: boolean,
+): Promise<pg.QueryResult<Record<string, unknown>>> {
+  const values = statement.values as unknown[];
+  if (!prepare) return client.query(statement.text, values);
+  try {
+    return await client.query({ name: preparedName(statement.text), text: statement.text, values });
+  } catch (err) {
+    // The server session and the connection disagree about what is prepared: 26000, the session does
+    // not hold a statement the connection prepared (a pooler in transaction mode moved the connection
+    // to another session, or it was deallocated); 42P05, the session already holds one under this name,
+    // which the name's derivation from the text makes the same statement (a session shared by several
+    // connections). The search only reads, so it is sent again, unnamed; nothing else is retried.
+    const code = (err as { code?: unknown }).code;
+    if (code !== '26000' && code !== '42P05') throw err;
+    return client.query(statement.text, values);
+  }
+}
+
+/**
  * Runs the search statement (in the caller's transaction, or on its own on a read-only connection),
  * under the ledger check when there is a proof; throws UnmintedCapabilityError when the ledger has no
- * live entry for it.
+ * live entry for it. `prepare`: send it as a prepared statement the connection keeps, so the server
+ * parses and plans it once per connection (retrieval/search.ts decides when).
  */
 export async function runUnderCheck(
   client: pg.PoolClient,
   statement: CheckedStatement,
   proof: CapabilityProof | undefined,
+  prepare = false,
 ): Promise<Record<string, unknown>[]> {
-  if (proof === undefined) return (await client.query(statement.text, statement.values as unknown[])).rows;
+  if (proof === undefined) return (await send(client, statement, prepare)).rows;
   if (proof.placement === 'separate') {
     await requireRecorded(client, proof);
-    return (await client.query(statement.text, statement.values as unknown[])).rows;
+    return (await send(client, statement, prepare)).rows;
   }
-  const checked = foldCheck(statement, proof);
-  const rows = (await client.query(checked.text, checked.values as unknown[])).rows;
+  const rows = (await send(client, foldCheck(statement, proof), prepare)).rows;
   // No row: either nothing is authorized or the filter refused; only the check itself can tell.
   if (rows.length === 0) await requireRecorded(client, proof);
   return rows;

@@ -107,7 +107,9 @@ export async function searchKnowledge(
   let rows: Record<string, unknown>[];
   try {
     if (ownTransaction) await client.query('BEGIN READ ONLY');
-    rows = await runUnderCheck(client, statement, req.capability);
+    // On the one-statement path the statement is prepared once per connection: the server skips
+    // parsing and planning the call at every search (docs/filtered-search.md, "Around the ranking").
+    rows = await runUnderCheck(client, statement, req.capability, !ownTransaction);
   } catch (err) {
     if (ownTransaction) await client.query('ROLLBACK').catch(() => {});
     // A connection that failed mid-transaction is discarded rather than reused.

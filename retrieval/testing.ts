@@ -45,7 +45,8 @@ export function migrationFunction(file: string, qualifiedName: string): string {
   return sql.slice(start, end + 3);
 }
 
-export type QueryFn = (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
+/** A client's query as the wrappers below see it; `name` marks a prepared statement. */
+export type QueryFn = (text: string, values?: unknown[], name?: string) => Promise<pg.QueryResult>;
 
 /** The pool, with each checked-out client's `query` replaced by `wrap(the client's own query)`. */
 export function wrappedQueryPool(pool: pg.Pool, wrap: (query: QueryFn) => QueryFn): pg.Pool {
@@ -54,10 +55,18 @@ export function wrappedQueryPool(pool: pg.Pool, wrap: (query: QueryFn) => QueryF
       if (prop !== 'connect') return Reflect.get(target, prop, target);
       return async () => {
         const client = await target.connect();
-        const query = wrap((text, values) => client.query(text, values));
+        const query = wrap((text, values, name) =>
+          name === undefined
+            ? client.query(text, values)
+            : client.query({ name, text, values: values ?? [] }),
+        );
+        const entry = (
+          arg: string | { name: string; text: string; values?: unknown[] },
+          values?: unknown[],
+        ) => (typeof arg === 'string' ? query(arg, values) : query(arg.text, arg.values, arg.name));
         return new Proxy(client, {
           get(c, p) {
-            if (p === 'query') return query;
+            if (p === 'query') return entry;
             const v = Reflect.get(c, p, c);
             return typeof v === 'function' ? v.bind(c) : v;
           },
@@ -74,10 +83,10 @@ export function wrappedQueryPool(pool: pg.Pool, wrap: (query: QueryFn) => QueryF
  * transaction, as it would).
  */
 export function interceptingPool(pool: pg.Pool, on: (text: string) => Error | string | undefined): pg.Pool {
-  return wrappedQueryPool(pool, (query) => (text, values) => {
+  return wrappedQueryPool(pool, (query) => (text, values, name) => {
     const refused = on(text);
     if (typeof refused === 'string') return query(refused);
-    return refused ? Promise.reject(refused) : query(text, values);
+    return refused ? Promise.reject(refused) : query(text, values, name);
   });
 }
 

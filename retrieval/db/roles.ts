@@ -100,6 +100,21 @@ export function sessionState(client: pg.PoolClient): SessionState | undefined {
   return (client as unknown as { [SESSION]?: SessionState })[SESSION];
 }
 
+interface PreparedStatement {
+  readonly name: string;
+  readonly text: string;
+  readonly values?: unknown[];
+}
+
+function isPrepared(x: unknown): x is PreparedStatement {
+  return (
+    typeof x === 'object' &&
+    x !== null &&
+    typeof (x as PreparedStatement).name === 'string' &&
+    typeof (x as PreparedStatement).text === 'string'
+  );
+}
+
 /**
  * A client whose transactions all run as `role`. A statement issued outside an explicit transaction
  * is wrapped in one, so no statement ever runs with the login (or embedded superuser) privileges;
@@ -114,9 +129,16 @@ function roleClient(
 ): pg.PoolClient {
   let inTx = false;
   const direct = guard === undefined && session.role === role;
-  const query = async (text: unknown, values?: unknown) => {
-    if (typeof text !== 'string') throw new TypeError('role-bound clients take SQL text only');
-    const args = values as unknown[] | undefined;
+  const query = async (arg: unknown, values?: unknown) => {
+    // A prepared statement ({ name, text, values }; retrieval/ledger.ts, preparedName) is kept by the
+    // session, so it goes out as one only on a connection that runs as the role by itself; anywhere
+    // else its text goes unnamed (the embedded database's one session serves every connection, and
+    // two connections preparing one name there would collide).
+    const prepared = isPrepared(arg) ? arg : undefined;
+    const text = prepared ? prepared.text : arg;
+    if (typeof text !== 'string')
+      throw new TypeError('role-bound clients take SQL text or a prepared statement');
+    const args = prepared ? prepared.values : (values as unknown[] | undefined);
     if (BEGIN.test(text)) {
       inTx = true;
       // A connection that runs as the role needs no switch (and, without a guard, nothing else).
@@ -127,6 +149,7 @@ function roleClient(
       inTx = false;
       return client.query(text);
     }
+    if (direct && prepared) return client.query({ name: prepared.name, text, values: args ?? [] });
     if (inTx || direct) return client.query(text, args);
     try {
       await beginAs(client, 'BEGIN', role, guard);

@@ -8,6 +8,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type pg from 'pg';
 import { writeChunks } from '../ingest/store.ts';
+import { runUnderCheck } from '../ledger.ts';
+import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
+import { searchArguments } from '../predicate.ts';
 import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
@@ -21,7 +24,7 @@ import {
   type TestDatabase,
   wrappedQueryPool,
 } from '../testing.ts';
-import { sessionOptions } from './pool.ts';
+import { sessionOptions, toVectorBinary } from './pool.ts';
 import { asRole, INGESTION_ROLE, RETRIEVAL_ROLE, sessionState } from './roles.ts';
 
 let t: TestDatabase;
@@ -56,6 +59,14 @@ async function startAs(role: string | null, readOnly: boolean): Promise<void> {
   await t.pool.query(`SET default_transaction_read_only = ${readOnly ? 'on' : 'off'}`);
 }
 
+/** Prepared search statements in the one embedded session (retrieval/ledger.ts, preparedName). */
+async function preparedSearches(): Promise<number> {
+  const r = await t.pool.query(
+    "SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'fgentic\\_%'",
+  );
+  return r.rows[0]?.n as number;
+}
+
 async function statementsOfOneSearch(pool: pg.Pool): Promise<string[]> {
   const sent: string[] = [];
   // A fresh role-bound view: the first checkout reads the session state; only the search is kept.
@@ -77,8 +88,11 @@ describe('search statements per connection state', () => {
   test('a connection that started as the retrieval role, read-only: the search is one statement', async () => {
     await startAs(RETRIEVAL_ROLE, true);
     try {
+      const before = await preparedSearches();
       const sent = await statementsOfOneSearch(t.pool);
       assert.deepEqual(sent, ['SELECT list, ord, plan, chunk_id, content, metad']);
+      // Sent as a prepared statement the session keeps: parsed and planned once per connection.
+      assert.equal((await preparedSearches()) - before, 1);
       // And the server itself keeps such a statement from writing.
       await assert.rejects(
         t.pool.query('CREATE TEMP TABLE fgentic_probe (a int)'),
@@ -89,14 +103,52 @@ describe('search statements per connection state', () => {
     }
   });
 
+  test('a prepared search the session does not hold, or holds already, is sent again unnamed', async () => {
+    await startAs(RETRIEVAL_ROLE, true);
+    await t.pool.query('DEALLOCATE ALL');
+    const serving = asRole(t.pool, RETRIEVAL_ROLE);
+    const a = await serving.connect();
+    const b = await serving.connect();
+    try {
+      const st = searchStatement(
+        searchArguments(projection),
+        toVectorBinary(randomVector(rand)),
+        5,
+        null,
+        DEFAULT_PLANNER,
+      );
+      const first = await runUnderCheck(a, st, undefined, true);
+      assert.equal(first.length, 5);
+      assert.equal(await preparedSearches(), 1);
+      // 42P05: the embedded database's one session already holds it, prepared through connection a.
+      assert.deepEqual(await runUnderCheck(b, st, undefined, true), first);
+      // 26000: what a pooler in transaction mode does to a prepared statement (another session answers).
+      await t.pool.query('DEALLOCATE ALL');
+      assert.deepEqual(await runUnderCheck(a, st, undefined, true), first);
+      // Anything else still fails the search.
+      await assert.rejects(
+        runUnderCheck(a, { text: `${st.text} LIMIT 'x'`, values: st.values }, undefined, true),
+        (err: { code?: string }) => err.code === '22P02',
+      );
+    } finally {
+      a.release(true);
+      b.release();
+      await t.pool.query('DEALLOCATE ALL');
+      await startAs(null, false);
+    }
+  });
+
   test('the retrieval role without read-only transactions: BEGIN READ ONLY around the search', async () => {
     await startAs(RETRIEVAL_ROLE, false);
     try {
+      const before = await preparedSearches();
       assert.deepEqual(await statementsOfOneSearch(t.pool), [
         'BEGIN READ ONLY',
         'SELECT list, ord, plan, chunk_id, content, metad',
         'COMMIT',
       ]);
+      // Prepared only on the one-statement path.
+      assert.equal(await preparedSearches(), before);
     } finally {
       await startAs(null, false);
     }
