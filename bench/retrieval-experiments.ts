@@ -476,7 +476,9 @@ const v0017: Experiment = {
 
 // The server's search as it handled its own transaction before this version: on a connection whose
 // transactions are not read-only by default (the embedded database, PgBouncer), BEGIN READ ONLY, the
-// statement, and the caller waited for the COMMIT too. Same statement, same pool.
+// statement, and the caller waited for the COMMIT too. Same statement, same pool, sent unnamed: on a
+// real PostgreSQL, where the serving pool needs no transaction, that is the search without its
+// prepared statement.
 let awaitedServing: pg.Pool;
 const commitAwaited: Experiment = {
   async setup(_pool, ctx) {
