@@ -119,8 +119,8 @@ function matrixMembers(s: number): MatrixPrincipal[] {
   ];
 }
 
-function sampleRows(rand: () => number, pool: number[], want: number): number[] {
-  // Partial Fisher–Yates over a copy: `want` distinct rows from `pool`.
+/** `want` distinct items of `pool` in random order (partial Fisher–Yates over a copy). */
+export function sampleRows(rand: () => number, pool: readonly number[], want: number): number[] {
   const a = [...pool];
   const n = Math.min(want, a.length);
   for (let i = 0; i < n; i++) {

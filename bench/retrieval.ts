@@ -45,6 +45,7 @@ import {
   GENERATOR,
   type QuerySet,
   rowOf,
+  sampleRows,
 } from './retrieval-corpus.ts';
 import { EXPERIMENTS, type Experiment, type RankedIds } from './retrieval-experiments.ts';
 
@@ -119,16 +120,6 @@ async function serverSearch(
 ): Promise<RankedIds> {
   const r = await searchKnowledge(pool, { projection, embedding, maxResults: K }, planner);
   return { ids: r.hits.map((h) => h.chunk_id), distances: r.hits.map((h) => h.distance), plan: r.plan };
-}
-
-/** 0 … n-1 in a random order (Fisher–Yates over the given generator). */
-function shuffled(n: number, rand: () => number): number[] {
-  const out = Array.from({ length: n }, (_, i) => i);
-  for (let i = n - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [out[i], out[j]] = [out[j] as number, out[i] as number];
-  }
-  return out;
 }
 
 function pct(xs: readonly number[], p: number): number {
@@ -423,7 +414,7 @@ async function main(): Promise<void> {
   const pool = createPool({ connectionString: url, max: 2, statementTimeoutMs: 3_600_000 });
   // The server's arms run as the server does: a pool of the retrieval role, its connections started
   // as that role with read-only transactions on a real PostgreSQL (one statement per search;
-  // retrieval/index.ts); the embedded database drops those options (four round trips per search).
+  // retrieval/index.ts); the embedded database drops those options (an explicit transaction per search).
   const servingBase = createPool({
     connectionString: url,
     max: 2,
@@ -591,7 +582,7 @@ async function main(): Promise<void> {
             : []),
         ];
         const slots = refs.length + armFns.length;
-        for (const j of shuffled(slots, orderRand)) {
+        for (const j of sampleRows(orderRand, [...Array(slots).keys()], slots)) {
           if (j < refs.length) {
             await (refs[j] as () => Promise<void>)();
             continue;
