@@ -55,28 +55,49 @@ const log = (msg: string) => process.stderr.write(`[${((Date.now() - T0) / 1000)
 const EF_LADDER = [10, 16, 24, 32, 40, 48, 64, 80, 100, 150, 200, 300, 400, 600, 800, 1000];
 const ALL_SELECTIVITIES = [0.001, 0.01, 0.02, 0.03, 0.05, 0.1, 0.5, 1];
 
-const { values: args } = parseArgs({
-  options: {
-    'database-url': { type: 'string' },
-    rows: { type: 'string', default: process.env['BENCH_ROWS'] ?? '20000' },
-    queries: { type: 'string', default: process.env['BENCH_QUERIES'] ?? '30' },
-    'no-vacuum': { type: 'boolean', default: false },
-    selectivities: { type: 'string', default: ALL_SELECTIVITIES.join(',') },
-    // A subset to measure; the corpus (and so --reuse) still follows --selectivities.
-    measure: { type: 'string' },
-    audiences: { type: 'string', default: AUDIENCE_KINDS.join(',') },
-    sets: { type: 'string', default: 'in,ood' },
-    arms: { type: 'string', default: 'planner' },
-    // Extra planner arms at other ef_search values (`planner@ef40`, …), to tune the default.
-    'planner-ef': { type: 'string', default: '' },
-    experiments: { type: 'string', default: '' },
-    reuse: { type: 'boolean', default: false },
-    m: { type: 'string', default: '16' },
-    'ef-construction': { type: 'string', default: '64' },
-    out: { type: 'string', default: process.env['BENCH_OUT'] ?? 'bench/results/retrieval.json' },
-  },
-  strict: true,
-});
+const OPTIONS = {
+  'database-url': { type: 'string' },
+  rows: { type: 'string', default: process.env['BENCH_ROWS'] ?? '20000' },
+  queries: { type: 'string', default: process.env['BENCH_QUERIES'] ?? '30' },
+  'no-vacuum': { type: 'boolean', default: false },
+  selectivities: { type: 'string', default: ALL_SELECTIVITIES.join(',') },
+  // A subset to measure; the corpus (and so --reuse) still follows --selectivities.
+  measure: { type: 'string' },
+  audiences: { type: 'string', default: AUDIENCE_KINDS.join(',') },
+  sets: { type: 'string', default: 'in,ood' },
+  arms: { type: 'string', default: 'planner' },
+  // Extra planner arms at other ef_search values (`planner@ef40`, …), to tune the default.
+  'planner-ef': { type: 'string', default: '' },
+  experiments: { type: 'string', default: '' },
+  reuse: { type: 'boolean', default: false },
+  m: { type: 'string', default: '16' },
+  'ef-construction': { type: 'string', default: '64' },
+  out: { type: 'string', default: process.env['BENCH_OUT'] ?? 'bench/results/retrieval.json' },
+  help: { type: 'boolean', default: false },
+} as const;
+
+function parsed() {
+  try {
+    return parseArgs({ options: OPTIONS, strict: true }).values;
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message} (options: --help, or bench/README.md)\n`);
+    process.exit(2);
+  }
+}
+const args = parsed();
+if (args.help) {
+  process.stdout.write(
+    'npm run bench:retrieval -- [options]   (meaning of each option: bench/README.md)\n' +
+      Object.entries(OPTIONS)
+        .map(
+          ([name, o]) =>
+            `  --${name}${o.type === 'string' ? ' VALUE' : ''}${'default' in o && o.default !== '' && o.default !== false ? `  (default ${o.default})` : ''}`,
+        )
+        .join('\n') +
+      '\n',
+  );
+  process.exit(0);
+}
 
 const N = Number(args.rows);
 const Q = Number(args.queries);
