@@ -20,6 +20,11 @@
  *   before       the search functions as migration 0006 defined them (jsonb prefilter, strict-order
  *                HNSW, exact up to 1,000 rows), installed under bench-only names: the design that
  *                migration 0007 replaced, measured in the same run
+ *   floor-exact  the floor, not a design: the cheapest single statement over the same table and integer
+ *   floor-hnsw   ACL index, timed like the one-statement reference (settings made before the clock,
+ *                vector in binary, one round trip): the authorized rows ranked exactly, or the HNSW
+ *                walk under the integer test (relaxed order, the server's ef_search). No count, no
+ *                typed ACL test, no content: what any design over these indexes pays at least
  */
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
@@ -61,6 +66,8 @@ export interface RankedIds {
   readonly ids: string[];
   readonly distances?: number[];
   readonly plan: string;
+  /** The statement's own time, when the arm times itself (the floor arms); otherwise the call's. */
+  readonly ms?: number;
 }
 
 export interface ExperimentContext {
@@ -514,6 +521,80 @@ const commitAwaited: Experiment = {
   },
 };
 
+// The floor (docs/filtered-search.md, "The floor"): the cheapest statements that could answer over
+// the indexes the server's search uses, timed exactly like the one-statement reference, so a cell's
+// ratio says how close any design over pgvector's HNSW and intarray's GIN can come to the goal. They
+// skip what makes the server's answer safe and complete (the typed ACL test, the count that chooses
+// the plan, ties, the recall guard, content), so they are right only where ids do not collide, as in
+// the benchmark's corpus; their recall is reported like every arm's.
+const floorIds = new WeakMap<Projection, { all: number[]; any: number[] | null }>();
+async function idsOf(pool: pg.Pool, projection: Projection): Promise<{ all: number[]; any: number[] | null }> {
+  let ids = floorIds.get(projection);
+  if (ids === undefined) {
+    const args = searchArguments(projection);
+    const classes = [...args.classifications];
+    const r =
+      args.kind === 'matrix'
+        ? await pool.query<{ all: number[]; any: null }>(
+            'SELECT fgentic_ids.audience_ids($1::jsonb, $2::text[]) AS all, NULL::integer[] AS any',
+            [args.audience, classes],
+          )
+        : await pool.query<{ all: number[]; any: number[] }>(
+            'SELECT ARRAY[fgentic_ids.level_id($1::text[])] AS all, fgentic_ids.group_ids($2::text[]) AS any',
+            [classes, [...args.groups]],
+          );
+    const row = r.rows[0] as { all: number[]; any: number[] | null };
+    ids = { all: row.all, any: row.any };
+    floorIds.set(projection, ids);
+  }
+  return ids;
+}
+
+function floor(kind: 'exact' | 'hnsw'): Experiment {
+  const settings: Record<string, string> =
+    kind === 'hnsw'
+      ? {
+          jit: 'off',
+          'hnsw.iterative_scan': 'relaxed_order',
+          'hnsw.ef_search': String(DEFAULT_PLANNER.efSearch),
+          'hnsw.max_scan_tuples': String(DEFAULT_PLANNER.maxScanTuples),
+          enable_seqscan: 'off',
+          enable_bitmapscan: 'off',
+          enable_sort: 'off',
+        }
+      : { jit: 'off' };
+  return {
+    async setup() {},
+    async run(pool, projection, embedding, k) {
+      const ids = await idsOf(pool, projection);
+      const where =
+        'c.fgentic_acl OPERATOR(public.@>) $2::integer[]' +
+        (ids.any === null ? '' : ' AND c.fgentic_acl OPERATOR(public.&&) $4::integer[]');
+      // The exact form keeps the ranking off the HNSW index (OFFSET 0 fences the subquery), as the
+      // server's exact path does with its materialized CTE.
+      const text =
+        kind === 'hnsw'
+          ? `SELECT c.chunk_id FROM knowledge.chunks c WHERE ${where} ORDER BY c.embedding OPERATOR(public.<=>) $1::vector LIMIT $3`
+          : `SELECT chunk_id FROM (SELECT c.chunk_id, c.embedding OPERATOR(public.<=>) $1::vector AS d FROM knowledge.chunks c WHERE ${where} OFFSET 0) s ORDER BY d, chunk_id LIMIT $3`;
+      const values: unknown[] = [toVectorBinary(embedding), ids.all, k, ...(ids.any === null ? [] : [ids.any])];
+      const client = await pool.connect();
+      const names = Object.keys(settings);
+      try {
+        for (const n of names) await client.query('SELECT set_config($1, $2, false)', [n, settings[n]]);
+        const t0 = process.hrtime.bigint();
+        const r = await client.query(text, values);
+        const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+        // The embedded database serves every connection from one session: the arms must not inherit
+        // these. Names are this file's literals.
+        for (const n of names) await client.query(`RESET ${n}`);
+        return { ids: r.rows.map((row) => String(row.chunk_id)), plan: `floor-${kind}`, ms };
+      } finally {
+        client.release();
+      }
+    },
+  };
+}
+
 export const EXPERIMENTS: Record<string, Experiment> = {
   v0007,
   v0017,
@@ -526,4 +607,6 @@ export const EXPERIMENTS: Record<string, Experiment> = {
   'guard-exact': guard('exact'),
   'int-exact': intExact(null),
   'bq-exact': intExact(Number(process.env['BENCH_BQ_PRERANK'] ?? 50)),
+  'floor-exact': floor('exact'),
+  'floor-hnsw': floor('hnsw'),
 };

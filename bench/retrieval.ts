@@ -613,7 +613,7 @@ async function main(): Promise<void> {
           const [r, ms] = await timed(() => fn(a, vs[i] as number[], q, ef));
           const slot = acc[k] as (typeof acc)[number];
           slot.recall.push(recallOf(r.ids, want));
-          slot.times.push(ms);
+          slot.times.push(r.ms ?? ms);
           slot.plans[r.plan] = (slot.plans[r.plan] ?? 0) + 1;
         }
       }
