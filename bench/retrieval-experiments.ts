@@ -528,7 +528,10 @@ const commitAwaited: Experiment = {
 // the plan, ties, the recall guard, content), so they are right only where ids do not collide, as in
 // the benchmark's corpus; their recall is reported like every arm's.
 const floorIds = new WeakMap<Projection, { all: number[]; any: number[] | null }>();
-async function idsOf(pool: pg.Pool, projection: Projection): Promise<{ all: number[]; any: number[] | null }> {
+async function idsOf(
+  pool: pg.Pool,
+  projection: Projection,
+): Promise<{ all: number[]; any: number[] | null }> {
   let ids = floorIds.get(projection);
   if (ids === undefined) {
     const args = searchArguments(projection);
@@ -576,7 +579,12 @@ function floor(kind: 'exact' | 'hnsw'): Experiment {
         kind === 'hnsw'
           ? `SELECT c.chunk_id FROM knowledge.chunks c WHERE ${where} ORDER BY c.embedding OPERATOR(public.<=>) $1::vector LIMIT $3`
           : `SELECT chunk_id FROM (SELECT c.chunk_id, c.embedding OPERATOR(public.<=>) $1::vector AS d FROM knowledge.chunks c WHERE ${where} OFFSET 0) s ORDER BY d, chunk_id LIMIT $3`;
-      const values: unknown[] = [toVectorBinary(embedding), ids.all, k, ...(ids.any === null ? [] : [ids.any])];
+      const values: unknown[] = [
+        toVectorBinary(embedding),
+        ids.all,
+        k,
+        ...(ids.any === null ? [] : [ids.any]),
+      ];
       const client = await pool.connect();
       const names = Object.keys(settings);
       try {
