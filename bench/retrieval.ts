@@ -60,6 +60,8 @@ const OPTIONS = {
   rows: { type: 'string', default: process.env['BENCH_ROWS'] ?? '20000' },
   queries: { type: 'string', default: process.env['BENCH_QUERIES'] ?? '30' },
   'no-vacuum': { type: 'boolean', default: false },
+  // Time every slot right after an untimed run of the same slot (bench/README.md, "Timing").
+  'no-prime': { type: 'boolean', default: false },
   selectivities: { type: 'string', default: ALL_SELECTIVITIES.join(',') },
   // A subset to measure; the corpus (and so --reuse) still follows --selectivities.
   measure: { type: 'string' },
@@ -104,6 +106,7 @@ const Q = Number(args.queries);
 const M = Number(args.m);
 const EFC = Number(args['ef-construction']);
 const VACUUM = !args['no-vacuum'];
+const PRIME = !args['no-prime'];
 const list = (s: string) => s.split(',').filter((x) => x !== '');
 const SELECTIVITIES = list(args.selectivities).map(Number);
 const MEASURE = args.measure === undefined ? SELECTIVITIES : list(args.measure).map(Number);
@@ -550,6 +553,7 @@ async function main(): Promise<void> {
           vectors: GENERATOR,
           hnsw: { m: M, ef_construction: EFC },
           vacuum: VACUUM,
+          primed: PRIME,
           gin_pending_tuples: pending,
           planner_defaults: DEFAULT_PLANNER,
           load: loadInfo,
@@ -587,29 +591,39 @@ async function main(): Promise<void> {
         // always runs first or right after another: the first statement after a pause was measured up
         // to 1.8× slower, and one right after the exact-scan reference up to 1.3× slower. (A rotation
         // keeps the cyclic order, so one arm always followed the same reference.)
-        const refs: (() => Promise<void>)[] = [
-          async () => {
-            refTimes.push(await unfilteredOneStatement(pool, vs[i] as number[], ef));
+        // Each reference returns its statement's time; `time` false runs it as a primer and drops it.
+        const refs: ((v: number[], qText: string, time: boolean) => Promise<void>)[] = [
+          async (v, _qText, time) => {
+            const ms = await unfilteredOneStatement(pool, v, ef);
+            if (time) refTimes.push(ms);
           },
-          async () => {
-            txnRefTimes.push((await timed(() => unfiltered(pool, q, ef)))[1]);
+          async (_v, qText, time) => {
+            const [, ms] = await timed(() => unfiltered(pool, qText, ef));
+            if (time) txnRefTimes.push(ms);
           },
           ...(exactRef
             ? [
-                async () => {
-                  exactRefTimes.push(await unfilteredExactOneStatement(pool, vs[i] as number[]));
+                async (v: number[], _qText: string, time: boolean) => {
+                  const ms = await unfilteredExactOneStatement(pool, v);
+                  if (time) exactRefTimes.push(ms);
                 },
               ]
             : []),
         ];
         const slots = refs.length + armFns.length;
+        // The primer: another query of the same set (the next one), so the timed run does not find
+        // its own rows in the CPU caches.
+        const pi = (i + 1) % qs.length;
         for (const j of sampleRows(orderRand, [...Array(slots).keys()], slots)) {
           if (j < refs.length) {
-            await (refs[j] as () => Promise<void>)();
+            const ref = refs[j] as (typeof refs)[number];
+            if (PRIME) await ref(vs[pi] as number[], qs[pi] as string, false);
+            await ref(vs[i] as number[], q, true);
             continue;
           }
           const k = j - refs.length;
           const [, fn] = armFns[k] as (typeof armFns)[number];
+          if (PRIME) await fn(a, vs[pi] as number[], qs[pi] as string, ef);
           const [r, ms] = await timed(() => fn(a, vs[i] as number[], q, ef));
           const slot = acc[k] as (typeof acc)[number];
           slot.recall.push(recallOf(r.ids, want));
@@ -653,7 +667,7 @@ async function main(): Promise<void> {
 
   const f = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : '—');
   const header = [
-    `engine: ${engine}; rows ${N}; queries ${Q} per set; k ${K}; HNSW m=${M} ef_construction=${EFC}; ${VACUUM ? 'VACUUM ANALYZE after load' : 'no VACUUM (ANALYZE only)'}`,
+    `engine: ${engine}; rows ${N}; queries ${Q} per set; k ${K}; HNSW m=${M} ef_construction=${EFC}; ${VACUUM ? 'VACUUM ANALYZE after load' : 'no VACUUM (ANALYZE only)'}; ${PRIME ? 'each slot timed after an untimed run of itself' : 'no primer (--no-prime)'}`,
     `load ${loadInfo.reused ? 'reused' : `${f(loadInfo.load_seconds ?? Number.NaN, 1)} s, build ${f(loadInfo.build_seconds ?? Number.NaN, 1)} s`}; GIN pending tuples: ${pending ? JSON.stringify(pending) : 'n/a'}`,
     `load average (1/5/15 min) at start ${load0.map((x) => x.toFixed(2)).join('/')}, at end ${load1.map((x) => x.toFixed(2)).join('/')}`,
     ...SETS.map(
