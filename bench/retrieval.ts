@@ -3,7 +3,7 @@
  * selectivity, audience kind and query set, each next to an unfiltered HNSW reference measured in the
  * same run on the same data (bench/README.md says how to run it on a real PostgreSQL).
  *
- *   npm run bench:retrieval -- [--database-url URL] [--rows 20000] [--queries 30] [--no-vacuum]
+ *   npm run bench:retrieval -- [--database-url URL] [--rows 20000] [--queries 30] [--no-vacuum] [--no-prime]
  *     [--selectivities 0.001,0.01,...] [--arms planner,exact,hnsw,post] [--experiments a,b,...]
  *     [--planner-ef 40,64] [--reuse] [--out FILE]
  *
@@ -14,9 +14,10 @@
  * the exact ranking of the authorized rows by (distance, chunk_id), computed from one sequential scan
  * per query with the database's own `<=>`, filtered here by the bench's own record of who may read
  * which row (independent of the predicate under test).
- * Timing: within one (audience, selectivity, query set) block every query runs the reference and then
- * each arm, interleaved, so load from other processes falls on all of them alike; the ratio is
- * p50(arm) ÷ p50(reference) of that block.
+ * Timing: within one (audience, selectivity, query set) block every query runs the references and the
+ * arms, interleaved in a fresh seeded order, each timed right after an untimed run of itself with the
+ * next query (the primer), so load from other processes and heavy neighbours fall on all of them
+ * alike; the ratio is p50(arm) ÷ p50(reference) of that block.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
