@@ -25,6 +25,9 @@
  *                vector in binary, one round trip): the authorized rows ranked exactly, or the HNSW
  *                walk under the integer test (relaxed order, the server's ef_search). No count, no
  *                typed ACL test, no content: what any design over these indexes pays at least
+ *   floor-copies the same kind of bare statement over another layout: a copy of every row's vector
+ *                (halfvec) per ACL id it carries, in a btree on the id that includes the copy, so an
+ *                audience's rows are read together by an index-only scan (bench.acl_copies)
  */
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
@@ -603,6 +606,79 @@ function floor(kind: 'exact' | 'hnsw'): Experiment {
   };
 }
 
+// Another layout under the same bare statement (docs/filtered-search.md, "The floor"): one copy of
+// each row's vector per principal or group id it carries (level ids left out: nearly every row has
+// one), as halfvec so that a copy fits in a btree tuple, in an index on the id that includes the
+// copy and the row's ids. An audience's rows are then contiguous leaf pages read by an index-only
+// scan, instead of one heap page each. The ranking is by the halfvec distance (an exact answer would
+// re-rank the candidates within its rounding error by the full vectors; not measured).
+const COPIES = 'bench.acl_copies';
+const copyIds = new WeakMap<Projection, { ids: number[]; all: number[]; matrix: boolean }>();
+const floorCopies: Experiment = {
+  async setup(pool) {
+    await pool.query('CREATE SCHEMA IF NOT EXISTS bench');
+    await pool.query('CREATE TABLE IF NOT EXISTS bench.meta (key text PRIMARY KEY, value text NOT NULL)');
+    const loaded = await pool.query("SELECT value FROM bench.meta WHERE key = 'fingerprint'");
+    const want = String(loaded.rows[0]?.value ?? '');
+    const done = await pool.query("SELECT value FROM bench.meta WHERE key = 'copies'");
+    if (done.rows[0]?.value === want) return;
+    await pool.query(`DROP TABLE IF EXISTS ${COPIES}`);
+    await pool.query(
+      `CREATE TABLE ${COPIES} (acl_id integer NOT NULL, chunk_id text NOT NULL, acl integer[] NOT NULL, v public.halfvec(1024) NOT NULL)`,
+    );
+    await pool.query(`ALTER TABLE ${COPIES} ALTER COLUMN v SET STORAGE PLAIN`);
+    await pool.query(`ALTER TABLE ${COPIES} SET (autovacuum_enabled = false)`);
+    await pool.query(
+      `INSERT INTO ${COPIES} SELECT i, c.chunk_id, c.fgentic_acl, c.embedding::public.halfvec(1024)
+       FROM knowledge.chunks c, unnest(c.fgentic_acl) AS u(i)
+       WHERE i NOT IN (fgentic_ids.level_id(ARRAY['public']), fgentic_ids.level_id(ARRAY['approved_non_public', 'public']))
+       ORDER BY i, c.chunk_id`,
+    );
+    await pool.query(`CREATE INDEX acl_copies_ios ON ${COPIES} (acl_id) INCLUDE (chunk_id, acl, v)`);
+    // The visibility map is what lets the scan skip the heap.
+    await pool.query(`VACUUM ANALYZE ${COPIES}`);
+    await pool.query(
+      "INSERT INTO bench.meta VALUES ('copies', $1) ON CONFLICT (key) DO UPDATE SET value = $1",
+      [want],
+    );
+  },
+  async run(pool, projection, embedding, k) {
+    let ids = copyIds.get(projection);
+    if (ids === undefined) {
+      const { all, any } = await idsOf(pool, projection);
+      if (any === null) {
+        // A Matrix audience: the member id with the fewest copies drives the scan; the rest of the
+        // audience and the level are tested on the included ids.
+        const r = await pool.query<{ id: number }>(
+          `SELECT acl_id AS id FROM ${COPIES} WHERE acl_id = ANY ($1::integer[]) GROUP BY acl_id ORDER BY count(*), acl_id LIMIT 1`,
+          [all],
+        );
+        ids = { ids: r.rows.map((row) => row.id), all, matrix: true };
+      } else ids = { ids: any, all, matrix: false };
+      copyIds.set(projection, ids);
+    }
+    // No copy of the driving id: no row is authorized.
+    if (ids.ids.length === 0) return { ids: [], plan: 'floor-copies', ms: 0 };
+    const text = ids.matrix
+      ? `SELECT chunk_id FROM (SELECT a.chunk_id, a.v OPERATOR(public.<=>) $1::public.vector::public.halfvec AS d FROM ${COPIES} a WHERE a.acl_id = $2 AND a.acl OPERATOR(public.@>) $3::integer[] OFFSET 0) s ORDER BY d, chunk_id LIMIT $4`
+      : `SELECT chunk_id FROM (SELECT DISTINCT a.chunk_id, a.v OPERATOR(public.<=>) $1::public.vector::public.halfvec AS d FROM ${COPIES} a WHERE a.acl_id = ANY ($2::integer[]) AND a.acl OPERATOR(public.@>) $3::integer[]) s ORDER BY d, chunk_id LIMIT $4`;
+    const values = [toVectorBinary(embedding), ids.matrix ? ids.ids[0] : ids.ids, ids.all, k];
+    const settings: Record<string, string> = { jit: 'off', enable_seqscan: 'off', enable_bitmapscan: 'off' };
+    const client = await pool.connect();
+    const names = Object.keys(settings);
+    try {
+      for (const n of names) await client.query('SELECT set_config($1, $2, false)', [n, settings[n]]);
+      const t0 = process.hrtime.bigint();
+      const r = await client.query(text, values);
+      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      for (const n of names) await client.query(`RESET ${n}`);
+      return { ids: r.rows.map((row) => String(row.chunk_id)), plan: 'floor-copies', ms };
+    } finally {
+      client.release();
+    }
+  },
+};
+
 export const EXPERIMENTS: Record<string, Experiment> = {
   v0007,
   v0017,
@@ -617,4 +693,5 @@ export const EXPERIMENTS: Record<string, Experiment> = {
   'bq-exact': intExact(Number(process.env['BENCH_BQ_PRERANK'] ?? 50)),
   'floor-exact': floor('exact'),
   'floor-hnsw': floor('hnsw'),
+  'floor-copies': floorCopies,
 };
