@@ -524,6 +524,36 @@ const commitAwaited: Experiment = {
   },
 };
 
+/**
+ * One statement timed alone, as the one-statement references and the floor arms are: `settings` are
+ * made for the session before the clock starts and reset after it stops, whatever happens (the
+ * embedded database serves every connection from one session, so nothing may outlive the call; the
+ * names are this directory's literals, never input). A connection that could not be reset is
+ * discarded.
+ */
+export async function timedStatement(
+  pool: pg.Pool,
+  settings: Readonly<Record<string, string>>,
+  text: string,
+  values: readonly unknown[],
+): Promise<{ rows: Record<string, unknown>[]; ms: number }> {
+  const client = await pool.connect();
+  const names = Object.keys(settings);
+  let clean = true;
+  try {
+    for (const n of names) await client.query('SELECT set_config($1, $2, false)', [n, settings[n]]);
+    const t0 = process.hrtime.bigint();
+    const r = await client.query(text, values as unknown[]);
+    return { rows: r.rows, ms: Number(process.hrtime.bigint() - t0) / 1e6 };
+  } finally {
+    for (const n of names)
+      await client.query(`RESET ${n}`).catch(() => {
+        clean = false;
+      });
+    client.release(clean ? undefined : true);
+  }
+}
+
 // The floor (docs/filtered-search.md, "The floor"): the cheapest statements that could answer over
 // the indexes the server's search uses, timed exactly like the one-statement reference, so a cell's
 // ratio says how close any design over pgvector's HNSW and intarray's GIN can come to the goal. They
@@ -588,20 +618,8 @@ function floor(kind: 'exact' | 'hnsw'): Experiment {
         k,
         ...(ids.any === null ? [] : [ids.any]),
       ];
-      const client = await pool.connect();
-      const names = Object.keys(settings);
-      try {
-        for (const n of names) await client.query('SELECT set_config($1, $2, false)', [n, settings[n]]);
-        const t0 = process.hrtime.bigint();
-        const r = await client.query(text, values);
-        const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-        // The embedded database serves every connection from one session: the arms must not inherit
-        // these. Names are this file's literals.
-        for (const n of names) await client.query(`RESET ${n}`);
-        return { ids: r.rows.map((row) => String(row.chunk_id)), plan: `floor-${kind}`, ms };
-      } finally {
-        client.release();
-      }
+      const { rows, ms } = await timedStatement(pool, settings, text, values);
+      return { ids: rows.map((row) => String(row.chunk_id)), plan: `floor-${kind}`, ms };
     },
   };
 }
@@ -664,18 +682,8 @@ const floorCopies: Experiment = {
       : `SELECT chunk_id FROM (SELECT DISTINCT a.chunk_id, a.v OPERATOR(public.<=>) $1::public.vector::public.halfvec AS d FROM ${COPIES} a WHERE a.acl_id = ANY ($2::integer[]) AND a.acl OPERATOR(public.@>) $3::integer[]) s ORDER BY d, chunk_id LIMIT $4`;
     const values = [toVectorBinary(embedding), ids.matrix ? ids.ids[0] : ids.ids, ids.all, k];
     const settings: Record<string, string> = { jit: 'off', enable_seqscan: 'off', enable_bitmapscan: 'off' };
-    const client = await pool.connect();
-    const names = Object.keys(settings);
-    try {
-      for (const n of names) await client.query('SELECT set_config($1, $2, false)', [n, settings[n]]);
-      const t0 = process.hrtime.bigint();
-      const r = await client.query(text, values);
-      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-      for (const n of names) await client.query(`RESET ${n}`);
-      return { ids: r.rows.map((row) => String(row.chunk_id)), plan: 'floor-copies', ms };
-    } finally {
-      client.release();
-    }
+    const { rows, ms } = await timedStatement(pool, settings, text, values);
+    return { ids: rows.map((row) => String(row.chunk_id)), plan: 'floor-copies', ms };
   },
 };
 

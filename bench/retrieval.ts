@@ -48,7 +48,7 @@ import {
   rowOf,
   sampleRows,
 } from './retrieval-corpus.ts';
-import { EXPERIMENTS, type Experiment, type RankedIds } from './retrieval-experiments.ts';
+import { EXPERIMENTS, type Experiment, type RankedIds, timedStatement } from './retrieval-experiments.ts';
 
 const K = 10;
 const T0 = Date.now();
@@ -193,23 +193,8 @@ async function oneStatement(
   order: string,
   v: readonly number[],
 ): Promise<number> {
-  const client = await pool.connect();
-  const names = Object.keys(settings);
-  try {
-    for (const n of names) await client.query('SELECT set_config($1, $2, false)', [n, settings[n]]);
-    const [, ms] = await timed(() =>
-      client.query(`SELECT chunk_id FROM knowledge.chunks ORDER BY ${order} LIMIT $2`, [
-        toVectorBinary(v),
-        K,
-      ]),
-    );
-    // The embedded database serves every connection from one session: the arms must not inherit these.
-    // Names are this file's literals, never input.
-    for (const n of names) await client.query(`RESET ${n}`);
-    return ms;
-  } finally {
-    client.release();
-  }
+  const text = `SELECT chunk_id FROM knowledge.chunks ORDER BY ${order} LIMIT $2`;
+  return (await timedStatement(pool, settings, text, [toVectorBinary(v), K])).ms;
 }
 
 const unfilteredOneStatement = (pool: pg.Pool, v: readonly number[], ef: number) =>
