@@ -13,9 +13,9 @@ import { writeChunks } from '../ingest/store.ts';
 import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
+  installOldFunctions,
   matrixHeader,
   meta,
-  migrationFunction,
   oauthHeader,
   P,
   prng,
@@ -28,14 +28,11 @@ let t: TestDatabase;
 
 before(async () => {
   t = await startTestDatabase();
-  await t.pool.query('CREATE SCHEMA fgentic_old');
-  for (const name of ['id_of', 'level_id'])
-    await t.pool.query(
-      migrationFunction('0007_integer_acl_search.sql', `fgentic_ids.${name}`).replaceAll(
-        'fgentic_ids.',
-        'fgentic_old.',
-      ),
-    );
+  await installOldFunctions(
+    t.pool,
+    ['id_of', 'level_id'].map((name) => ['0007_integer_acl_search.sql', `fgentic_ids.${name}`] as const),
+    'old',
+  );
 });
 after(async () => {
   await t?.close();

@@ -12,8 +12,8 @@ import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
 import { searchArguments } from '../predicate.ts';
 import {
   decodeFixture,
+  installOldFunctions,
   matrixHeader,
-  migrationFunction,
   P,
   prng,
   randomVector,
@@ -26,14 +26,13 @@ let t: TestDatabase;
 
 before(async () => {
   t = await startTestDatabase();
-  await t.pool.query('CREATE SCHEMA fgentic_old');
-  for (const name of ['is_valid_principal_array', 'is_valid_group_array', 'is_full_mxid', 'is_dns1123_label'])
-    await t.pool.query(
-      migrationFunction('0001_base_schema.sql', `knowledge.${name}`).replace(
-        `FUNCTION knowledge.${name}(`,
-        `FUNCTION fgentic_old.${name}(`,
-      ),
-    );
+  await installOldFunctions(
+    t.pool,
+    ['is_valid_principal_array', 'is_valid_group_array', 'is_full_mxid', 'is_dns1123_label'].map(
+      (name) => ['0001_base_schema.sql', `knowledge.${name}`] as const,
+    ),
+    'current',
+  );
 });
 after(async () => {
   await t?.close();

@@ -12,9 +12,9 @@ import { writeChunks } from '../ingest/store.ts';
 import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
+  installOldFunctions,
   matrixHeader,
   meta,
-  migrationFunction,
   P,
   prng,
   randomVector,
@@ -27,15 +27,15 @@ let t: TestDatabase;
 
 before(async () => {
   t = await startTestDatabase();
-  await t.pool.query('CREATE SCHEMA fgentic_old');
-  for (const [file, name] of [
-    ['0007_integer_acl_search.sql', 'id_of'],
-    ['0007_integer_acl_search.sql', 'row_ids'],
-    ['0009_exact_ties.sql', 'vector_key'],
-  ] as const)
-    await t.pool.query(
-      migrationFunction(file, `fgentic_ids.${name}`).replaceAll('fgentic_ids.', 'fgentic_old.'),
-    );
+  await installOldFunctions(
+    t.pool,
+    [
+      ['0007_integer_acl_search.sql', 'fgentic_ids.id_of'],
+      ['0007_integer_acl_search.sql', 'fgentic_ids.row_ids'],
+      ['0009_exact_ties.sql', 'fgentic_ids.vector_key'],
+    ],
+    'old',
+  );
 });
 after(async () => {
   await t?.close();
