@@ -137,12 +137,20 @@ export function foldCheck(statement: CheckedStatement, proof: CapabilityProof): 
   };
 }
 
+const preparedNames = new Map<string, string>();
+
 /**
  * The name a prepared statement gets: from its text, so one name never stands for two texts (node-pg
  * keeps one cache per connection and refuses a name reused with other text).
  */
 export function preparedName(text: string): string {
-  return `fgentic_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+  let name = preparedNames.get(text);
+  if (name === undefined) {
+    name = `fgentic_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+    // The search's texts are a handful of literals; the bound keeps any other caller from growing it.
+    if (preparedNames.size < 64) preparedNames.set(text, name);
+  }
+  return name;
 }
 
 async function send(
