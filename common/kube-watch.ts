@@ -2,18 +2,27 @@
  * A list + watch of ConfigMaps in one namespace through the Kubernetes API, with the contact clock
  * both servers' staleness rules are built on (projector/kube-store.ts, retrieval/config-kube.ts).
  *
- * Contact: an established watch is contact for as long as it stays open; otherwise the last list, the
- * end of a watch or any watch event. A silently dead connection is ended by a watchdog
- * `watchTimeoutSeconds + 5 s` after its last sign of life (the server ends a quiet watch at
+ * Contact: an established watch is contact for as long as it stays open, once it has delivered an
+ * event or lived a second; otherwise the last list, the end of such a watch or any watch event. A
+ * watch that the server ends at once without a word is a failure, not contact, and is retried after a
+ * backoff (common/backoff.ts `WatchGuard`, the rule the controller's informers use too), so it can
+ * neither spin nor keep the staleness clock at 0. Nothing can hang: a list has a deadline from its
+ * send (`listTimeoutMs`, 10 s); a watch has a watchdog from its send (the same 10 s until the server
+ * answers, then `watchTimeoutSeconds + 5 s` after its last byte; the server ends a quiet watch at
  * `watchTimeoutSeconds`), so `contactAgeMs()` starts growing at most that long after the API server
- * went away. Failed lists and watches are retried with capped exponential backoff and jitter; a 410
- * Expired relists.
+ * went away, and a hung request is abandoned and retried. Failed lists and watches are retried with
+ * capped exponential backoff and jitter; a 410 Expired relists.
  *
  * Selection is by label (`labelSelector`) or by name (`fieldSelector: metadata.name=...`): a request
  * with an exact `metadata.name` field selector is authorized by kube-apiserver as a request for that
  * name, so a Role can narrow it with `resourceNames` (a label-selected one cannot).
  */
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
+import { type BackoffPolicy, MIN_WATCH_LIFE_MS, WatchGuard } from './backoff.ts';
+import { openWatch, requestJson, type WatchStream } from './kube-request.ts';
+
+/** Restarts of these watches: 250 ms doubling to 5 s, half of it random (the servers fail closed meanwhile). */
+const RESTART_BACKOFF: BackoffPolicy = { baseMs: 250, capMs: 5_000, jitter: 0.5 };
 
 export type ConfigMapLike = {
   metadata?: { name?: string; resourceVersion?: string };
@@ -35,6 +44,10 @@ export interface ConfigMapWatchOptions {
   readonly onObjects: (objects: ReadonlyMap<string, ConfigMapLike>) => void;
   /** A failed list or watch (`list`/`watch`) and the error's class, for logs and metrics. */
   readonly onWatchError?: (kind: string, error: string) => void;
+  /** Deadline of a list request from its send (default 10 s). */
+  readonly listTimeoutMs?: number;
+  /** Restart schedule after a failed list or watch (default 250 ms doubling to 5 s, jittered). */
+  readonly backoff?: BackoffPolicy;
 }
 
 export interface ConfigMapWatch {
@@ -48,20 +61,19 @@ export interface ConfigMapWatch {
 export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
   const now = o.now ?? Date.now;
   const watchTimeout = o.watchTimeoutSeconds ?? 20;
-  const core = o.kubeConfig.makeApiClient(k8s.CoreV1Api);
+  const listTimeoutMs = o.listTimeoutMs ?? 10_000;
+  const guard = new WatchGuard(o.backoff ?? RESTART_BACKOFF);
   const objects = new Map<string, ConfigMapLike>();
   const selectors = {
     ...(o.labelSelector !== undefined ? { labelSelector: o.labelSelector } : {}),
     ...(o.fieldSelector !== undefined ? { fieldSelector: o.fieldSelector } : {}),
   };
+  const path = `/api/v1/namespaces/${encodeURIComponent(o.namespace)}/configmaps`;
   let lastContact = Number.NEGATIVE_INFINITY;
-  /** An established watch counts as contact; the watchdog ends one that has gone silent. */
-  let watchOpen = false;
+  /** The open watch: when it opened and whether it delivered anything (then it is contact). */
+  let current: { stream: WatchStream; openedAt: number; events: number } | undefined;
   let resourceVersion: string | undefined;
   let stopped = false;
-  let backoffMs = 250;
-  let abort: AbortController | undefined;
-  let watchdog: NodeJS.Timeout | undefined;
   let retry: NodeJS.Timeout | undefined;
   let markSynced: () => void = () => {};
   const synced = new Promise<void>((r) => {
@@ -77,70 +89,74 @@ export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
     }, 10);
   };
 
-  const contact = () => {
-    lastContact = now();
-    backoffMs = 250;
-  };
-
   const schedule = (fn: () => void, ms: number) => {
     if (stopped) return;
     retry = setTimeout(fn, ms);
     retry.unref();
   };
-  const failed = (kind: string, e?: unknown) => {
+  const failed = (kind: string, e: unknown, delay: number) => {
     o.onWatchError?.(kind, errorClass(e));
-    const wait = backoffMs;
-    backoffMs = Math.min(backoffMs * 2, 5_000);
-    // Jitter keeps many replicas from reconnecting in lockstep.
-    schedule(list, wait / 2 + Math.random() * (wait / 2));
+    schedule(() => void list(), delay);
   };
 
   const list = async () => {
     if (stopped) return;
+    let res: { items?: ConfigMapLike[]; metadata?: { resourceVersion?: string } };
     try {
-      const res = await core.listNamespacedConfigMap({ namespace: o.namespace, ...selectors });
-      objects.clear();
-      for (const cm of res.items) {
-        const name = cm.metadata?.name;
-        if (name !== undefined) objects.set(name, cm as ConfigMapLike);
-      }
-      resourceVersion = res.metadata?.resourceVersion;
-      contact();
-      if (!stopped) o.onObjects(objects);
-      await watch();
-      markSynced();
+      res = await requestJson(o.kubeConfig, {
+        method: 'GET',
+        path,
+        query: selectors,
+        timeoutMs: listTimeoutMs,
+      });
     } catch (e) {
       markSynced();
-      failed('list', e);
+      return failed('list', e, guard.failure());
     }
-  };
-
-  const armWatchdog = () => {
-    if (watchdog) clearTimeout(watchdog);
-    // A watch that stays silent past its own server-side timeout is a dead connection: reconnect.
-    watchdog = setTimeout(() => abort?.abort(), (watchTimeout + 5) * 1000);
-    watchdog.unref();
-  };
-
-  const watch = async () => {
     if (stopped) return;
-    let ended = false;
+    objects.clear();
+    for (const cm of res.items ?? []) {
+      const name = cm.metadata?.name;
+      if (name !== undefined) objects.set(name, cm);
+    }
+    resourceVersion = res.metadata?.resourceVersion;
+    lastContact = now();
+    o.onObjects(objects);
+    watch();
+    markSynced();
+  };
+
+  const watch = () => {
+    if (stopped) return;
     let relist = false;
-    const w = new k8s.Watch(o.kubeConfig);
-    abort = await w.watch(
-      `/api/v1/namespaces/${encodeURIComponent(o.namespace)}/configmaps`,
-      {
+    const openedAt = now();
+    const w: { stream: WatchStream; openedAt: number; events: number } = {
+      stream: undefined as unknown as WatchStream,
+      openedAt,
+      events: 0,
+    };
+    current = w;
+    w.stream = openWatch(o.kubeConfig, {
+      path,
+      query: {
         ...selectors,
-        allowWatchBookmarks: true,
-        timeoutSeconds: watchTimeout,
+        allowWatchBookmarks: 'true',
+        timeoutSeconds: String(watchTimeout),
         ...(resourceVersion ? { resourceVersion } : {}),
       },
-      (type: string, obj: ConfigMapLike & { code?: number }) => {
-        armWatchdog();
-        contact();
+      // The watchdog runs from the send: a request that never answers, or a watch silent past its
+      // own server-side timeout, is a dead connection.
+      idleTimeoutMs: (watchTimeout + 5) * 1000,
+      headerTimeoutMs: listTimeoutMs,
+      onEvent: (type, raw) => {
+        const obj = raw as ConfigMapLike & { code?: number };
+        w.events++;
+        lastContact = now();
+        guard.alive();
         if (type === 'ERROR') {
           relist = true; // e.g. 410 Gone: the resourceVersion is too old
-          abort?.abort();
+          w.stream.close();
+          ended(undefined);
           return;
         }
         if (obj?.metadata?.resourceVersion) resourceVersion = obj.metadata.resourceVersion;
@@ -151,40 +167,42 @@ export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
         else objects.set(name, obj);
         publishSoon();
       },
-      (err: unknown) => {
-        if (ended) return;
-        ended = true;
-        watchOpen = false;
-        lastContact = now(); // it was open until now; the backoff is not reset by an ending
-        if (watchdog) clearTimeout(watchdog);
-        if (stopped) return;
-        if (err && !relist) return failed('watch', err);
-        if (relist) return schedule(list, 0);
-        // Server-side timeout: re-watch from the last resourceVersion. client-node prepares the
-        // request (credentials, TLS) before its own error handling, so a rejection here is a failed
-        // watch like any other, never an unhandled rejection (common/kube-watch.test.ts).
-        schedule(() => void watch().catch((e: unknown) => failed('watch', e)), 0);
-      },
-    );
-    if (!ended) {
-      watchOpen = true;
-      contact();
-      armWatchdog();
-    }
+      onEnd: (err) => ended(err),
+    });
+    let done = false;
+    const ended = (err: Error | undefined) => {
+      if (done) return;
+      done = true;
+      if (current === w) current = undefined;
+      if (stopped) return;
+      const end = { failed: err !== undefined, events: w.events, livedMs: now() - w.openedAt };
+      // It was open until now, unless it ended at once without a word (then it proves nothing).
+      if (!WatchGuard.failed(end)) lastContact = now();
+      if (relist) return schedule(() => void list(), 0);
+      const delay = guard.ended(end);
+      if (err) return failed('watch', err, delay);
+      if (delay > 0) o.onWatchError?.('watch', 'closed at once');
+      // Server-side timeout: re-watch from the last resourceVersion (at once, unless it spun).
+      schedule(watch, delay);
+    };
   };
 
   void list();
 
   return {
-    contactAgeMs: () =>
-      watchOpen ? 0 : lastContact === Number.NEGATIVE_INFINITY ? Infinity : now() - lastContact,
+    contactAgeMs: () => {
+      const t = now();
+      // An open watch is contact once it has lived a while or delivered anything.
+      if (current && current.stream.open && (current.events > 0 || t - current.openedAt >= MIN_WATCH_LIFE_MS))
+        return 0;
+      return lastContact === Number.NEGATIVE_INFINITY ? Infinity : t - lastContact;
+    },
     synced,
     close: () => {
       stopped = true;
       if (pending) clearTimeout(pending);
-      if (watchdog) clearTimeout(watchdog);
       if (retry) clearTimeout(retry);
-      abort?.abort();
+      current?.stream.close();
     },
   };
 }

@@ -99,6 +99,59 @@ describe('API-server double: write semantics of kube-apiserver', () => {
 
   const roomPath = (n: string) => `/apis/retrieval.fgentic.dev/v1alpha1/retrievalrooms/${n}`;
 
+  it("size limits: ConfigMap data above 1 MiB is 422, a body above 3 MiB is 413, an object above 1.5 MiB is etcd's 500", async () => {
+    const mib = 1024 * 1024;
+    // Exactly at the limit (key + value bytes) is accepted, one byte more is not.
+    const fits = configMap('limit', { k: 'x'.repeat(mib - 1) });
+    assert.equal((await applyAs('alpha', cm('limit'), fits, true)).status, 201);
+    const over = await applyAs('alpha', cm('limit'), configMap('limit', { k: 'x'.repeat(mib) }), true);
+    assert.equal(over.status, 422);
+    assert.match(over.body.message, /Too long: must have at most 1048576 bytes/);
+    const huge = await call(
+      'POST',
+      '/api/v1/namespaces/ns/configmaps',
+      configMap('huge', { k: 'x'.repeat(3 * mib) }),
+    );
+    assert.equal(huge.status, 413);
+    assert.equal(huge.body.reason, 'RequestEntityTooLarge');
+    // A Secret is not bound by the ConfigMap rule, but etcd still refuses what exceeds its request limit.
+    const secret = await call('POST', '/api/v1/namespaces/ns/secrets', {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'big' },
+      data: { k: 'x'.repeat(1.6 * mib) },
+    });
+    assert.equal(secret.status, 500);
+    assert.equal(secret.body.message, 'etcdserver: request is too large');
+    assert.equal(api.get('v1', 'ConfigMap', 'ns', 'limit')?.['data'].k.length, mib - 1);
+  });
+
+  it('fault injection: an error Status with Retry-After, a held request, a watch ended at once', async () => {
+    api.fault = (r) =>
+      r.method === 'PATCH' ? { status: 429, reason: 'TooManyRequests', retryAfterSeconds: 1 } : undefined;
+    const r = await fetch(url(`${cm('faulty')}?fieldManager=m`), {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/apply-patch+yaml' },
+      body: JSON.stringify(configMap('faulty', { a: '1' })),
+    });
+    assert.equal(r.status, 429);
+    assert.equal(r.headers.get('retry-after'), '1');
+    api.fault = (r) => (r.method === 'GET' && !r.watch ? { hang: true } : undefined);
+    const held = fetch(url('/api/v1/namespaces/ns/configmaps'), {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    await waitFor('the request held', async () => (api.hanging === 1 ? true : undefined));
+    api.release();
+    await assert.rejects(held);
+    api.fault = (r) => (r.watch ? { endAtOnce: true } : undefined);
+    const w = await fetch(url('/api/v1/namespaces/ns/configmaps?watch=true'), {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(w.status, 200);
+    assert.equal(await w.text(), '');
+    api.fault = undefined;
+  });
+
   it('metadata.generation bumps on spec changes only (not labels, not status)', async () => {
     const r0 = await applyAs('alpha', roomPath('gen'), room('gen', '!gen:org-a.example'));
     assert.equal(r0.body.metadata.generation, 1);

@@ -15,13 +15,13 @@ const policy = fc.record({
 const unit = fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true });
 
 describe('backoff schedule', () => {
-  it('defaults: per object 5 ms doubling to 1000 s (controller-runtime); watches 800 ms to 30 s (client-go reflector)', () => {
+  it('defaults: per object 5 ms doubling to 1 s (controller-runtime schedule, capped for recovery); watches 800 ms to 30 s (client-go reflector)', () => {
     const none: BackoffPolicy = { ...ITEM_BACKOFF, jitter: 0 };
     assert.deepEqual(
       [1, 2, 3, 4, 5].map((n) => backoffDelay(n, none)),
       [5, 10, 20, 40, 80],
     );
-    assert.equal(backoffDelay(100, none), 1_000_000);
+    assert.equal(backoffDelay(100, none), 1_000);
     assert.equal(backoffDelay(1, { ...WATCH_BACKOFF, jitter: 0 }), 800);
     assert.equal(backoffDelay(20, { ...WATCH_BACKOFF, jitter: 0 }), 30_000);
   });

@@ -9,9 +9,10 @@
  * written through (`upsert`, `drop`) so the next pass sees them before their watch events arrive;
  * the watch event then replaces the entry with the same or a newer version.
  */
-import * as k8s from '@kubernetes/client-node';
+import type * as k8s from '@kubernetes/client-node';
+import { type BackoffPolicy, WATCH_BACKOFF, WatchGuard } from '../../common/backoff.ts';
+import { openWatch, type WatchStream } from '../../common/kube-request.ts';
 import { createLogger } from '../../common/log.ts';
-import { type BackoffPolicy, backoffDelay, WATCH_BACKOFF } from '../backoff.ts';
 import type { K8sObject } from '../types.ts';
 import { collectionPath, requestJson } from './raw.ts';
 
@@ -33,6 +34,8 @@ export interface InformerOptions {
   random?: () => number;
   /** The server ends a watch after this long; the informer resumes it (default 300 s). */
   watchTimeoutSeconds?: number;
+  /** Deadline of a list, and of a watch until the server answers, from the send (default 30 s). */
+  listTimeoutMs?: number;
 }
 
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }) =>
@@ -49,9 +52,9 @@ export function errorClass(e: unknown): string {
 export class Informer {
   private readonly store = new Map<string, K8sObject>();
   private resourceVersion: string | undefined;
-  private abort: AbortController | undefined;
+  private abort: WatchStream | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private failures = 0;
+  private readonly guard: WatchGuard;
   /** The next watch starts from a list just made (a 410 on it then must not re-list at once). */
   private afterList = false;
   private stopped = false;
@@ -64,7 +67,9 @@ export class Informer {
   /** Watches opened. */
   watches = 0;
 
-  constructor(private readonly o: InformerOptions) {}
+  constructor(private readonly o: InformerOptions) {
+    this.guard = new WatchGuard(o.backoff ?? WATCH_BACKOFF, o.random);
+  }
 
   get apiVersion(): string {
     return this.o.apiVersion;
@@ -82,7 +87,7 @@ export class Informer {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.abort?.abort();
+    this.abort?.close();
     this.abort = undefined;
     for (const w of [...this.syncWaiters, ...this.settleWaiters]) w();
     this.syncWaiters = [];
@@ -145,8 +150,11 @@ export class Informer {
 
   private retry(what: 'list' | 'watch', e: unknown, next: () => void): void {
     if (this.stopped) return;
-    this.failures++;
-    const delay = backoffDelay(this.failures, this.o.backoff ?? WATCH_BACKOFF, this.o.random);
+    this.retryAfter(what, e, this.guard.failure(), next);
+  }
+
+  private retryAfter(what: 'list' | 'watch', e: unknown, delay: number, next: () => void): void {
+    if (this.stopped) return;
     const error = errorClass(e);
     this.o.onRetry?.(what, delay, error);
     log.warn('informer retry', { kind: this.o.kind, what, error, delayMs: Math.round(delay) });
@@ -167,6 +175,7 @@ export class Informer {
         method: 'GET',
         path: collectionPath(this.o.apiVersion, this.o.plural),
         query: { labelSelector: this.o.labelSelector },
+        timeoutMs: this.o.listTimeoutMs ?? 30_000,
       });
     } catch (e) {
       this.settle();
@@ -191,7 +200,7 @@ export class Informer {
       this.o.onEvent?.('DELETED', prev, prev);
     }
     this.resourceVersion = res.metadata?.resourceVersion;
-    this.failures = 0;
+    this.guard.alive();
     if (!this.hasSynced) {
       this.hasSynced = true;
       for (const w of this.syncWaiters) w();
@@ -199,39 +208,41 @@ export class Informer {
     }
     this.settle();
     this.afterList = true;
-    await this.watch();
+    this.watch();
   }
 
-  private async watch(): Promise<void> {
+  private watch(): void {
     if (this.stopped) return;
-    const [group, version] = this.o.apiVersion.includes('/')
-      ? (this.o.apiVersion.split('/') as [string, string])
-      : ['', this.o.apiVersion];
-    const path = group ? `/apis/${group}/${version}/${this.o.plural}` : `/api/${version}/${this.o.plural}`;
     const afterList = this.afterList;
     this.afterList = false;
     let gone = false;
-    let ended = false;
     let events = 0;
     const opened = Date.now();
     this.watches++;
-    const ac = await new k8s.Watch(this.o.kubeConfig).watch(
-      path,
-      {
-        allowWatchBookmarks: true,
-        timeoutSeconds: this.o.watchTimeoutSeconds ?? 300,
+    const timeout = this.o.watchTimeoutSeconds ?? 300;
+    const stream = openWatch(this.o.kubeConfig, {
+      path: collectionPath(this.o.apiVersion, this.o.plural),
+      query: {
+        allowWatchBookmarks: 'true',
+        timeoutSeconds: String(timeout),
         ...(this.resourceVersion ? { resourceVersion: this.resourceVersion } : {}),
         ...(this.o.labelSelector ? { labelSelector: this.o.labelSelector } : {}),
       },
-      (type: string, raw: K8sObject & { code?: number }) => {
+      // The watchdog runs from the send: no answer within the list deadline, or silence past the
+      // server's own timeout, ends the watch as failed.
+      headerTimeoutMs: this.o.listTimeoutMs ?? 30_000,
+      idleTimeoutMs: (timeout + 5) * 1000,
+      onEvent: (type, o) => {
+        const raw = o as K8sObject & { code?: number };
         if (type === 'ERROR') {
           // 410 Expired/Gone: our version was compacted away; only a fresh list is consistent.
           gone = raw?.code === 410;
           if (!gone) log.warn('watch error event', { kind: this.o.kind, code: raw?.code ?? 0 });
-          this.abort?.abort();
+          this.abort?.close();
+          ended(undefined);
           return;
         }
-        this.failures = 0;
+        this.guard.alive();
         events++;
         if (raw?.metadata?.resourceVersion) this.resourceVersion = raw.metadata.resourceVersion;
         if (type === 'BOOKMARK') return;
@@ -249,27 +260,28 @@ export class Informer {
         if (prev?.metadata.resourceVersion === obj.metadata.resourceVersion) return;
         this.o.onEvent?.(type as InformerEvent, obj, prev);
       },
-      (err: unknown) => {
-        if (ended) return;
-        ended = true;
-        if (this.stopped) return;
-        if (gone) {
-          this.resourceVersion = undefined;
-          // 410 on the very version a list just returned: re-listing at once would spin; back off.
-          if (afterList && events === 0)
-            return this.retry('list', new Error('expired'), () => void this.relist());
-          void this.relist();
-          return;
-        }
-        // A watch the server ended (its timeout) resumes at once from the last version seen; a
-        // failed one backs off.
-        // A watch closed at once without a word is treated as failed, so it cannot spin.
-        if (err || (events === 0 && Date.now() - opened < 1000))
-          this.retry('watch', err ?? new Error('closed'), () => void this.watch());
-        else void this.watch();
-      },
-    );
-    if (this.stopped) ac.abort();
-    else if (!ended) this.abort = ac;
+      onEnd: (err) => ended(err),
+    });
+    this.abort = stream;
+    let done = false;
+    const ended = (err: Error | undefined) => {
+      if (done) return;
+      done = true;
+      if (this.abort === stream) this.abort = undefined;
+      if (this.stopped) return;
+      if (gone) {
+        this.resourceVersion = undefined;
+        // 410 on the very version a list just returned: re-listing at once would spin; back off.
+        if (afterList && events === 0)
+          return this.retry('list', new Error('expired'), () => void this.relist());
+        void this.relist();
+        return;
+      }
+      // A watch the server ended (its timeout) resumes at once from the last version seen; a failed
+      // one, or one closed at once without a word, backs off (common/backoff.ts WatchGuard).
+      const delay = this.guard.ended({ failed: err !== undefined, events, livedMs: Date.now() - opened });
+      if (delay === 0) return this.watch();
+      this.retryAfter('watch', err ?? new Error('closed'), delay, () => this.watch());
+    };
   }
 }

@@ -108,6 +108,36 @@ export const WEBHOOK_USER = serviceAccountUser('fgentic-system', 'fgentic-retrie
 /** A cluster admin (group system:masters): what tests use to seed objects over HTTP. */
 export const ADMIN_USER = 'kubernetes-admin';
 
+/** A request as fault injection sees it. */
+export interface RequestInfo {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  /** True for `?watch=true` GETs. */
+  watch: boolean;
+}
+
+/**
+ * What an injected fault does with a request: answer it with an error Status (with `Retry-After`
+ * when given, as kube-apiserver's API Priority and Fairness does with 429), hold it unanswered until
+ * `release()` (a hung request), or, for a watch, answer 200 and end the stream at once.
+ */
+export type Fault =
+  | { status: number; reason: string; message?: string; retryAfterSeconds?: number }
+  | { hang: true }
+  | { endAtOnce: true };
+
+/**
+ * kube-apiserver's size limits: a request body above 3 MiB is refused with 413 before decoding
+ * (`apiserver/pkg/server/config.go` MaxRequestBodyBytes = 3 MiB); a ConfigMap whose data and
+ * binaryData exceed 1 MiB fails validation with 422 (`validation.ValidateConfigMap`,
+ * `core.MaxSecretSize`-style `totalSize > 1024*1024`); and etcd refuses a stored object above its
+ * `--max-request-bytes` (1.5 MiB by default) with "etcdserver: request is too large" (a 500).
+ */
+export const MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024;
+export const CONFIGMAP_MAX_BYTES = 1024 * 1024;
+export const ETCD_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
+
 export interface ApiServerOptions {
   /** The authorizer; default: the RBAC shipped in deploy/base. */
   rbac?: RbacAuthorizer;
@@ -192,6 +222,12 @@ export class ApiServerDouble {
   readonly failApply = new Set<string>();
   /** Single objects (`Kind/namespace/name`, namespace empty when cluster-scoped) whose apply fails with 500. */
   readonly failApplyObjects = new Set<string>();
+  /** Fault injection: asked for every request before it is served; a fault answers it instead. */
+  fault: ((r: RequestInfo) => Fault | undefined) | undefined;
+  /** Requests held by a `hang` fault. */
+  private held = new Set<ServerResponse>();
+  /** Every request body size above the limits, refused (for tests). */
+  readonly tooLarge: string[] = [];
   port = 0;
 
   private kinds: KindInfo[] = [];
@@ -212,10 +248,22 @@ export class ApiServerDouble {
   async start(): Promise<this> {
     this.server = createServer((req, res) => {
       let body = '';
-      req.on('data', (c) => (body += c));
+      let bytes = 0;
+      // A client that gives up on a held request aborts it: no error for the server.
+      req.on('error', () => undefined);
+      res.on('error', () => undefined);
+      req.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (bytes <= MAX_REQUEST_BODY_BYTES) body += c;
+      });
       req.on('end', () => {
         const run = () => {
           try {
+            if (bytes > MAX_REQUEST_BODY_BYTES) {
+              this.tooLarge.push(`${req.method} ${req.url}`);
+              return status(res, 413, 'RequestEntityTooLarge', 'the request is too large', {});
+            }
+            if (this.injected(req, res)) return;
             this.handle(req, res, body);
           } catch (e) {
             status(res, 500, 'InternalError', (e as Error).message);
@@ -231,7 +279,42 @@ export class ApiServerDouble {
     return this;
   }
 
+  /** Serves an injected fault instead of the request; true when it did. */
+  private injected(req: IncomingMessage, res: ServerResponse): boolean {
+    if (!this.fault) return false;
+    const url = new URL(req.url ?? '/', 'http://double');
+    const watch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
+    const f = this.fault({ method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, watch });
+    if (!f) return false;
+    this.requests.push(`${req.method} ${url.pathname}${url.search}`);
+    if ('hang' in f) {
+      this.held.add(res);
+      res.on('close', () => this.held.delete(res));
+      return true;
+    }
+    if ('endAtOnce' in f) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end();
+      return true;
+    }
+    if (f.retryAfterSeconds !== undefined) res.setHeader('retry-after', String(f.retryAfterSeconds));
+    status(res, f.status, f.reason, f.message ?? `injected ${f.status}`);
+    return true;
+  }
+
+  /** Ends every request held by a `hang` fault by cutting its connection. */
+  release(): void {
+    for (const r of this.held) r.destroy();
+    this.held.clear();
+  }
+
+  /** Requests held by a `hang` fault right now. */
+  get hanging(): number {
+    return this.held.size;
+  }
+
   async stop(): Promise<void> {
+    this.release();
     for (const w of this.watchers) w.res.end();
     this.watchers.clear();
     this.server?.closeAllConnections();
@@ -459,6 +542,36 @@ export class ApiServerDouble {
    * the only way to change it), field owners are recorded, and an object being deleted whose last
    * finalizer went is removed.
    */
+  /**
+   * The ConfigMap data limit (422, as `validation.ValidateConfigMap`) and etcd's request limit (500,
+   * as etcd answers "request is too large"); writes the error and returns true when a limit is hit.
+   */
+  private oversized(res: ServerResponse, info: KindInfo, obj: Obj): boolean {
+    if (info.kind === 'ConfigMap' && info.apiVersion === 'v1') {
+      let total = 0;
+      for (const [k, v] of Object.entries((obj['data'] ?? {}) as Record<string, string>))
+        total += Buffer.byteLength(k) + Buffer.byteLength(String(v));
+      for (const [k, v] of Object.entries((obj['binaryData'] ?? {}) as Record<string, string>))
+        total += Buffer.byteLength(k) + Buffer.from(String(v), 'base64').length;
+      if (total > CONFIGMAP_MAX_BYTES) {
+        this.tooLarge.push(`ConfigMap ${obj['metadata']?.name}`);
+        status(
+          res,
+          422,
+          'Invalid',
+          `ConfigMap "${obj['metadata']?.name}" is invalid: []: Too long: must have at most ${CONFIGMAP_MAX_BYTES} bytes`,
+        );
+        return true;
+      }
+    }
+    if (Buffer.byteLength(JSON.stringify(obj)) > ETCD_MAX_REQUEST_BYTES) {
+      this.tooLarge.push(`${info.kind} ${obj['metadata']?.name}`);
+      status(res, 500, 'InternalError', 'etcdserver: request is too large');
+      return true;
+    }
+    return false;
+  }
+
   private write(info: KindInfo, prev: Obj | undefined, obj: Obj, owners: Ownership): Obj {
     const next = structuredClone(obj);
     next['metadata'] = { ...next['metadata'] };
@@ -779,7 +892,7 @@ export class ApiServerDouble {
       if (this.store.has(key(info, ns, o['metadata'].name)))
         return status(res, 409, 'AlreadyExists', `${qualified} "${o['metadata'].name}" already exists`);
       if (!this.ownerRefsAllowed(res, user, undefined, o)) return;
-      if (this.invalid(res, info, o)) return;
+      if (this.invalid(res, info, o) || this.oversized(res, info, o)) return;
       const created = this.write(info, undefined, o, update(undefined, o, new Map(), manager));
       return json(201, created);
     }
@@ -798,7 +911,7 @@ export class ApiServerDouble {
         );
       if (!this.ownerRefsAllowed(res, user, existing, o)) return;
       if (this.finalizerAddedWhileDeleting(res, qualified, existing, o)) return;
-      if (this.invalid(res, info, o)) return;
+      if (this.invalid(res, info, o) || this.oversized(res, info, o)) return;
       const next = { ...o, apiVersion: info.apiVersion, kind: info.kind };
       return json(200, this.write(info, existing, next, update(existing, next, this.owners(k), manager)));
     }
@@ -871,7 +984,7 @@ export class ApiServerDouble {
       const next = outcome.object;
       if (!this.ownerRefsAllowed(res, user, existing, next)) return;
       if (existing && this.finalizerAddedWhileDeleting(res, qualified, existing, next)) return;
-      if (this.invalid(res, info, next)) return;
+      if (this.invalid(res, info, next) || this.oversized(res, info, next)) return;
       // A no-op apply changes nothing: same content, same owners, no new resourceVersion, no event.
       if (existing && content(existing) === content(next) && sameOwners(this.owners(k), outcome.owners))
         return json(200, existing);
