@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseConfig as parseProjectorConfig } from '../../projector/config.ts';
+import { assembleConfig, REGISTRY_SHARD_PREFIX } from '../../projector/registry.ts';
 import { parseConfigText } from '../../retrieval/config.ts';
 import { MAX_AGENTS } from '../../rules/index.ts';
 import { agent, examples } from '../testsupport/fixtures.ts';
@@ -66,7 +66,16 @@ describe('agent bound at render', () => {
     assert.ok(text);
     assert.deepEqual(atConflicts, []);
     assert.ok(parseConfigText(text).ok);
-    const projector = parseProjectorConfig(projectorJson(rendered) ?? '');
+    // At the bound projector.json alone exceeds the inline limit: the (empty) registry is sharded.
+    const shards = new Map(
+      rendered
+        .filter((o) => o.metadata.name.startsWith(REGISTRY_SHARD_PREFIX))
+        .map((o) => [
+          o.metadata.name,
+          (o as unknown as { data: Record<string, string> }).data['registry.json'] as string,
+        ]),
+    );
+    const projector = assembleConfig(projectorJson(rendered) ?? '', shards);
     assert.ok(projector.ok, projector.ok ? '' : projector.error);
     assert.equal(projector.config.agents.length, MAX_AGENTS);
   });

@@ -61,7 +61,12 @@ function agentProblem(a: RetrievalAgent): string | undefined {
   return undefined;
 }
 
-function roomProblem(r: RetrievalRoom): string | undefined {
+/** The conflict of RetrievalRooms that claim the same room ID (render/registry-rooms.ts reports it too). */
+export function duplicateRoom(n: number, roomId: string): { reason: string; message: string } {
+  return { reason: 'DuplicateRoom', message: `${n} RetrievalRooms claim room ${roomId}` };
+}
+
+export function roomProblem(r: RetrievalRoom): string | undefined {
   const s = r.spec ?? ({} as RetrievalRoom['spec']);
   return firstProblem([
     ...(isRoomId(s.roomId) ? [] : [problem('room-id', 'spec.roomId', 'not a Matrix room ID')]),
@@ -258,7 +263,7 @@ function resolveRooms(items: readonly RetrievalRoom[], report: Report): Room[] {
     'RetrievalRoom',
     roomProblem,
     (r) => r.spec.roomId,
-    (list, id) => ({ reason: 'DuplicateRoom', message: `${list.length} RetrievalRooms claim room ${id}` }),
+    (list, id) => duplicateRoom(list.length, id),
     report,
   )
     .map((r) => ({

@@ -7,13 +7,7 @@ import { renderGatewayAgent, renderGatewayShared } from './gateway.ts';
 import { renderKagentAgent, renderKagentShared } from './kagent.ts';
 import { type Agent, cmpStr, type Model } from './model.ts';
 import { renderAgentNetworkPolicy, renderSharedNetworkPolicies } from './network-policy.ts';
-import {
-  CONFIGMAP_DATA_LIMIT,
-  configMapBytes,
-  PROJECTOR_CONFIGMAP,
-  RETRIEVAL_CONFIGMAP,
-  renderServerConfig,
-} from './server-config.ts';
+import { PROJECTOR_CONFIGMAP, RETRIEVAL_CONFIGMAP, renderServerConfig } from './server-config.ts';
 
 const KIND_ORDER = [
   'ConfigMap',
@@ -53,7 +47,11 @@ export function renderAgentObjects(m: Model, a: Agent): K8sObject[] {
  * partner), the namespace-wide policies and the shared gateway and kagent objects. A configuration
  * over the ConfigMap limit is left out and reported in `conflicts`.
  */
-export function renderSharedObjects(m: Model, conflicts: Conflict[]): K8sObject[] {
+export function renderSharedObjects(
+  m: Model,
+  conflicts: Conflict[],
+  o: { registry?: boolean } = {},
+): K8sObject[] {
   // Both servers refuse a longer agent list (rules/agent-bound.ts): neither gets a partial one.
   const tooMany = m.agents.length > MAX_AGENTS;
   if (tooMany)
@@ -63,20 +61,16 @@ export function renderSharedObjects(m: Model, conflicts: Conflict[]): K8sObject[
       reason: 'TooManyAgents',
       message: `${m.agents.length} agents would be listed in ${PROJECTOR_CONFIGMAP} and ${RETRIEVAL_CONFIGMAP} (limit ${MAX_AGENTS})`,
     });
-  const configs = renderServerConfig(m).filter((cm) => {
-    if ((cm.metadata.name === RETRIEVAL_CONFIGMAP || cm.metadata.name === PROJECTOR_CONFIGMAP) && tooMany)
-      return false;
-    const bytes = configMapBytes(cm);
-    if (bytes <= CONFIGMAP_DATA_LIMIT) return true;
-    // Never a truncated registry: no ConfigMap (the server then fails closed) and a reported conflict.
+  const rendered = renderServerConfig(m, o);
+  if (rendered.tooLarge)
+    // Never a truncated registry: no projector configuration (the projector then fails closed).
     conflicts.push({
       kind: 'RetrievalPlatform',
       name: m.platformRes.metadata.name,
       reason: 'RegistryTooLarge',
-      message: `${cm.metadata.name} would hold ${bytes} bytes (limit ${CONFIGMAP_DATA_LIMIT})`,
+      message: rendered.tooLarge,
     });
-    return false;
-  });
+  const configs = tooMany ? [] : rendered.objects;
   return [...configs, ...renderSharedNetworkPolicies(m), ...renderGatewayShared(m), ...renderKagentShared(m)];
 }
 

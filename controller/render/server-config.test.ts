@@ -2,10 +2,18 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateConfig } from '../../projector/config.ts';
-import { assembleConfig, REGISTRY_SHARD_PREFIX } from '../../projector/registry.ts';
+import { assembleConfig, REGISTRY_SHARD_PREFIX, shardName } from '../../projector/registry.ts';
 import { parseConfig as parseRetrievalConfig } from '../../retrieval/config.ts';
 import { examples } from '../testsupport/fixtures.ts';
 import { render } from './index.ts';
+import {
+  partnerRegistryKey,
+  REGISTRY_SHARDS,
+  RegistryIndex,
+  registryObjects,
+  roomEntry,
+  shardOf,
+} from './registry.ts';
 import { CONFIGMAP_DATA_LIMIT, configMapBytes } from './server-config.ts';
 
 function configs() {
@@ -119,14 +127,14 @@ function assembled(objects: ReturnType<typeof render>['objects']) {
 }
 
 describe('registry size', () => {
-  it('a small registry stays inline in projector.json', () => {
+  it('a small registry stays inline in projector.json (up to 64 KiB)', () => {
     const input = examples();
-    roomsAndPartners(input, 1_000, 0);
+    roomsAndPartners(input, 500, 0);
     const r = render(input);
     assert.deepEqual(r.conflicts, []);
     const { result, shards } = assembled(r.objects);
     assert.equal(shards.size, 0);
-    assert.ok(result.ok && result.config.rooms.size >= 1_000);
+    assert.ok(result.ok && result.config.rooms.size >= 500);
   });
 
   it('20,000 rooms move into shards below the ConfigMap limit; the assembled registry holds every entry', () => {
@@ -135,7 +143,7 @@ describe('registry size', () => {
     const r = render(input);
     assert.deepEqual(r.conflicts, []);
     const { result, shards } = assembled(r.objects);
-    assert.ok(shards.size >= 2, `${shards.size} shards`);
+    assert.equal(shards.size, REGISTRY_SHARDS);
     for (const o of r.objects)
       if (o.kind === 'ConfigMap') assert.ok(configMapBytes(o) <= CONFIGMAP_DATA_LIMIT);
     assert.ok(result.ok);
@@ -164,5 +172,72 @@ describe('registry size', () => {
     );
     assert.ok(changed.some((o) => o.metadata.name === 'fgentic-projector-config'));
     assert.equal(after.length, before.length);
+  });
+});
+
+describe('registry layout: the cost follows the change', () => {
+  const ctx = {
+    namespace: 'knowledge',
+    labels: { 'retrieval.fgentic.dev/projector-config': 'true' },
+    base: { version: 1, rooms: [], partners: [] },
+  };
+  const rooms = (n: number, from = 0) =>
+    Array.from({ length: n }, (_, i) =>
+      roomEntry(`!room${from + i}:org-a.example`, ['approved_non_public', 'public']),
+    );
+
+  it('a room always lands in the same shard, whatever the size of the registry', () => {
+    const small = registryObjects(ctx, rooms(2_000), []).objects;
+    const large = registryObjects(ctx, rooms(40_000), []).objects;
+    const holder = (objects: typeof small, id: string) =>
+      objects.find(
+        (o) =>
+          o.metadata.name.startsWith(REGISTRY_SHARD_PREFIX) &&
+          (o as any).data['registry.json'].includes(`"${id}"`),
+      )?.metadata.name;
+    for (const i of [0, 17, 999, 1_999]) {
+      const id = `!room${i}:org-a.example`;
+      assert.equal(holder(large, id), holder(small, id));
+      assert.equal(holder(small, id), shardName(shardOf(id)));
+    }
+  });
+
+  it('100,000 rooms and 5,000 partners: every shard and the manifest stay within tens of KiB', () => {
+    const partners = Array.from({ length: 5_000 }, (_, i) => ({
+      key: partnerRegistryKey('https://issuer.example', 'fgentic-a2a', `org-${i}-a2a`),
+      text: JSON.stringify({
+        issuer: 'https://issuer.example',
+        audience: 'fgentic-a2a',
+        azp: `org-${i}-a2a`,
+        policyId: `org-${i}`,
+        groups: [`partner/org-${i}/docs`],
+        allowedClassifications: ['public'],
+        agents: [{ namespace: 'kagent', name: 'retrieval-agent-0001' }],
+      }),
+    }));
+    const r = registryObjects(ctx, rooms(100_000), partners);
+    assert.equal(r.tooLarge, undefined);
+    const sizes = r.objects.map((o) => configMapBytes(o));
+    const shardMax = Math.max(...sizes.slice(1));
+    assert.ok(shardMax <= 64 * 1024, `largest shard ${shardMax} bytes`);
+    assert.ok((sizes[0] as number) <= 32 * 1024, `manifest ${sizes[0]} bytes`);
+  });
+
+  it('a shard over the ConfigMap limit leaves the whole registry out (never a truncated one)', () => {
+    const huge = 600;
+    const index = new RegistryIndex();
+    index.setContext(ctx);
+    // Entries whose keys share one shard, until it passes 1 MiB.
+    const target = shardOf('!seed:org-a.example');
+    let n = 0;
+    for (let i = 0; n < huge; i++) {
+      const id = `!x${i}:org-a.example`;
+      if (shardOf(id) !== target) continue;
+      index.putEntry('room', { key: id, text: JSON.stringify({ roomId: id, pad: 'p'.repeat(2_000) }) });
+      n++;
+    }
+    const r = index.render();
+    assert.deepEqual(r.objects, []);
+    assert.match(r.tooLarge ?? '', /fgentic-projector-registry-\d{3} would hold \d+ bytes \(limit 1048576\)/);
   });
 });
