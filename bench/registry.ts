@@ -136,7 +136,11 @@ const smallLat = decisionLatencies(small, () => smallRequest);
 // serves the downgrade.
 const api = await new ApiServerDouble().start();
 for (const o of objects) api.put(o);
-const store = kubeConfigStore({ kubeConfig: api.kubeConfig(PROJECTOR), namespace: 'knowledge' });
+const store = kubeConfigStore({
+  kubeConfig: api.kubeConfig(PROJECTOR),
+  namespace: 'knowledge',
+  maxHeartbeatAgeMs: 0,
+});
 await store.synced;
 const revocations: number[] = [];
 for (let r = 0; r < REVOCATIONS; r++) {

@@ -204,6 +204,8 @@ export interface WatchRequest {
   onEvent: (type: string, object: unknown) => void;
   /** Called once: undefined when the server ended the stream normally, else the error. */
   onEnd: (error?: Error) => void;
+  /** Called once the server answered 200: the watch is established. */
+  onOpen?: () => void;
 }
 
 export interface WatchStream {
@@ -241,7 +243,7 @@ export function openWatch(kc: k8s.KubeConfig, w: WatchRequest): WatchStream {
     watchdog.unref?.();
   };
   arm(w.headerTimeoutMs ?? w.idleTimeoutMs);
-  prepare(kc, w.path, { ...(w.query ?? {}), watch: 'true' })
+  prepare(kc, w.path, { watch: 'true', ...(w.query ?? {}) })
     .then(({ url, opts, mod }) => {
       if (ended || closed) return;
       req = mod.request(
@@ -273,6 +275,7 @@ export function openWatch(kc: k8s.KubeConfig, w: WatchRequest): WatchStream {
             return;
           }
           isOpen = true;
+          w.onOpen?.();
           res.on('data', () => arm());
           const lines = createInterface({ input: res });
           // readline re-emits its input's errors; the response's own handler below reports them.

@@ -2,9 +2,9 @@
  * A list + watch of ConfigMaps in one namespace through the Kubernetes API, with the contact clock
  * both servers' staleness rules are built on (projector/kube-store.ts, retrieval/config-kube.ts).
  *
- * Contact: an established watch is contact for as long as it stays open, once it has delivered an
- * event or lived a second; otherwise the last list, the end of such a watch or any watch event. A
- * watch that the server ends at once without a word is a failure, not contact, and is retried after a
+ * Contact: an established watch is contact for as long as it stays open; otherwise the last list,
+ * any watch event, or the end of a watch that lived a second or delivered anything. A watch that
+ * the server ends at once without a word is a failure, not contact, and is retried after a
  * backoff (common/backoff.ts `WatchGuard`, the rule the controller's informers use too), so it can
  * neither spin nor keep the staleness clock at 0. Nothing can hang: a list has a deadline from its
  * send (`listTimeoutMs`, 10 s); a watch has a watchdog from its send (the same 10 s until the server
@@ -18,7 +18,7 @@
  * name, so a Role can narrow it with `resourceNames` (a label-selected one cannot).
  */
 import type * as k8s from '@kubernetes/client-node';
-import { type BackoffPolicy, MIN_WATCH_LIFE_MS, WatchGuard } from './backoff.ts';
+import { type BackoffPolicy, WatchGuard } from './backoff.ts';
 import { openWatch, requestJson, type WatchStream } from './kube-request.ts';
 
 /** Restarts of these watches: 250 ms doubling to 5 s, half of it random (the servers fail closed meanwhile). */
@@ -123,7 +123,6 @@ export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
     lastContact = now();
     o.onObjects(objects);
     watch();
-    markSynced();
   };
 
   const watch = () => {
@@ -168,11 +167,13 @@ export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
         publishSoon();
       },
       onEnd: (err) => ended(err),
+      onOpen: markSynced,
     });
     let done = false;
     const ended = (err: Error | undefined) => {
       if (done) return;
       done = true;
+      markSynced(); // a watch that failed to open still settles the first sync
       if (current === w) current = undefined;
       if (stopped) return;
       const end = { failed: err !== undefined, events: w.events, livedMs: now() - w.openedAt };
@@ -191,11 +192,10 @@ export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
 
   return {
     contactAgeMs: () => {
-      const t = now();
-      // An open watch is contact once it has lived a while or delivered anything.
-      if (current && current.stream.open && (current.events > 0 || t - current.openedAt >= MIN_WATCH_LIFE_MS))
-        return 0;
-      return lastContact === Number.NEGATIVE_INFINITY ? Infinity : t - lastContact;
+      // An open watch is contact; one that then ends at once without a word is not counted as
+      // contact afterwards (lastContact is left where the last real contact put it).
+      if (current?.stream.open) return 0;
+      return lastContact === Number.NEGATIVE_INFINITY ? Infinity : now() - lastContact;
     },
     synced,
     close: () => {

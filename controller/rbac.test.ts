@@ -225,7 +225,11 @@ describe('projector registry source as its ServiceAccount under the shipped RBAC
     const { kubeConfigStore } = await import('../projector/kube-store.ts');
     const { render } = await import('./render/index.ts');
     for (const o of render(examples()).objects) if (o.kind === 'ConfigMap') api.put(o);
-    const store = kubeConfigStore({ kubeConfig: api.kubeConfig(user), namespace: 'knowledge' });
+    const store = kubeConfigStore({
+      kubeConfig: api.kubeConfig(user),
+      namespace: 'knowledge',
+      maxHeartbeatAgeMs: 0,
+    });
     try {
       await store.synced;
       assert.equal(store.current().ready, true);

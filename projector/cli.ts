@@ -1,6 +1,7 @@
 /**
  * `fgentic-retrieval serve projector [--config FILE] [--port N] [--host ADDR]
- *  [--registry-source file|kubernetes] [--namespace NS] [--max-staleness SECONDS]`: runs until SIGTERM
+ *  [--registry-source file|kubernetes] [--namespace NS] [--max-staleness SECONDS]
+ *  [--max-heartbeat-age SECONDS]`: runs until SIGTERM
  * or SIGINT, then shuts down gracefully (common/shutdown.ts: not ready, drain in-flight checks) and
  * resolves 0. An invalid or missing configuration does not stop the server: it denies every check
  * and reports not ready until a valid one appears. With `--registry-source kubernetes` the
@@ -32,6 +33,7 @@ export async function serveProjector(argv: string[]): Promise<number> {
     'registry-source'?: string;
     namespace?: string;
     'max-staleness'?: string;
+    'max-heartbeat-age'?: string;
   };
   try {
     ({ values } = parseArgs({
@@ -43,6 +45,7 @@ export async function serveProjector(argv: string[]): Promise<number> {
         'registry-source': { type: 'string' },
         namespace: { type: 'string' },
         'max-staleness': { type: 'string' },
+        'max-heartbeat-age': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -66,6 +69,11 @@ export async function serveProjector(argv: string[]): Promise<number> {
     process.stderr.write('serve projector: --max-staleness must be 1–3600 seconds\n');
     return 2;
   }
+  const heartbeatAge = values['max-heartbeat-age'] === undefined ? 30 : Number(values['max-heartbeat-age']);
+  if (!Number.isInteger(heartbeatAge) || heartbeatAge < 0 || heartbeatAge > 3600) {
+    process.stderr.write('serve projector: --max-heartbeat-age must be 0–3600 seconds (0: off)\n');
+    return 2;
+  }
   let store: ConfigStore | undefined;
   if (source === 'kubernetes') {
     const namespace = configNamespace(values.namespace);
@@ -87,6 +95,7 @@ export async function serveProjector(argv: string[]): Promise<number> {
       kubeConfig,
       namespace,
       maxStalenessMs: staleness * 1000,
+      maxHeartbeatAgeMs: heartbeatAge * 1000,
       onWatchError: (kind, error) => log.warn('registry API request failed', { request: kind, error }),
       onChange: (s) =>
         s.ready

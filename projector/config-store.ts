@@ -14,7 +14,13 @@ import { createAssembler, REGISTRY_SHARD_PREFIX } from './registry.ts';
 /** Snapshot of the store: a valid configuration, or deny-all with a content-free error. */
 export type ConfigState =
   | { readonly ready: true; readonly config: ProjectorConfig; readonly generation: number }
-  | { readonly ready: false; readonly error: string; readonly generation: number };
+  | {
+      readonly ready: false;
+      readonly error: string;
+      readonly generation: number;
+      /** Set when the registry is stale (no API contact, or no controller heartbeat within the bound). */
+      readonly reason?: 'registry_stale';
+    };
 
 export interface ConfigStore {
   current(): ConfigState;

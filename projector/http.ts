@@ -189,7 +189,22 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
       this.set(isReady() ? 1 : 0);
     },
   });
-  const store = options.store as ConfigStore & { stalenessSeconds?: () => number };
+  const store = options.store as ConfigStore & {
+    stalenessSeconds?: () => number;
+    heartbeatAgeSeconds?: () => number;
+  };
+  if (store.heartbeatAgeSeconds !== undefined) {
+    const age = store.heartbeatAgeSeconds.bind(store);
+    new Gauge({
+      name: 'fgentic_projector_controller_heartbeat_age_seconds',
+      help: "Seconds since the controller's heartbeat last advanced (-1 before any).",
+      registers: [registry],
+      collect() {
+        const v = age();
+        this.set(Number.isFinite(v) ? v : -1);
+      },
+    });
+  }
   if (store.stalenessSeconds !== undefined) {
     const staleness = store.stalenessSeconds.bind(store);
     new Gauge({
@@ -312,6 +327,7 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
   const decideCheck = async (input: CheckRequest): Promise<Outcome> => {
     const state = options.store.current();
     countIgnored(input);
+    if (!state.ready && state.reason) return { route: 'unknown', allow: false, reason: state.reason };
     const decision = decide(input, state.ready ? state.config : undefined, {
       now: now(),
       randomBytes: random,

@@ -56,7 +56,12 @@ describe('registry through the Kubernetes API', () => {
   before(async () => {
     api = await new ApiServerDouble().start();
     for (const cm of configMaps(input)) api.put(cm);
-    store = kubeConfigStore({ kubeConfig: api.kubeConfig(PROJECTOR), namespace: NS, maxStalenessMs: 60_000 });
+    store = kubeConfigStore({
+      kubeConfig: api.kubeConfig(PROJECTOR),
+      namespace: NS,
+      maxStalenessMs: 60_000,
+      maxHeartbeatAgeMs: 0,
+    });
     await store.synced;
   });
   after(async () => {
@@ -103,6 +108,7 @@ describe('staleness rule', () => {
     let clock = 1_000_000;
     const errors: string[] = [];
     const store = kubeConfigStore({
+      maxHeartbeatAgeMs: 0,
       kubeConfig: api.kubeConfig(PROJECTOR),
       namespace: NS,
       maxStalenessMs: 1_500,
@@ -132,6 +138,7 @@ describe('staleness rule', () => {
     const input = bigRegistry(20_000);
     for (const cm of configMaps(input)) api.put(cm);
     const store = kubeConfigStore({
+      maxHeartbeatAgeMs: 0,
       kubeConfig: api.kubeConfig(PROJECTOR),
       namespace: NS,
       maxStalenessMs: 1_500,
@@ -156,6 +163,7 @@ describe('staleness rule', () => {
     const api = await new ApiServerDouble().start();
     for (const cm of configMaps(examples())) api.put(cm);
     const store = kubeConfigStore({
+      maxHeartbeatAgeMs: 0,
       kubeConfig: api.kubeConfig(PROJECTOR),
       namespace: NS,
       maxStalenessMs: 60_000,

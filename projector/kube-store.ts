@@ -17,6 +17,7 @@
 import type * as k8s from '@kubernetes/client-node';
 import { type ConfigMapLike, watchConfigMaps } from '../common/kube-watch.ts';
 import type { ConfigState, ConfigStore } from './config-store.ts';
+import { HEARTBEAT_CONFIGMAP, HEARTBEAT_KEY, HeartbeatClock } from './heartbeat.ts';
 import { createAssembler } from './registry.ts';
 
 export const PROJECTOR_CONFIG_SELECTOR = 'retrieval.fgentic.dev/projector-config=true';
@@ -31,6 +32,11 @@ export interface KubeStoreOptions {
   readonly maxStalenessMs?: number;
   /** Server-side watch timeout; a quiet watch is re-established this often (default 20 s). */
   readonly watchTimeoutSeconds?: number;
+  /**
+   * Deny once the controller's heartbeat has not advanced for this long (default 30 s; 0 turns the
+   * rule off, for a registry that no controller writes).
+   */
+  readonly maxHeartbeatAgeMs?: number;
   readonly now?: () => number;
   readonly onChange?: (state: ConfigState) => void;
   /** A failed list or watch (`list`/`watch`) and the error's class, for logs and metrics. */
@@ -40,14 +46,24 @@ export interface KubeStoreOptions {
 export interface KubeConfigStore extends ConfigStore {
   /** Seconds since the last contact with the API server: 0 while the watch is open, Infinity before any. */
   stalenessSeconds(): number;
+  /** Seconds since the controller's heartbeat last advanced (Infinity before any). */
+  heartbeatAgeSeconds(): number;
   /** Resolves once the first list is in and its watch is open (or after the first failure). */
   readonly synced: Promise<void>;
 }
 
+/** True when every object carries a resourceVersion (only then can versions stand for contents). */
+const cm0 = (objects: ReadonlyMap<string, ConfigMapLike>) =>
+  [...objects.values()].every((cm) => cm.metadata?.resourceVersion !== undefined);
+
 export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   const now = o.now ?? Date.now;
   const maxStaleness = o.maxStalenessMs ?? 30_000;
+  const maxHeartbeatAge = o.maxHeartbeatAgeMs ?? 30_000;
+  const heartbeat = new HeartbeatClock();
   const texts = new Map<string, string>();
+  /** resourceVersion of each registry ConfigMap last assembled: a heartbeat alone assembles nothing. */
+  let versions = '';
   const assemble = createAssembler();
   let generation = 0;
   let state: ConfigState = { ready: false, error: 'not loaded', generation };
@@ -59,10 +75,10 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
     state = next;
     if (changed || !next.ready) o.onChange?.(next);
   };
-  const denyAll = (error: string) => {
+  const denyAll = (error: string, reason?: 'registry_stale') => {
     if (!state.ready && state.error === error) return;
     generation += 1;
-    set({ ready: false, error, generation });
+    set({ ready: false, error, generation, ...(reason ? { reason } : {}) });
   };
 
   const rebuild = () => {
@@ -74,7 +90,8 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       return;
     }
     const shards = new Map<string, string>();
-    for (const [name, text] of texts) if (name !== BASE_NAME) shards.set(name, text);
+    for (const [name, text] of texts)
+      if (name !== BASE_NAME && name !== HEARTBEAT_CONFIGMAP) shards.set(name, text);
     const result = assemble(base, shards);
     if (result.ok) {
       inconsistentSince = undefined;
@@ -94,7 +111,12 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
   /** Deny once the last good configuration is older than the bound (no contact, or inconsistent). */
   const enforceBounds = () => {
     const t = now();
-    if (watch.contactAgeMs() > maxStaleness) return denyAll('registry stale: no contact with the API server');
+    if (watch.contactAgeMs() > maxStaleness)
+      return denyAll('registry stale: no contact with the API server', 'registry_stale');
+    // A dead, stuck or non-leading controller stops advancing its heartbeat: its registry no longer
+    // follows the cluster, so it is not served past the bound either.
+    if (maxHeartbeatAge > 0 && heartbeat.ageMs(t) > maxHeartbeatAge)
+      return denyAll('registry stale: no controller heartbeat', 'registry_stale');
     if (inconsistentSince !== undefined && t - inconsistentSince > maxStaleness)
       return denyAll('registry shards inconsistent with the manifest');
     if (!state.ready && lastGood !== undefined) set(lastGood);
@@ -110,12 +132,23 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
     ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
     now,
     onObjects: (objects: ReadonlyMap<string, ConfigMapLike>) => {
-      texts.clear();
-      for (const [name, cm] of objects) {
-        const text = cm.data?.[keyOf(name)];
-        if (text !== undefined) texts.set(name, text);
+      heartbeat.observe(objects.get(HEARTBEAT_CONFIGMAP)?.data?.[HEARTBEAT_KEY], now());
+      const v = [...objects]
+        .filter(([name]) => name !== HEARTBEAT_CONFIGMAP)
+        .map(([name, cm]) => `${name}@${cm.metadata?.resourceVersion ?? ''}`)
+        .sort()
+        .join(',');
+      if (v !== versions || !cm0(objects)) {
+        versions = v;
+        texts.clear();
+        for (const [name, cm] of objects) {
+          if (name === HEARTBEAT_CONFIGMAP) continue;
+          const text = cm.data?.[keyOf(name)];
+          if (text !== undefined) texts.set(name, text);
+        }
+        rebuild();
       }
-      rebuild();
+      enforceBounds();
     },
     ...(o.onWatchError ? { onWatchError: o.onWatchError } : {}),
   });
@@ -128,6 +161,7 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
       return state;
     },
     stalenessSeconds: () => watch.contactAgeMs() / 1000,
+    heartbeatAgeSeconds: () => heartbeat.ageMs(now()) / 1000,
     synced: watch.synced,
     close: () => {
       clearInterval(ticker);

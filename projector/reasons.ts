@@ -7,6 +7,7 @@ import type { Reason } from '../contract/index.ts';
 
 export const PROJECTOR_REASONS = [
   'config', // no valid configuration is loaded (deny-all)
+  'registry_stale', // the registry is older than the bound: no API contact, or no controller heartbeat
   'timeout_setting', // publicRetrievalTimeoutSeconds missing or outside 1–60
   'route', // x-fgentic-check-route missing, repeated or not local/public
   'path', // request path is not the agent's configured path for this route

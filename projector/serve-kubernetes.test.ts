@@ -14,6 +14,7 @@ import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { examples } from '../controller/testsupport/fixtures.ts';
 import { writeKubeconfig } from '../controller/testsupport/kubeconfig.ts';
+import { heartbeatConfigMap } from './test-doubles/fixtures.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 
@@ -27,6 +28,7 @@ test('serve projector reads its registry through the API and follows it', async 
   try {
     for (const o of render(examples()).objects)
       if (o.kind === 'ConfigMap' && o.metadata.name.startsWith('fgentic-projector-')) api.put(o);
+    api.put(heartbeatConfigMap('knowledge', Date.now()));
     const kubeconfig = writeKubeconfig(dir, api, 'knowledge', 'fgentic-projector');
     child = spawn(
       process.execPath,
@@ -64,6 +66,7 @@ test('serve projector reads its registry through the API and follows it', async 
     });
     const metrics = await (await fetch(`${url}/metrics`)).text();
     assert.match(metrics, /fgentic_projector_registry_staleness_seconds 0/);
+    assert.match(metrics, /fgentic_projector_controller_heartbeat_age_seconds \d/);
     assert.ok(api.requests.some((r) => r.includes('/namespaces/knowledge/configmaps?watch=true')));
     // The base configuration deleted (platform removed): every check denies, readiness goes false.
     api.remove('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config');

@@ -3,6 +3,7 @@
  * rendered agentgateway v1.3.1 policy produces (docs/interfaces.md "Gateway → projector check request").
  * Not imported by production code.
  */
+
 import {
   encodeRoomContext,
   type MatrixPrincipal,
@@ -12,6 +13,7 @@ import {
   validateSnapshot,
 } from '../../contract/index.ts';
 import { type ProjectorConfig, validateConfig } from '../config.ts';
+import { HEARTBEAT_CONFIGMAP, HEARTBEAT_KEY, heartbeatText } from '../heartbeat.ts';
 import type { CheckRequest } from '../request.ts';
 
 export const NOW = 1784116800;
@@ -199,3 +201,17 @@ export function publicRequest(
 }
 
 export const fixedRandom = (n: number) => new Uint8Array(n).fill(0xab);
+
+/** The controller's heartbeat ConfigMap as the controller writes it (controller/heartbeat.ts). */
+export function heartbeatConfigMap(namespace: string, timeMs: number, holder = 'controller-0') {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: HEARTBEAT_CONFIGMAP,
+      namespace,
+      labels: { 'retrieval.fgentic.dev/projector-config': 'true' },
+    },
+    data: { [HEARTBEAT_KEY]: heartbeatText({ holder, timeMs, periodSeconds: 5 }) },
+  };
+}
