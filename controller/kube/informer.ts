@@ -25,6 +25,8 @@ export interface InformerOptions {
   kind: string;
   plural: string;
   labelSelector?: string;
+  /** List and watch in this namespace only (default: every namespace). */
+  namespace?: string;
   /** Called for every change to the cache (watch events, and the differences a re-list finds). */
   onEvent?: (type: InformerEvent, obj: K8sObject, prev: K8sObject | undefined) => void;
   /** Called when a list or watch failed, with the delay before the next attempt. */
@@ -71,6 +73,10 @@ export class Informer {
   }
   get kind(): string {
     return this.o.kind;
+  }
+  /** The namespace this cache covers; undefined for every namespace. */
+  get namespace(): string | undefined {
+    return this.o.namespace;
   }
 
   start(): void {
@@ -165,7 +171,7 @@ export class Informer {
       // Plain JSON, as the watch delivers it (kube/raw.ts: the typed client renames some fields).
       res = await requestJson(this.o.kubeConfig, {
         method: 'GET',
-        path: collectionPath(this.o.apiVersion, this.o.plural),
+        path: collectionPath(this.o.apiVersion, this.o.plural, this.o.namespace),
         query: { labelSelector: this.o.labelSelector },
       });
     } catch (e) {
@@ -204,10 +210,7 @@ export class Informer {
 
   private async watch(): Promise<void> {
     if (this.stopped) return;
-    const [group, version] = this.o.apiVersion.includes('/')
-      ? (this.o.apiVersion.split('/') as [string, string])
-      : ['', this.o.apiVersion];
-    const path = group ? `/apis/${group}/${version}/${this.o.plural}` : `/api/${version}/${this.o.plural}`;
+    const path = collectionPath(this.o.apiVersion, this.o.plural, this.o.namespace);
     const afterList = this.afterList;
     this.afterList = false;
     let gone = false;
