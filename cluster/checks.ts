@@ -46,6 +46,33 @@ const MUST_REFUSE: Omit<AccessCheck, 'name' | 'expect'>[] = [
     resourceName: 'fgentic-mcp-key.kagent.knowledge-agent',
   },
   { user: CONTROLLER, verb: 'list', group: '', resource: 'secrets', namespace: 'agentgateway-system' },
+  // The gateway's own Secrets (bridge API key, TLS): a PATCH answers with the whole object.
+  {
+    user: CONTROLLER,
+    verb: 'patch',
+    group: '',
+    resource: 'secrets',
+    namespace: 'agentgateway-system',
+    resourceName: 'a2a-bridge-callers',
+  },
+  {
+    user: CONTROLLER,
+    verb: 'delete',
+    group: '',
+    resource: 'secrets',
+    namespace: 'agentgateway-system',
+    resourceName: 'a2a-bridge-callers',
+  },
+  // ConfigMaps only in the retrieval namespace: a labelled one elsewhere is not the controller's.
+  { user: CONTROLLER, verb: 'list', group: '', resource: 'configmaps' },
+  {
+    user: CONTROLLER,
+    verb: 'delete',
+    group: '',
+    resource: 'configmaps',
+    namespace: 'default',
+    resourceName: 'x',
+  },
   {
     user: CONTROLLER,
     verb: 'update',

@@ -22,11 +22,32 @@ import {
   PASS_STAGES,
   type PassStage,
   Reconciler,
+  selectPlatform,
 } from './reconcile.ts';
 import { PRUNE_SELECTOR } from './render/model.ts';
 import type { K8sObject, OwnKind, OwnResource, RetrievalAgent, RetrievalPlatform } from './types.ts';
 
 const log = createLogger('controller');
+
+/** One leadership term: its caches and its reconciler (backoff, remembered mirrors, memos). */
+interface Term {
+  own: Map<OwnKind, Informer>;
+  /** Caches of the rendered kinds the controller may write in every namespace. */
+  rendered: Map<string, Informer>;
+  /** Caches of the rendered kinds it may write in the retrieval namespace only, in that namespace. */
+  scoped: Map<string, Informer>;
+  make: (
+    k: { apiVersion: string; kind: string; plural: string },
+    onEvent: InformerOptions['onEvent'],
+    labelSelector?: string,
+    namespace?: string,
+  ) => Informer;
+  reconciler: Reconciler;
+  ready: Promise<void>;
+}
+
+const informersOf = (t: Term | undefined): Informer[] =>
+  t ? [...t.own.values(), ...t.rendered.values(), ...t.scoped.values()] : [];
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -182,14 +203,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   let passes = 0;
   let idleWaiters: (() => void)[] = [];
   // One leadership term: its caches and its reconciler (backoff, remembered mirrors).
-  let term:
-    | {
-        own: Map<OwnKind, Informer>;
-        rendered: Map<string, Informer>;
-        reconciler: Reconciler;
-        ready: Promise<void>;
-      }
-    | undefined;
+  let term: Term | undefined;
 
   const settleIdle = () => {
     if (!running && !pending && !timer) {
@@ -198,21 +212,56 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }
   };
 
-  const stateOf = (t: NonNullable<typeof term>): ClusterState => {
-    const renderedOf = (apiVersion: string, kind: string) => t.rendered.get(`${apiVersion}|${kind}`);
+  const stateOf = (t: Term): ClusterState => {
+    const renderedOf = (apiVersion: string, kind: string, namespace?: string) => {
+      const k = `${apiVersion}|${kind}`;
+      const scoped = t.scoped.get(k);
+      if (!scoped) return t.rendered.get(k);
+      // Outside the namespace the controller may write this kind in, nothing is cached.
+      return namespace === undefined || namespace === scoped.namespace ? scoped : undefined;
+    };
     return {
       own: <T extends OwnResource>(kind: OwnKind) => (t.own.get(kind)?.list() ?? []) as unknown as T[],
       rendered: (apiVersion, kind) => {
         const inf = renderedOf(apiVersion, kind);
         return inf?.isSynced() ? inf.list() : undefined;
       },
-      live: (apiVersion, kind, namespace, name) => renderedOf(apiVersion, kind)?.get(namespace, name),
+      live: (apiVersion, kind, namespace, name) =>
+        renderedOf(apiVersion, kind, namespace ?? '')?.get(namespace, name),
       stored: (obj) => {
         if (obj.apiVersion === OWN_KINDS_INFO[0]?.apiVersion) t.own.get(obj.kind as OwnKind)?.upsert(obj);
-        else renderedOf(obj.apiVersion, obj.kind)?.upsert(obj);
+        else renderedOf(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '')?.upsert(obj);
       },
-      removed: (obj) => renderedOf(obj.apiVersion, obj.kind)?.drop(obj.metadata.namespace, obj.metadata.name),
+      removed: (obj) =>
+        renderedOf(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '')?.drop(
+          obj.metadata.namespace,
+          obj.metadata.name,
+        ),
     };
+  };
+
+  /**
+   * The caches of the kinds the controller may write in the retrieval namespace only (ConfigMaps:
+   * a namespaced Role there) follow the namespace the live RetrievalPlatform names; without one they
+   * do not exist, and nothing of those kinds is pruned. Resolves once each has been listed once.
+   */
+  const followRetrievalNamespace = async (t: Term): Promise<void> => {
+    const platforms = (t.own.get('RetrievalPlatform')?.list() ?? []) as unknown as RetrievalPlatform[];
+    const ns = selectPlatform(platforms)?.spec?.namespaces?.retrieval;
+    for (const k of RENDERED_KINDS) {
+      if (k.scope !== 'retrieval') continue;
+      const key = `${k.apiVersion}|${k.kind}`;
+      const current = t.scoped.get(key);
+      if (current && current.namespace === ns) continue;
+      current?.stop();
+      t.scoped.delete(key);
+      if (ns === undefined) continue;
+      const inf = t.make(k, () => schedule(), PRUNE_SELECTOR, ns);
+      t.scoped.set(key, inf);
+      inf.start();
+      log.info('watching rendered objects in the retrieval namespace', { kind: k.kind, namespace: ns });
+    }
+    await Promise.all([...t.scoped.values()].map((i) => i.settled()));
   };
 
   const runPass = async () => {
@@ -225,6 +274,8 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       log.warn('reconcile deferred: resources not listed yet');
       return;
     }
+    await followRetrievalNamespace(t);
+    if (term !== t) return;
     const end = m.duration.startTimer();
     const startedAt = performance.now();
     const asked = requestedAt ?? startedAt;
@@ -309,17 +360,14 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       backoff: new ItemBackoff(),
       ...(o.incremental !== undefined ? { incremental: o.incremental } : {}),
     });
-    const make = (
-      k: { apiVersion: string; kind: string; plural: string },
-      onEvent: InformerOptions['onEvent'],
-      labelSelector?: string,
-    ) =>
+    const make: Term['make'] = (k, onEvent, labelSelector, namespace) =>
       new Informer({
         kubeConfig: o.kubeConfig,
         apiVersion: k.apiVersion,
         kind: k.kind,
         plural: k.plural,
         ...(labelSelector ? { labelSelector } : {}),
+        ...(namespace ? { namespace } : {}),
         onEvent,
         onRetry: (what) => m.watchRetries.inc({ kind: k.kind, what }),
       });
@@ -343,7 +391,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
         }),
       );
     const rendered = new Map<string, Informer>();
-    for (const k of RENDERED_KINDS)
+    for (const k of RENDERED_KINDS.filter((x) => x.scope === 'cluster'))
       rendered.set(
         `${k.apiVersion}|${k.kind}`,
         make(k, () => schedule(), PRUNE_SELECTOR),
@@ -351,7 +399,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     const all = [...own.values(), ...rendered.values()];
     // Wait for every cache to be listed once (or to have failed once) before the first pass.
     const ready = Promise.all(all.map((i) => i.settled())).then(() => undefined);
-    term = { own, rendered, reconciler, ready };
+    term = { own, rendered, scoped: new Map(), make, reconciler, ready };
     for (const i of all) i.start();
     // A kind whose first list failed and later succeeds with no objects sends no event: its
     // synchronisation alone must start the pass that was deferred for it.
@@ -359,7 +407,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   };
 
   const stopTerm = () => {
-    for (const i of [...(term?.own.values() ?? []), ...(term?.rendered.values() ?? [])]) i.stop();
+    for (const i of informersOf(term)) i.stop();
     term = undefined;
     if (retryTimer) clearTimeout(retryTimer);
     retryTimer = undefined;
@@ -422,7 +470,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     registry,
     isLeader: () => leader,
     reconciles: () => passes,
-    informers: () => [...(term?.own.values() ?? []), ...(term?.rendered.values() ?? [])],
+    informers: () => informersOf(term),
     resync,
     idle: () =>
       new Promise<void>((r) => {

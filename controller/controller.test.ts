@@ -69,6 +69,14 @@ describe('controller loop against an API-server double, as its ServiceAccount un
       },
       spec: {},
     });
+    // A labelled ConfigMap where the controller may not write ConfigMaps: anyone who can create a
+    // ConfigMap anywhere can put one there. It is not the controller's to cache or prune.
+    api.put({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'look-alike', namespace: 'default', labels: LABELS },
+      data: {},
+    });
     api.put({
       apiVersion: 'v1',
       kind: 'ConfigMap',
@@ -179,6 +187,14 @@ describe('controller loop against an API-server double, as its ServiceAccount un
         ),
     );
     assert.ok(api.get('v1', 'ConfigMap', 'knowledge', 'deploy-owned'));
+  });
+
+  it('a labelled ConfigMap outside the namespace it may write in is never listed, watched or deleted', () => {
+    assert.ok(api.get('v1', 'ConfigMap', 'default', 'look-alike'));
+    const outside = api.calls.filter(
+      (c) => c.user === CONTROLLER_USER && c.resource === 'configmaps' && c.namespace !== 'knowledge',
+    );
+    assert.deepEqual(outside.map(show), []);
   });
 
   it('writes Ready/Conflict/Degraded with observedGeneration on every resource', async () => {
@@ -428,6 +444,8 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     }
   });
 
+  // Scope is part of exactness: a call in a namespace the code has no grant for is refused (403) even
+  // when the verb is granted elsewhere, and shows here.
   it('the shipped RBAC allows exactly the calls the controller made: none refused, no grant unused', () => {
     assert.deepEqual(api.denied.map(show), []);
     assert.ok(api.calls.filter((c) => c.user === CONTROLLER_USER).length > 50);

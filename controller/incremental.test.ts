@@ -5,13 +5,14 @@
  * neither stops the others nor is given up: it is retried on its backoff until it applies.
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { quietFor, waitFor as waitUntil } from '../common/testing/index.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { render } from './render/index.ts';
 import { ApiServerDouble, CONTROLLER_USER } from './testsupport/apiserver.ts';
-import { agent, examples, room } from './testsupport/fixtures.ts';
-import type { Attributes } from './testsupport/rbac.ts';
+import { agent, examples, REPO, room } from './testsupport/fixtures.ts';
+import { type Attributes, RbacAuthorizer } from './testsupport/rbac.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 const MCP_KEY = 'mcp-key-0123456789abcdef';
@@ -24,7 +25,14 @@ const show = (a: Attributes) =>
   `${a.verb} ${a.resource}${a.subresource ? `/${a.subresource}` : ''} ${a.namespace ?? ''}/${a.name ?? ''}`;
 
 describe('controller writes O(change), as its ServiceAccount under the shipped RBAC', () => {
-  const api = new ApiServerDouble();
+  // The overlay an operator writes for a second RetrievalAgent: its mirror's name (deploy/README.md).
+  const api = new ApiServerDouble({
+    rbac: RbacAuthorizer.fromKustomizeWithNames(join(REPO, 'deploy', 'base'), {
+      'agentgateway-system/fgentic-retrieval-controller-mcp-key-mirrors': [
+        'fgentic-mcp-key.kagent.second-agent',
+      ],
+    }),
+  });
   let ctl: ControllerHandle;
   const input = examples();
   // A second agent that shares the example's MCP key Secret (the shipped Role names that one).
@@ -83,8 +91,14 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
     await api.stop();
   });
 
-  it('a no-op resync writes nothing (every desired object matches its live hash)', async () => {
-    assert.deepEqual(await writesDuring(() => ctl.resync()), []);
+  /** A resync re-asserts the MCP key mirrors, which the controller may write but not read. */
+  const MIRRORS = [
+    'patch secrets agentgateway-system/fgentic-mcp-key.kagent.knowledge-agent',
+    'patch secrets agentgateway-system/fgentic-mcp-key.kagent.second-agent',
+  ];
+
+  it('a no-op resync writes nothing but the MCP key mirrors (every desired object matches its live hash)', async () => {
+    assert.deepEqual(await writesDuring(() => ctl.resync()), MIRRORS);
     const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config');
     assert.match(cm?.['metadata'].annotations['retrieval.fgentic.dev/desired-hash'], /^[0-9a-f]{64}$/);
   });
@@ -168,10 +182,10 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
       () => cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Degraded')?.status === 'False',
     );
     // Once recovered, passes go quiet again.
-    assert.deepEqual(await writesDuring(() => ctl.resync()), []);
+    assert.deepEqual(await writesDuring(() => ctl.resync()), MIRRORS);
   });
 
-  it('nothing the controller did was refused by the shipped RBAC', () => {
+  it('nothing the controller did was refused by the shipped RBAC (with the second mirror named)', () => {
     assert.deepEqual(api.denied.map(show), []);
   });
 });

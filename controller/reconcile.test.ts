@@ -44,12 +44,21 @@ function supportedFacts(): UpstreamFacts {
 const key = (o: { apiVersion: string; kind: string; metadata: { namespace?: string; name: string } }) =>
   `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
 
+/** What the client throws for a 403 (client-node's ApiException shape: code and Status body). */
+function forbidden(): Error {
+  return Object.assign(new Error('HTTP 403 Forbidden'), { code: 403, body: { reason: 'Forbidden' } });
+}
+
 /** A cluster in memory: stores what is applied (with a uid), counts every write and Secret read. */
 class MemoryCluster implements ClusterWriter, ClusterState {
   readonly objects = new Map<string, K8sObject>();
   readonly writes: string[] = [];
   readonly reads: string[] = [];
   readonly failing = new Set<string>();
+  /** Names whose apply and delete are refused (403), as RBAC refuses a name it does not grant. */
+  readonly forbiddenNames = new Set<string>();
+  /** Secret names whose read is refused, as the API server refuses a name RBAC does not grant. */
+  readonly forbiddenSecrets = new Set<string>();
   private n = 0;
   constructor(private readonly input: Resources) {
     let i = 0;
@@ -76,6 +85,7 @@ class MemoryCluster implements ClusterWriter, ClusterState {
   async apply(o: K8sObject): Promise<K8sObject> {
     this.writes.push(`apply ${o.kind} ${o.metadata.name}`);
     if (this.failing.has(o.metadata.name)) throw new Error('HTTP 500 InternalError');
+    if (this.forbiddenNames.has(o.metadata.name)) throw forbidden();
     const prev = this.objects.get(key(o));
     const stored = structuredClone({
       ...o,
@@ -86,6 +96,7 @@ class MemoryCluster implements ClusterWriter, ClusterState {
   }
   async delete(o: K8sObject): Promise<boolean> {
     this.writes.push(`delete ${o.kind} ${o.metadata.name}`);
+    if (this.forbiddenNames.has(o.metadata.name)) throw forbidden();
     return this.objects.delete(key(o));
   }
   async patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<undefined> {
@@ -98,6 +109,7 @@ class MemoryCluster implements ClusterWriter, ClusterState {
   }
   async readSecretKey(namespace: string, name: string, k: string): Promise<string | undefined> {
     this.reads.push(`${namespace}/${name}/${k}`);
+    if (this.forbiddenSecrets.has(name)) throw forbidden();
     return name === 'knowledge-agent-mcp-credential' ? MCP_KEY : name === 'jwks' ? '{"keys":[]}' : undefined;
   }
   async upstream(): Promise<UpstreamFacts> {
@@ -296,5 +308,106 @@ describe('desired-hash comparison', () => {
     assert.equal(covers({ a: 1 }, { a: 1, b: 2 }), false);
     assert.equal(covers({ a: null }, { a: null }), true);
     assert.equal(covers([1], { 0: 1 }), false);
+  });
+});
+
+const conditionOf = (r: OwnResource, type: string) => r.status?.conditions?.find((c) => c.type === type);
+
+describe('what one failure holds back', () => {
+  const stale = (name: string, namespace = 'knowledge'): K8sObject => ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace },
+  });
+
+  it('a refused delete stops neither the other deletes nor later prunes, and is reported on the platform only', async () => {
+    const input = examples();
+    const c = new MemoryCluster(input);
+    const r = new Reconciler(c, { backoff: new ItemBackoff({ baseMs: 0, capMs: 0, jitter: 0 }) });
+    await r.pass(c);
+    for (const o of [stale('refused'), stale('orphan-1')]) c.objects.set(key(o), o);
+    c.forbiddenNames.add('refused');
+    const first = await r.pass(c);
+    assert.ok(!c.objects.has(key(stale('orphan-1'))), 'the other orphan is deleted in the same pass');
+    assert.equal(first.pruned, 1);
+    // A later orphan is pruned although the refused one is still failing.
+    const later = stale('orphan-2');
+    c.objects.set(key(later), later);
+    const second = await r.pass(c);
+    assert.ok(!c.objects.has(key(later)), 'pruning goes on while one delete keeps failing');
+    assert.equal(second.pruned, 1);
+    assert.ok(c.objects.has(key(stale('refused'))));
+    // Nothing failed to apply: every resource but the platform is Ready, the platform says PruneFailed.
+    const platform = input.platforms[0] as RetrievalPlatform;
+    assert.equal(conditionOf(platform, 'Ready')?.status, 'True');
+    assert.equal(conditionOf(platform, 'Degraded')?.reason, 'PruneFailed');
+    assert.match(
+      conditionOf(platform, 'Degraded')?.message ?? '',
+      /delete ConfigMap knowledge\/refused: HTTP 403/,
+    );
+    for (const res of [...input.agents, ...input.rooms, ...input.partners])
+      assert.equal(conditionOf(res, 'Ready')?.status, 'True', `${res.kind} ${res.metadata.name}`);
+    c.forbiddenNames.clear();
+    await r.pass(c);
+    assert.ok(!c.objects.has(key(stale('refused'))));
+    assert.equal(conditionOf(platform, 'Degraded')?.status, 'False');
+  });
+
+  it('a refused mirror write degrades its RetrievalAgent only; the rest stays Ready and is pruned', async () => {
+    const input = examples();
+    input.agents.push(agent('kagent', 'second-agent'));
+    const c = new MemoryCluster(input);
+    c.forbiddenNames.add('fgentic-mcp-key.kagent.second-agent'); // its name is not granted
+    const r = new Reconciler(c, { backoff: new ItemBackoff({ baseMs: 0, capMs: 0, jitter: 0 }) });
+    await r.pass(c);
+    const orphan = stale('orphan');
+    c.objects.set(key(orphan), orphan);
+    await r.pass(c);
+    assert.ok(!c.objects.has(key(orphan)), 'a failed mirror does not hold pruning back');
+    const [first, second] = input.agents as [OwnResource, OwnResource];
+    assert.equal(conditionOf(first, 'Ready')?.status, 'True');
+    assert.equal(conditionOf(second, 'Ready')?.reason, 'McpKeyUnavailable');
+    assert.match(
+      conditionOf(second, 'Degraded')?.message ?? '',
+      /^apply Secret agentgateway-system\/fgentic-mcp-key\.kagent\.second-agent: HTTP 403/,
+    );
+    assert.equal(conditionOf(input.platforms[0] as OwnResource, 'Ready')?.status, 'True');
+  });
+});
+
+describe('desired state is re-asserted', () => {
+  it('a mirror deleted behind the controller is written again at the next resync', async () => {
+    const input = examples();
+    const c = new MemoryCluster(input);
+    const r = new Reconciler(c);
+    await r.pass(c);
+    const mirror = [...c.objects.values()].find((o) => o.kind === 'Secret');
+    assert.ok(mirror, 'the mirror was written');
+    c.objects.delete(key(mirror)); // deleted by hand; the controller may not read or watch it
+    r.resync();
+    await r.pass(c);
+    assert.ok(c.objects.has(key(mirror)), 'restored without a new leader');
+  });
+});
+
+describe('the JWKS Secret', () => {
+  it('unreadable (no jwks-secret-reader grant): a JwksUnresolved condition on the platform, not a failed pass', async () => {
+    const input = examples();
+    const platform = input.platforms[0] as RetrievalPlatform;
+    platform.spec = {
+      ...platform.spec,
+      jwt: { issuer: 'https://issuer.example', jwksSecretRef: { name: 'jwks', key: 'jwks.json' } },
+    };
+    const c = new MemoryCluster(input);
+    c.forbiddenSecrets.add('jwks');
+    const result = await new Reconciler(c).pass(c);
+    assert.equal(conditionOf(platform, 'Conflict')?.reason, 'JwksUnresolved');
+    assert.equal(
+      conditionOf(platform, 'Conflict')?.message,
+      'cannot read Secret agentgateway-system/jwks: HTTP 403 Forbidden (the jwks-secret-reader component grants it)',
+    );
+    assert.equal(conditionOf(platform, 'Ready')?.status, 'False');
+    assert.ok(result.applied > 0, 'everything else is rendered');
+    assert.equal(conditionOf(input.rooms[0] as OwnResource, 'Ready')?.status, 'True');
   });
 });

@@ -16,21 +16,38 @@
  * - applies and deletes run at most `concurrency` at a time; a failed object waits out a per-object
  *   capped exponential backoff with jitter (`backoff.ts`) while the others go on, and the pass reports
  *   when the next retry is due;
- * - objects no longer rendered are pruned only when no object is failing, so a transient failure
- *   never removes a working route.
+ * - objects no longer rendered are pruned only when no rendered object is failing to apply, so a
+ *   transient failure never removes a working route; a failed delete holds back nothing but itself.
+ *   MCP key mirrors whose source became unusable are deleted on every pass regardless: a key that
+ *   must stop working is a revocation, not a prune.
  */
-import { createHash } from 'node:crypto';
 import { createLogger } from '../common/log.ts';
 import { ItemBackoff } from './backoff.ts';
+import {
+  type ClusterState,
+  type ClusterWriter,
+  PASS_STAGES,
+  type PassStage,
+  type ReconcileResult,
+  type ReconcilerOptions,
+  SecretCache,
+  selectPlatform,
+} from './cluster.ts';
+import {
+  type ConditionInputs,
+  conditionsFor,
+  reportUnsupported,
+  sameConditions,
+  upstreamCondition,
+} from './conditions.ts';
+import { DESIRED_HASH, eachLimited, objKey, upToDate, withHash } from './desired.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
-import { mirrorMcpKeys, type SecretReader } from './kube/mcp-keys.ts';
+import { type MirrorResult, mirrorMcpKeys, reasonOf } from './kube/mcp-keys.ts';
 import { type RenderMemo, renderIncremental } from './render/incremental.ts';
 import { render } from './render/index.ts';
 import type {
-  Condition,
   Conflict,
   K8sObject,
-  OwnKind,
   OwnResource,
   PartnerClient,
   Resources,
@@ -39,249 +56,57 @@ import type {
   RetrievalRoom,
 } from './types.ts';
 import { resourceKey } from './types.ts';
-import { judgeUpstream, type UpstreamFacts, type UpstreamVerdict } from './upstream.ts';
+import { judgeUpstream, type UpstreamVerdict } from './upstream.ts';
+
+export {
+  type ClusterState,
+  type ClusterWriter,
+  PASS_STAGES,
+  type PassStage,
+  type ReconcileResult,
+  type ReconcilerOptions,
+  SecretCache,
+  selectPlatform,
+} from './cluster.ts';
+export { sameConditions } from './conditions.ts';
+export { covers, DESIRED_HASH, desiredHash, eachLimited, upToDate, withHash } from './desired.ts';
 
 const log = createLogger('controller');
 
-/** Annotation on every applied object: the hash of what the controller last wanted it to be. */
-export const DESIRED_HASH = 'retrieval.fgentic.dev/desired-hash';
+/** Backoff keys: `apply <objKey>` and `delete <objKey>`; a mirror is a Secret (the only one we write). */
+const MIRROR_APPLY = 'apply v1|Secret|';
 
-/** The writes (and the few reads no cache holds) a pass makes; KubeClient implements it. */
-export interface ClusterWriter {
-  /** Server-side apply; resolves to the object as stored (its uid names it in owner references). */
-  apply(obj: K8sObject): Promise<K8sObject>;
-  /** Deletes; resolves to false when the object did not exist. */
-  delete(obj: K8sObject): Promise<boolean>;
-  /** Merge-patches status; resolves to the stored object when the API returns it. */
-  patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<K8sObject | undefined>;
-  event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
-  readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined>;
-  /** The kagent and agentgateway APIs the cluster serves. */
-  upstream(): Promise<UpstreamFacts>;
-}
-
-/**
- * What a pass reads: our four kinds and the live rendered objects (label-selected), from caches.
- * Objects are never changed in place: a change is a new object, as the informer caches store every
- * watch event and write-through. The reconciler's memos recognise unchanged objects by identity.
- */
-export interface ClusterState {
-  own<T extends OwnResource>(kind: OwnKind): T[];
-  /** Live rendered objects of one kind, or undefined when that kind's cache is not synced. */
-  rendered(apiVersion: string, kind: string): K8sObject[] | undefined;
-  /** One live rendered object (undefined when absent or not cached). */
-  live(apiVersion: string, kind: string, namespace: string | undefined, name: string): K8sObject | undefined;
-  /** Write-through after a successful write, so the next pass sees it before the watch event. */
-  stored?(obj: K8sObject): void;
-  removed?(obj: K8sObject): void;
-}
-
-export interface ReconcileResult {
-  /** Objects written by server-side apply in this pass. */
+/** One pass's bookkeeping, shared by its stages. */
+interface PassContext {
+  readonly state: ClusterState;
+  readonly uids: Map<string, string>;
+  readonly desiredKeys: Set<string>;
   applied: number;
-  /** Desired objects whose live copy already matched (no request made). */
   unchanged: number;
   pruned: number;
-  /** Status subresource patches written. */
-  statusWrites: number;
-  conflicts: Conflict[];
-  errors: string[];
-  /** Set when the upstream is unsupported: nothing was applied or pruned. */
-  unsupported?: UpstreamVerdict;
-  /** The conditions this pass computed for every resource (what their status says once written). */
-  conditions: { kind: OwnResource['kind']; type: string; status: Condition['status']; reason: string }[];
-  /** Epoch ms when the earliest failed object may be retried; undefined when nothing is failing. */
-  retryAt?: number;
-  /** Wall time of each stage of the pass, in ms (`PASS_STAGES`). */
-  stages: Record<PassStage, number>;
-  /** Retrieval Agents whose objects were rendered in this pass (all of them without `incremental`). */
-  agentsRendered: number;
+  newFailures: number;
 }
 
-/** The stages of a pass, in order, as `ReconcileResult.stages` and the stage metric name them. */
-export const PASS_STAGES = ['upstream', 'render', 'compare', 'apply', 'mirror', 'prune', 'status'] as const;
-export type PassStage = (typeof PASS_STAGES)[number];
-
-export interface ReconcilerOptions {
-  /** Applies and deletes in flight at once (default 8). */
-  concurrency?: number;
-  now?: () => Date;
-  backoff?: ItemBackoff;
-  /**
-   * Render only what the changed resources affect and remember hashes and comparisons of unchanged
-   * objects (default true). False renders, hashes and compares everything on every pass: kept so the
-   * benchmark can run both side by side.
-   */
-  incremental?: boolean;
-}
-
-const objKey = (o: { apiVersion: string; kind: string; metadata: { namespace?: string; name: string } }) =>
-  `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
-
-/**
- * The RetrievalPlatform every step uses: the one live platform named `default`, if it is the only
- * one so named. The render applies the same rule (render/conflicts.ts) and refuses anything else, so
- * the JWKS read, Events and the render can never look at different platforms.
- */
-export function selectPlatform(platforms: RetrievalPlatform[]): RetrievalPlatform | undefined {
-  const named = platforms.filter((p) => p.metadata.name === 'default' && !p.metadata.deletionTimestamp);
-  return named.length === 1 ? named[0] : undefined;
-}
-
-/**
- * SHA-256 (hex) of the object's JSON, without the hash annotation itself. The render builds every
- * object in a fixed key order, so plain JSON is stable and costs a fraction of RFC 8785
- * canonicalisation at 12,000 objects per pass; a key order that did change would cost one apply.
- */
-export function desiredHash(o: K8sObject): string {
-  const annotations = { ...(o.metadata.annotations ?? {}) };
-  delete annotations[DESIRED_HASH];
-  const bare = { ...o, metadata: { ...o.metadata, annotations } };
-  return createHash('sha256').update(JSON.stringify(bare)).digest('hex');
-}
-
-/** The object as it is applied: the desired object with its hash annotation. */
-export function withHash(o: K8sObject): K8sObject {
-  const hash = desiredHash(o);
+/** Measures the stages of one pass. */
+function stageClock() {
+  const stages = Object.fromEntries(PASS_STAGES.map((s) => [s, 0])) as Record<PassStage, number>;
+  let mark = performance.now();
   return {
-    ...o,
-    metadata: { ...o.metadata, annotations: { ...(o.metadata.annotations ?? {}), [DESIRED_HASH]: hash } },
+    stages,
+    lap(stage: PassStage) {
+      const t = performance.now();
+      stages[stage] += t - mark;
+      mark = t;
+    },
   };
-}
-
-/**
- * True when `live` holds every field and value `want` sets (lists must match element by element).
- * Fields the API server adds (defaults, status, other managers' fields) are ignored.
- */
-export function covers(live: unknown, want: unknown): boolean {
-  if (want === null || typeof want !== 'object') return live === want;
-  if (Array.isArray(want)) {
-    if (!Array.isArray(live) || live.length !== want.length) return false;
-    return want.every((w, i) => covers(live[i], w));
-  }
-  if (live === null || typeof live !== 'object' || Array.isArray(live)) return false;
-  const l = live as Record<string, unknown>;
-  for (const [k, v] of Object.entries(want as Record<string, unknown>)) {
-    if (v === undefined) continue;
-    if (!(k in l) || !covers(l[k], v)) return false;
-  }
-  return true;
-}
-
-/** True when the live object already is what `desired` (with its hash annotation) would make it. */
-export function upToDate(live: K8sObject | undefined, desired: K8sObject): boolean {
-  if (!live || live.metadata.deletionTimestamp) return false;
-  const want = desired.metadata.annotations?.[DESIRED_HASH];
-  if (!want || live.metadata.annotations?.[DESIRED_HASH] !== want) return false;
-  const { metadata, ...body } = desired;
-  return (
-    covers(live.metadata.labels ?? {}, metadata.labels ?? {}) &&
-    covers(live.metadata.annotations ?? {}, metadata.annotations ?? {}) &&
-    covers(live.metadata.ownerReferences ?? [], metadata.ownerReferences ?? []) &&
-    covers(live, body)
-  );
-}
-
-/** Runs `fn` over `items` with at most `limit` in flight; never rejects (fn handles its errors). */
-export async function eachLimited<T>(
-  items: T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      await fn(items[i] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-}
-
-function conditionsFor(
-  res: OwnResource,
-  conflict: Conflict | undefined,
-  errors: string[],
-  now: string,
-  problem?: string,
-): Condition[] {
-  const gen = res.metadata.generation;
-  const g = gen !== undefined ? { observedGeneration: gen } : {};
-  const prev = new Map((res.status?.conditions ?? []).map((c) => [c.type, c]));
-  const mk = (type: string, status: Condition['status'], reason: string, message: string): Condition => {
-    const p = prev.get(type);
-    return {
-      type,
-      status,
-      reason,
-      message,
-      ...g,
-      lastTransitionTime: p && p.status === status && p.lastTransitionTime ? p.lastTransitionTime : now,
-    };
-  };
-  const degraded = errors.length > 0;
-  return [
-    conflict
-      ? mk('Ready', 'False', 'Conflict', conflict.message)
-      : degraded
-        ? mk('Ready', 'False', 'ApplyFailed', `${errors.length} object(s) failed to apply`)
-        : problem
-          ? mk('Ready', 'False', 'McpKeyUnavailable', problem)
-          : mk('Ready', 'True', 'Rendered', 'all rendered objects are applied'),
-    conflict
-      ? mk('Conflict', 'True', conflict.reason, conflict.message)
-      : mk('Conflict', 'False', 'NoConflict', 'no conflicting resource'),
-    degraded
-      ? mk('Degraded', 'True', 'ApplyFailed', errors[0]?.slice(0, 1024) ?? '')
-      : problem
-        ? mk('Degraded', 'True', 'McpKeyUnavailable', problem)
-        : mk('Degraded', 'False', 'Applied', 'every apply succeeded'),
-  ];
-}
-
-/** Equal conditions, ignoring lastTransitionTime (which only moves when status moves). */
-export function sameConditions(a: Condition[] | undefined, b: Condition[]): boolean {
-  const strip = (c: Condition[]) =>
-    c.map(({ type, status, reason, message, observedGeneration }) => ({
-      type,
-      status,
-      reason,
-      message,
-      observedGeneration,
-    }));
-  return JSON.stringify(strip(a ?? [])) === JSON.stringify(strip(b));
-}
-
-/** Reads of Secrets, remembered until `forget` (a changed RetrievalAgent or platform, or a full resync). */
-export class SecretCache implements SecretReader {
-  private readonly values = new Map<string, string | undefined>();
-  reads = 0;
-  constructor(private readonly api: SecretReader) {}
-
-  async readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined> {
-    const k = `${namespace}/${name}/${key}`;
-    if (this.values.has(k)) return this.values.get(k);
-    this.reads++;
-    const v = await this.api.readSecretKey(namespace, name, key);
-    // A missing key is read again next pass: it may be created any moment and nothing watches it.
-    if (v !== undefined) this.values.set(k, v);
-    return v;
-  }
-
-  forget(namespace?: string, name?: string): void {
-    if (namespace === undefined) {
-      this.values.clear();
-      return;
-    }
-    for (const k of [...this.values.keys()])
-      if (k.startsWith(`${namespace}/${name === undefined ? '' : `${name}/`}`)) this.values.delete(k);
-  }
 }
 
 /**
  * One controller's reconciler. It keeps what must outlive a pass: per-object backoff, the Secret
- * cache, and the hash of each MCP key mirror it applied (mirrors live in the gateway namespace, whose
- * Secrets the controller may not read, so it remembers what it wrote).
+ * cache and the memos of the incremental mode. The MCP key mirrors live where the controller may not
+ * read, so it remembers the hash of each mirror it applied, but only until the next resync: desired
+ * state is re-asserted every resync period, so a mirror deleted or edited behind the controller's
+ * back is written again within it.
  */
 export class Reconciler {
   readonly backoff: ItemBackoff;
@@ -291,6 +116,8 @@ export class Reconciler {
   private readonly goneMirrors = new Set<string>();
   /** Last error of each failing apply or delete (`apply <key>` / `delete <key>`). */
   private readonly failing = new Map<string, string>();
+  /** Mirror key → the `namespace/name` of the RetrievalAgent whose key it carries. */
+  private readonly mirrorWorkloads = new Map<string, string>();
   private readonly concurrency: number;
   private readonly now: () => Date;
   private readonly incremental: boolean;
@@ -303,12 +130,12 @@ export class Reconciler {
   private hashed = new WeakMap<K8sObject, K8sObject>();
   /** Object key → the desired and live objects last found up to date (both by identity). */
   private readonly verified = new Map<string, { desired: K8sObject; live: K8sObject }>();
+  /** Mirror key → its content and the same with its hash annotation (mirrors are built per pass). */
+  private readonly mirrorHashes = new Map<string, { sig: string; hashed: K8sObject }>();
   /**
    * Resource (by identity: the caches replace an object on every change) → the inputs of its
    * conditions when its status last said exactly them, and the conditions' summary.
    */
-  /** Mirror key → its content and the same with its hash annotation (mirrors are built per pass). */
-  private readonly mirrorHashes = new Map<string, { sig: string; hashed: K8sObject }>();
   private statusMemo = new WeakMap<OwnResource, { sig: string; computed: ReconcileResult['conditions'] }>();
 
   constructor(
@@ -323,15 +150,14 @@ export class Reconciler {
   }
 
   /**
-   * Periodic resync: forgets every remembered Secret read, so rotated MCP keys and JWKS are picked
-   * up, and re-checks stale mirrors. Mirrors whose content is unchanged are not re-applied: their
-   * hash is remembered for the life of the leadership term.
+   * Periodic resync: forgets every remembered Secret read (rotated MCP keys and JWKS are picked up),
+   * every mirror written (each is applied again, so a mirror deleted or edited by hand is restored)
+   * and every memo, so a full render, hash and comparison happens.
    */
   resync(): void {
     this.secrets.forget();
     this.goneMirrors.clear();
-    // A resync also renders, hashes and compares everything afresh, so no memo can hide a mistake
-    // for longer than the resync period.
+    this.mirrors.clear();
     this.renderMemo = undefined;
     this.hashed = new WeakMap();
     this.verified.clear();
@@ -340,14 +166,7 @@ export class Reconciler {
   }
 
   async pass(state: ClusterState): Promise<ReconcileResult> {
-    const api = this.api;
-    const stages = Object.fromEntries(PASS_STAGES.map((s) => [s, 0])) as Record<PassStage, number>;
-    let mark = performance.now();
-    const lap = (stage: PassStage) => {
-      const t = performance.now();
-      stages[stage] += t - mark;
-      mark = t;
-    };
+    const clock = stageClock();
     const live = (r: OwnResource) => !r.metadata.deletionTimestamp;
     const input: Resources = {
       platforms: state.own<RetrievalPlatform>('RetrievalPlatform').filter(live),
@@ -358,76 +177,138 @@ export class Reconciler {
     const platform = selectPlatform(input.platforms);
     // An upstream the design does not hold on: render nothing new and prune nothing, so whatever works
     // keeps working, and say what was seen on the RetrievalPlatform.
-    const verdict = judgeUpstream(await api.upstream());
-    lap('upstream');
-    if (!verdict.supported) {
-      const statusWrites = await reportUnsupported(
-        api,
-        state,
-        input.platforms,
-        verdict,
-        this.now().toISOString(),
-      );
-      log.warn('unsupported upstream', { seen: verdict.seen, problems: verdict.problems.length });
-      return {
-        applied: 0,
-        unchanged: 0,
-        pruned: 0,
-        statusWrites,
-        conflicts: [],
-        errors: [],
-        conditions: [],
-        unsupported: verdict,
-        stages,
-        agentsRendered: 0,
-      };
-    }
-    const jwt = platform?.spec.jwt;
-    if (platform && jwt?.jwksSecretRef) {
-      const v = await this.secrets.readSecretKey(
-        platform.spec.gateway.namespace,
-        jwt.jwksSecretRef.name,
-        jwt.jwksSecretRef.key,
-      );
-      if (v) input.jwksInline = v;
-    }
-    lap('upstream');
-    let conflicts: Conflict[];
-    let objects: K8sObject[];
-    let agentsRendered: number;
-    if (this.incremental) {
-      const r = renderIncremental(input, this.renderMemo);
-      this.renderMemo = r.memo;
-      conflicts = r.conflicts;
-      agentsRendered = r.agentsRendered;
-      const hashed = new WeakMap<K8sObject, K8sObject>();
-      objects = r.objects.map((o) => {
-        const h = this.hashed.get(o) ?? withHash(o);
-        hashed.set(o, h);
-        return h;
-      });
-      this.hashed = hashed; // only this pass's objects: the previous ones may be collected
-    } else {
-      const rendered = render(input);
-      conflicts = rendered.conflicts;
-      agentsRendered = input.agents.length;
-      objects = rendered.objects.map(withHash);
-    }
-    lap('render');
+    const verdict = judgeUpstream(await this.api.upstream());
+    clock.lap('upstream');
+    if (!verdict.supported) return this.unsupportedPass(state, input.platforms, verdict, clock.stages);
+    await this.resolveJwks(platform, input);
+    clock.lap('upstream');
+    const { conflicts, objects, agentsRendered } = this.renderAll(input);
+    clock.lap('render');
     // The MCP routes' API keys, mirrored from each Agent's own MCP credential (fails closed when absent).
     const mirror = await mirrorMcpKeys(this.secrets, objects);
-    lap('mirror');
+    clock.lap('mirror');
+    const ctx: PassContext = {
+      state,
+      uids: new Map(),
+      desiredKeys: new Set(objects.map(objKey)),
+      applied: 0,
+      unchanged: 0,
+      pruned: 0,
+      newFailures: 0,
+    };
+    for (const { secret } of mirror.secrets) ctx.desiredKeys.add(objKey(secret));
+    this.forgetObsolete(state, ctx.desiredKeys, new Set(mirror.stale.map(objKey)));
+    const todo = this.compare(ctx, objects);
+    clock.lap('compare');
+    await eachLimited(todo, this.concurrency, (o) => this.applyOne(ctx, o));
+    clock.lap('apply');
+    await this.applyMirrors(ctx, mirror);
+    clock.lap('mirror');
+    await this.prune(ctx, mirror.stale);
+    clock.lap('prune');
+    const status = await this.writeStatus(ctx, input, platform, conflicts, mirror.problems, verdict);
+    clock.lap('status');
+    const errors = [...this.failing.values()].sort();
+    const retryAt = this.backoff.nextDue();
+    log.info('reconciled', {
+      applied: ctx.applied,
+      unchanged: ctx.unchanged,
+      pruned: ctx.pruned,
+      statusWrites: status.writes,
+      conflicts: conflicts.length,
+      errors: errors.length + status.errors.length,
+    });
+    return {
+      applied: ctx.applied,
+      unchanged: ctx.unchanged,
+      pruned: ctx.pruned,
+      statusWrites: status.writes,
+      conflicts,
+      errors: [...errors, ...status.errors],
+      conditions: status.computed,
+      ...(retryAt !== undefined ? { retryAt } : {}),
+      stages: clock.stages,
+      agentsRendered,
+    };
+  }
 
-    let applied = 0;
-    let unchanged = 0;
-    let newFailures = 0;
-    const t = () => this.now().getTime();
-    const uids = new Map<string, string>();
-    const desiredKeys = new Set(objects.map(objKey));
-    for (const { secret } of mirror.secrets) desiredKeys.add(objKey(secret));
-    const staleKeys = new Set(mirror.stale.map(objKey));
-    // Failures of objects no longer desired (apply) or no longer to delete are forgotten, so they
-    // cannot hold pruning back forever.
+  private async unsupportedPass(
+    state: ClusterState,
+    platforms: RetrievalPlatform[],
+    verdict: UpstreamVerdict,
+    stages: Record<PassStage, number>,
+  ): Promise<ReconcileResult> {
+    const statusWrites = await reportUnsupported(
+      this.api,
+      state.stored?.bind(state),
+      platforms,
+      verdict,
+      this.now().toISOString(),
+    );
+    log.warn('unsupported upstream', { seen: verdict.seen, problems: verdict.problems.length });
+    return {
+      applied: 0,
+      unchanged: 0,
+      pruned: 0,
+      statusWrites,
+      conflicts: [],
+      errors: [],
+      conditions: [],
+      unsupported: verdict,
+      stages,
+      agentsRendered: 0,
+    };
+  }
+
+  /**
+   * `jwt.jwksSecretRef`: the JWKS inlined into the public routes' policy. A Secret that cannot be
+   * read (missing, or not granted: deploy/components/jwks-secret-reader) is said in the platform's
+   * `JwksUnresolved` conflict, never a failed pass.
+   */
+  private async resolveJwks(platform: RetrievalPlatform | undefined, input: Resources): Promise<void> {
+    const ref = platform?.spec.jwt?.jwksSecretRef;
+    if (!platform || !ref) return;
+    const ns = platform.spec.gateway?.namespace;
+    const where = `Secret ${ns}/${ref.name}`;
+    try {
+      const v = await this.secrets.readSecretKey(ns, ref.name, ref.key);
+      if (v) input.jwksInline = v;
+      else input.jwksProblem = `${where} key ${ref.key} is missing or empty`;
+    } catch (e) {
+      input.jwksProblem = `cannot read ${where}: ${reasonOf(e)} (the jwks-secret-reader component grants it)`;
+    }
+  }
+
+  private renderAll(input: Resources): {
+    conflicts: Conflict[];
+    objects: K8sObject[];
+    agentsRendered: number;
+  } {
+    if (!this.incremental) {
+      const rendered = render(input);
+      return {
+        conflicts: rendered.conflicts,
+        objects: rendered.objects.map(withHash),
+        agentsRendered: input.agents.length,
+      };
+    }
+    const r = renderIncremental(input, this.renderMemo);
+    this.renderMemo = r.memo;
+    const hashed = new WeakMap<K8sObject, K8sObject>();
+    const objects = r.objects.map((o) => {
+      const h = this.hashed.get(o) ?? withHash(o);
+      hashed.set(o, h);
+      return h;
+    });
+    this.hashed = hashed; // only this pass's objects: the previous ones may be collected
+    return { conflicts: r.conflicts, objects, agentsRendered: r.agentsRendered };
+  }
+
+  /**
+   * Failures of objects no longer desired (apply) or no longer to delete are forgotten, so they
+   * cannot hold pruning back forever.
+   */
+  private forgetObsolete(state: ClusterState, desiredKeys: Set<string>, staleKeys: Set<string>): void {
     for (const k of this.backoff.keys()) {
       const op = k.slice(0, k.indexOf(' '));
       const key = k.slice(k.indexOf(' ') + 1);
@@ -441,42 +322,22 @@ export class Reconciler {
               : !state.live(apiVersion, kind, namespace || undefined, name));
       if (gone) this.forget(k);
     }
-    const failed = (k: string, what: string, e: unknown) => {
-      this.backoff.fail(k, t());
-      if (this.backoff.failuresOf(k) === 1) newFailures++;
-      // The API server's message names the object and the cause; it carries no object content.
-      this.failing.set(k, `${what}: ${(e as Error).message}`.slice(0, 1024));
-    };
-    const applyOne = async (o: K8sObject, remember?: string) => {
-      const key = objKey(o);
-      const k = `apply ${key}`;
-      if (this.backoff.waiting(k, t())) return; // still failing: its last error stays reported
-      try {
-        const stored = await api.apply(o);
-        if (stored?.metadata?.uid) uids.set(key, stored.metadata.uid);
-        if (stored?.metadata) state.stored?.({ ...stored, apiVersion: o.apiVersion, kind: o.kind });
-        if (remember) {
-          this.mirrors.set(key, remember);
-          this.goneMirrors.delete(key);
-        }
-        this.forget(k);
-        applied++;
-      } catch (e) {
-        failed(k, `apply ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`, e);
-      }
-    };
+  }
+
+  /** The desired objects whose live copy is not already what they would write. */
+  private compare(ctx: PassContext, objects: K8sObject[]): K8sObject[] {
     const todo: K8sObject[] = [];
     for (const o of objects) {
       const key = objKey(o);
-      const current = state.live(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name);
+      const current = ctx.state.live(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name);
       const seen = this.verified.get(key);
       // The caches replace an object on every change, so the same two objects compare the same.
       const same = seen !== undefined && seen.desired === o && seen.live === current;
       const failing = this.backoff.size > 0 && this.backoff.failuresOf(`apply ${key}`) > 0;
       if (!failing && (same || upToDate(current, o))) {
         if (this.incremental && current && !same) this.verified.set(key, { desired: o, live: current });
-        if (current?.metadata.uid) uids.set(key, current.metadata.uid);
-        unchanged++;
+        if (current?.metadata.uid) ctx.uids.set(key, current.metadata.uid);
+        ctx.unchanged++;
       } else {
         this.verified.delete(key);
         todo.push(o);
@@ -487,103 +348,184 @@ export class Reconciler {
       const keys = new Set(objects.map(objKey));
       for (const k of this.verified.keys()) if (!keys.has(k)) this.verified.delete(k);
     }
-    lap('compare');
-    await eachLimited(todo, this.concurrency, (o) => applyOne(o));
-    lap('apply');
-    // Each mirrored key is owned by its Agent's MCP policy, applied above: the garbage collector then
-    // removes the key with the policy, so the controller never needs to list Secrets.
-    const mirrors: { secret: K8sObject; hash: string }[] = [];
-    for (const { secret, ownerPolicy } of mirror.secrets) {
+    return todo;
+  }
+
+  private failed(ctx: PassContext, k: string, what: string, e: unknown): void {
+    this.backoff.fail(k, this.now().getTime());
+    if (this.backoff.failuresOf(k) === 1) ctx.newFailures++;
+    // The API server's message names the object and the cause; it carries no object content.
+    this.failing.set(k, `${what}: ${(e as Error).message}`.slice(0, 1024));
+  }
+
+  private async applyOne(ctx: PassContext, o: K8sObject, remember?: string): Promise<void> {
+    const key = objKey(o);
+    const k = `apply ${key}`;
+    if (this.backoff.waiting(k, this.now().getTime())) return; // still failing: its last error stays reported
+    try {
+      const stored = await this.api.apply(o);
+      if (stored?.metadata?.uid) ctx.uids.set(key, stored.metadata.uid);
+      if (stored?.metadata) ctx.state.stored?.({ ...stored, apiVersion: o.apiVersion, kind: o.kind });
+      if (remember) {
+        this.mirrors.set(key, remember);
+        this.goneMirrors.delete(key);
+      }
+      this.forget(k);
+      ctx.applied++;
+    } catch (e) {
+      this.failed(ctx, k, `apply ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`, e);
+    }
+  }
+
+  /**
+   * Each mirrored key is owned by its Agent's MCP policy, applied above: the garbage collector then
+   * removes the key with the policy, so the controller never needs to list Secrets.
+   */
+  private async applyMirrors(ctx: PassContext, mirror: MirrorResult): Promise<void> {
+    const todo: { secret: K8sObject; hash: string }[] = [];
+    for (const { secret, ownerPolicy, workload } of mirror.secrets) {
       const policyKey = `agentgateway.dev/v1alpha1|AgentgatewayPolicy|${secret.metadata.namespace}|${ownerPolicy}`;
-      const uid = uids.get(policyKey);
+      const uid = ctx.uids.get(policyKey);
       if (!uid) continue; // its policy failed to apply; that error is already recorded
       secret.metadata.ownerReferences = [
         { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayPolicy', name: ownerPolicy, uid },
       ];
       const mkey = objKey(secret);
+      this.mirrorWorkloads.set(mkey, workload);
       const sig = JSON.stringify([secret.metadata, (secret as { data?: unknown }).data]);
       const memoed = this.incremental ? this.mirrorHashes.get(mkey) : undefined;
       const hashed = memoed?.sig === sig ? memoed.hashed : withHash(secret);
       if (this.incremental) this.mirrorHashes.set(mkey, { sig, hashed });
-      objects.push(hashed);
-      desiredKeys.add(objKey(hashed));
+      ctx.desiredKeys.add(mkey);
       const hash = hashed.metadata.annotations?.[DESIRED_HASH] as string;
-      if (this.mirrors.get(objKey(hashed)) === hash && !this.backoff.failuresOf(`apply ${objKey(hashed)}`))
-        unchanged++;
-      else mirrors.push({ secret: hashed, hash });
+      if (this.mirrors.get(mkey) === hash && !this.backoff.failuresOf(`apply ${mkey}`)) ctx.unchanged++;
+      else todo.push({ secret: hashed, hash });
     }
-    await eachLimited(mirrors, this.concurrency, ({ secret, hash }) => applyOne(secret, hash));
-    lap('mirror');
+    await eachLimited(todo, this.concurrency, ({ secret, hash }) => this.applyOne(ctx, secret, hash));
+  }
 
-    // Prune only when no object is failing, so a transient failure never removes a working route.
-    let pruned = 0;
-    if (this.backoff.size === 0) {
-      const doomed: K8sObject[] = [];
-      // A key whose source is unusable must stop working now, not when its policy goes. Mirrors
-      // cannot be listed, so one is deleted by name unless this process already saw it gone.
-      for (const s of mirror.stale) if (!this.goneMirrors.has(objKey(s))) doomed.push(s);
+  /** Failing applies of rendered objects (not mirrors, which fail for their RetrievalAgent alone). */
+  private applyFailures(): string[] {
+    const out: string[] = [];
+    for (const [k, v] of this.failing) if (k.startsWith('apply ') && !k.startsWith(MIRROR_APPLY)) out.push(v);
+    return out.sort();
+  }
+
+  private deleteFailures(): string[] {
+    const out: string[] = [];
+    for (const [k, v] of this.failing) if (k.startsWith('delete ')) out.push(v);
+    return out.sort();
+  }
+
+  /**
+   * Deletes the mirrors whose source became unusable (always), and the rendered objects no longer
+   * desired (only while no rendered object fails to apply). Each delete stands alone: one that fails
+   * is retried on its own backoff and reported on the platform, and the others go on.
+   */
+  private async prune(ctx: PassContext, stale: readonly K8sObject[]): Promise<void> {
+    const doomed: K8sObject[] = [];
+    // A key whose source is unusable must stop working now, not when its policy goes. Mirrors
+    // cannot be listed, so one is deleted by name unless this process already saw it gone.
+    for (const s of stale) if (!this.goneMirrors.has(objKey(s))) doomed.push(s);
+    if (this.applyFailures().length === 0)
       for (const k of RENDERED_KINDS) {
-        const existing = state.rendered(k.apiVersion, k.kind);
+        const existing = ctx.state.rendered(k.apiVersion, k.kind);
         if (!existing) continue; // not cached (kind not served or not synced): prune nothing of it
         for (const o of existing) {
           const key = `${k.apiVersion}|${k.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
-          if (!desiredKeys.has(key)) doomed.push({ ...o, apiVersion: k.apiVersion, kind: k.kind });
+          if (!ctx.desiredKeys.has(key)) doomed.push({ ...o, apiVersion: k.apiVersion, kind: k.kind });
         }
       }
-      await eachLimited(doomed, this.concurrency, async (o) => {
-        const key = objKey(o);
-        try {
-          if (await api.delete(o)) pruned++;
-          if (o.kind === 'Secret') {
-            this.mirrors.delete(key);
-            this.goneMirrors.add(key);
-          }
-          state.removed?.(o);
-          this.forget(`delete ${key}`);
-        } catch (e) {
-          failed(`delete ${key}`, `delete ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`, e);
+    const now = this.now().getTime();
+    await eachLimited(doomed, this.concurrency, async (o) => {
+      const key = objKey(o);
+      if (this.backoff.waiting(`delete ${key}`, now)) return;
+      try {
+        if (await this.api.delete(o)) ctx.pruned++;
+        if (o.kind === 'Secret') {
+          this.mirrors.delete(key);
+          this.goneMirrors.add(key);
         }
-      });
-    }
-    lap('prune');
-    // What the conditions report: every object still failing, in a stable order, so a retry that
-    // fails the same way writes no status.
-    const errors = [...this.failing.values()].sort();
-    const errorsSig = `${errors.length}\u0000${errors[0] ?? ''}`;
-    const verdictSig = JSON.stringify([verdict.supported, verdict.seen, verdict.problems]);
+        ctx.state.removed?.(o);
+        this.forget(`delete ${key}`);
+      } catch (e) {
+        this.failed(
+          ctx,
+          `delete ${key}`,
+          `delete ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`,
+          e,
+        );
+      }
+    });
+  }
 
+  /** The problem of one RetrievalAgent's MCP key: unreadable or malformed source, or a failed write. */
+  private agentProblem(res: OwnResource, problems: ReadonlyMap<string, string>): string | undefined {
+    if (res.kind !== 'RetrievalAgent') return undefined;
+    const workload = `${res.metadata.namespace}/${res.metadata.name}`;
+    const p = problems.get(workload);
+    if (p) return p;
+    for (const [k, v] of this.failing)
+      if (k.startsWith(MIRROR_APPLY) && this.mirrorWorkloads.get(k.slice('apply '.length)) === workload)
+        return v;
+    return undefined;
+  }
+
+  private async writeStatus(
+    ctx: PassContext,
+    input: Resources,
+    platform: RetrievalPlatform | undefined,
+    conflicts: Conflict[],
+    problems: ReadonlyMap<string, string>,
+    verdict: UpstreamVerdict,
+  ): Promise<{ writes: number; errors: string[]; computed: ReconcileResult['conditions'] }> {
+    // Every object still failing, in a stable order, so a retry that fails the same way writes no status.
+    const applyErrors = this.applyFailures();
+    const pruneErrors = this.deleteFailures();
+    const errorsSig = JSON.stringify([
+      applyErrors.length,
+      applyErrors[0] ?? '',
+      pruneErrors.length,
+      pruneErrors[0] ?? '',
+    ]);
+    const verdictSig = JSON.stringify([verdict.supported, verdict.seen, verdict.problems]);
     const byKey = new Map(conflicts.map((c) => [resourceKey({ kind: c.kind, metadata: c }), c]));
     const stamp = this.now().toISOString();
     const computed: ReconcileResult['conditions'] = [];
-    const statusTodo: { res: OwnResource; conditions: Condition[]; conflict?: Conflict; problem?: string }[] =
-      [];
+    const todo: {
+      res: OwnResource;
+      conditions: ReturnType<typeof conditionsFor>;
+      inputs: ConditionInputs;
+    }[] = [];
     for (const res of [
       ...input.platforms,
       ...input.agents,
       ...input.rooms,
       ...input.partners,
     ] as OwnResource[]) {
-      const conflict = byKey.get(resourceKey(res));
-      const problem =
-        res.kind === 'RetrievalAgent'
-          ? mirror.problems.get(`${res.metadata.namespace}/${res.metadata.name}`)
-          : undefined;
+      const inputs: ConditionInputs = {
+        conflict: byKey.get(resourceKey(res)),
+        applyErrors,
+        problem: this.agentProblem(res, problems),
+        ...(res === platform ? { pruneErrors } : {}),
+      };
       // Everything the conditions are computed from, besides the resource itself.
       const sig = this.incremental
         ? JSON.stringify([
-            conflict?.reason ?? null,
-            conflict?.message ?? null,
+            inputs.conflict?.reason ?? null,
+            inputs.conflict?.message ?? null,
             errorsSig,
-            problem ?? null,
+            inputs.problem ?? null,
             res.kind === 'RetrievalPlatform' ? verdictSig : null,
+            res === platform,
           ])
         : '';
       const memo = this.incremental ? this.statusMemo.get(res) : undefined;
       if (memo !== undefined && memo.sig === sig) {
-        for (const c of memo.computed) computed.push(c);
+        computed.push(...memo.computed);
         continue;
       }
-      const conditions = conditionsFor(res, conflict, errors, stamp, problem);
+      const conditions = conditionsFor(res, inputs, stamp);
       if (res.kind === 'RetrievalPlatform') conditions.push(upstreamCondition(res, verdict, stamp));
       const summary = conditions.map((c) => ({
         kind: res.kind,
@@ -591,7 +533,7 @@ export class Reconciler {
         status: c.status,
         reason: c.reason,
       }));
-      for (const c of summary) computed.push(c);
+      computed.push(...summary);
       if (
         sameConditions(res.status?.conditions, conditions) &&
         res.status?.observedGeneration === res.metadata.generation
@@ -599,117 +541,49 @@ export class Reconciler {
         if (this.incremental) this.statusMemo.set(res, { sig, computed: summary });
         continue;
       }
-      statusTodo.push({
-        res,
-        conditions,
-        ...(conflict ? { conflict } : {}),
-        ...(problem ? { problem } : {}),
-      });
+      todo.push({ res, conditions, inputs });
     }
-    let statusWrites = 0;
-    const statusErrors: string[] = [];
-    await eachLimited(statusTodo, this.concurrency, async ({ res, conditions, conflict, problem }) => {
-      const wasConflict = res.status?.conditions?.find((c) => c.type === 'Conflict')?.status === 'True';
-      const hadProblem =
-        res.status?.conditions?.find((c) => c.type === 'Degraded')?.reason === 'McpKeyUnavailable';
-      try {
-        const stored = await api.patchStatus(res, {
-          ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),
-          conditions,
-        });
-        statusWrites++;
-        if (stored && (stored as K8sObject).metadata)
-          state.stored?.({ ...(stored as K8sObject), apiVersion: res.apiVersion, kind: res.kind });
-        if (conflict && !wasConflict) await api.event(res, 'Warning', conflict.reason, conflict.message);
-        if (!conflict && wasConflict)
-          await api.event(res, 'Normal', 'ConflictResolved', 'the resource renders again');
-        if (problem && !hadProblem) await api.event(res, 'Warning', 'McpKeyUnavailable', problem);
-      } catch (e) {
-        statusErrors.push(`status ${res.kind} ${res.metadata.name}: ${(e as Error).message}`);
-      }
+    const out = { writes: 0, errors: [] as string[], computed };
+    await eachLimited(todo, this.concurrency, async (t) => {
+      const error = await this.patchOne(ctx, t.res, t.conditions, t.inputs);
+      if (error === undefined) out.writes++;
+      else out.errors.push(`status ${t.res.kind} ${t.res.metadata.name}: ${error}`);
     });
     // One Warning per pass in which an object started failing (not one per retry).
-    if (newFailures > 0 && platform) {
-      await api.event(platform, 'Warning', 'ApplyFailed', errors[0] as string).catch(() => undefined);
+    const first = [...this.failing.values()].sort()[0];
+    if (ctx.newFailures > 0 && platform && first)
+      await this.api.event(platform, 'Warning', 'ApplyFailed', first).catch(() => undefined);
+    return out;
+  }
+
+  /** Writes one resource's status and the Events its change calls for; the error when it failed. */
+  private async patchOne(
+    ctx: PassContext,
+    res: OwnResource,
+    conditions: ReturnType<typeof conditionsFor>,
+    { conflict, problem }: ConditionInputs,
+  ): Promise<string | undefined> {
+    const wasConflict = res.status?.conditions?.find((c) => c.type === 'Conflict')?.status === 'True';
+    const hadProblem =
+      res.status?.conditions?.find((c) => c.type === 'Degraded')?.reason === 'McpKeyUnavailable';
+    try {
+      const stored = await this.api.patchStatus(res, {
+        ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),
+        conditions,
+      });
+      if (stored?.metadata) ctx.state.stored?.({ ...stored, apiVersion: res.apiVersion, kind: res.kind });
+      if (conflict && !wasConflict) await this.api.event(res, 'Warning', conflict.reason, conflict.message);
+      if (!conflict && wasConflict)
+        await this.api.event(res, 'Normal', 'ConflictResolved', 'the resource renders again');
+      if (problem && !hadProblem) await this.api.event(res, 'Warning', 'McpKeyUnavailable', problem);
+      return undefined;
+    } catch (e) {
+      return (e as Error).message;
     }
-    lap('status');
-    const retryAt = this.backoff.nextDue();
-    log.info('reconciled', {
-      applied,
-      unchanged,
-      pruned,
-      statusWrites,
-      conflicts: conflicts.length,
-      errors: errors.length + statusErrors.length,
-    });
-    return {
-      applied,
-      unchanged,
-      pruned,
-      statusWrites,
-      conflicts,
-      errors: [...errors, ...statusErrors],
-      conditions: computed,
-      ...(retryAt !== undefined ? { retryAt } : {}),
-      stages,
-      agentsRendered,
-    };
   }
 
   private forget(k: string): void {
     this.backoff.forget(k);
     this.failing.delete(k);
   }
-}
-
-function upstreamCondition(res: OwnResource, v: UpstreamVerdict, now: string): Condition {
-  const prev = res.status?.conditions?.find((c) => c.type === 'UpstreamSupported');
-  const status = v.supported ? 'True' : 'False';
-  return {
-    type: 'UpstreamSupported',
-    status,
-    reason: v.supported ? 'Supported' : 'UnsupportedUpstream',
-    message: (v.supported ? `seen ${v.seen}` : `seen ${v.seen}: ${v.problems.join('; ')}`).slice(0, 1024),
-    ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),
-    lastTransitionTime:
-      prev && prev.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : now,
-  };
-}
-
-/** Ready=False/UnsupportedUpstream plus UpstreamSupported=False on each platform; other conditions stay. */
-async function reportUnsupported(
-  api: ClusterWriter,
-  state: ClusterState,
-  platforms: RetrievalPlatform[],
-  v: UpstreamVerdict,
-  now: string,
-): Promise<number> {
-  let writes = 0;
-  for (const p of platforms) {
-    const upstream = upstreamCondition(p, v, now);
-    const prev = p.status?.conditions ?? [];
-    const oldReady = prev.find((c) => c.type === 'Ready');
-    const ready: Condition = {
-      type: 'Ready',
-      status: 'False',
-      reason: 'UnsupportedUpstream',
-      message: 'nothing new is rendered until kagent and agentgateway are supported versions',
-      ...(p.metadata.generation !== undefined ? { observedGeneration: p.metadata.generation } : {}),
-      lastTransitionTime:
-        oldReady?.status === 'False' && oldReady.lastTransitionTime ? oldReady.lastTransitionTime : now,
-    };
-    const conditions = [
-      ready,
-      ...prev.filter((c) => c.type !== 'Ready' && c.type !== 'UpstreamSupported'),
-      upstream,
-    ];
-    if (sameConditions(prev, conditions)) continue;
-    const was = prev.find((c) => c.type === 'UpstreamSupported')?.status === 'False';
-    const stored = await api.patchStatus(p, { conditions });
-    writes++;
-    if (stored && (stored as K8sObject).metadata)
-      state.stored?.({ ...(stored as K8sObject), apiVersion: p.apiVersion, kind: p.kind });
-    if (!was) await api.event(p, 'Warning', 'UnsupportedUpstream', upstream.message).catch(() => undefined);
-  }
-  return writes;
 }

@@ -147,13 +147,18 @@ export type OwnResource = RetrievalAgent | RetrievalRoom | PartnerClient | Retri
 export const OWN_KINDS = ['RetrievalPlatform', 'RetrievalAgent', 'RetrievalRoom', 'PartnerClient'] as const;
 export type OwnKind = (typeof OWN_KINDS)[number];
 
-/** Everything the pure render reads. `jwksInline` is the JWKS the adapter resolved from `jwt.jwksSecretRef`. */
+/**
+ * Everything the pure render reads. `jwksInline` is the JWKS the adapter resolved from
+ * `jwt.jwksSecretRef`; `jwksProblem` says, content-free, why it could not (the platform's
+ * `JwksUnresolved` conflict carries it).
+ */
 export interface Resources {
   platforms: RetrievalPlatform[];
   agents: RetrievalAgent[];
   rooms: RetrievalRoom[];
   partners: PartnerClient[];
   jwksInline?: string;
+  jwksProblem?: string;
 }
 
 /** A resource that renders nothing, with the reason surfaced as its `Conflict` condition. */

@@ -636,15 +636,17 @@ describe('RBAC', () => {
         if (!rule.resources.includes('secrets')) continue;
         assert.equal(r.kind, 'Role', `${r.metadata.name}: Secrets never cluster-wide`);
         assert.deepEqual(rule.resources, ['secrets'], `${r.metadata.name}: Secrets in a rule of their own`);
+        // Every Secret right names its Secrets: a PATCH answers with the whole object, so patch on
+        // an unnamed Secret is get, and delete could remove the gateway's TLS and bridge keys.
+        assert.ok(rule.resourceNames?.length > 0, `${r.metadata.name}: Secrets by name only`);
         // Reading is by name only; the writable namespace (mirrors) is never readable.
-        if (rule.verbs.includes('get')) {
+        if (rule.verbs.includes('get'))
           assert.deepEqual(
             rule.verbs,
             ['get'],
             `${r.metadata.name}: no list/watch (they ignore resourceNames)`,
           );
-          assert.ok(rule.resourceNames?.length > 0, `${r.metadata.name}: get on named Secrets only`);
-        } else assert.deepEqual([...rule.verbs].sort(), ['create', 'delete', 'patch'], r.metadata.name);
+        else assert.deepEqual([...rule.verbs].sort(), ['create', 'delete', 'patch'], r.metadata.name);
       }
     }
   });
@@ -702,12 +704,13 @@ describe('RBAC', () => {
       assert.ok(!allows(cluster, g, r, 'update'), `${g} ${r}: server-side apply only`);
     }
     assert.ok(allows(cluster, '', 'events', 'create'), 'events');
-    assert.ok(
-      !allows(cluster, '', 'configmaps', 'get'),
-      'ConfigMaps are namespaced to knowledge, not cluster-wide',
-    );
+    for (const v of ['get', 'list', 'watch', 'create', 'patch', 'delete'])
+      assert.ok(
+        !allows(cluster, '', 'configmaps', v),
+        `ConfigMaps are namespaced to knowledge, not cluster-wide (${v})`,
+      );
     const cm = rulesOf('Role', 'fgentic-retrieval-controller', 'knowledge');
-    for (const v of ['create', 'patch', 'delete'])
+    for (const v of ['list', 'watch', 'create', 'patch', 'delete'])
       assert.ok(allows(cm, '', 'configmaps', v), `configmaps ${v}`);
     const lease = rulesOf('Role', 'fgentic-retrieval-controller-leader-election', 'fgentic-system');
     assert.ok(allows(lease, 'coordination.k8s.io', 'leases', 'create'));
@@ -733,8 +736,23 @@ describe('RBAC', () => {
     ]);
     const mirrors = rulesOf('Role', 'fgentic-retrieval-controller-mcp-key-mirrors', 'agentgateway-system');
     assert.deepEqual(mirrors, [
-      { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'patch', 'delete'] },
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: ['fgentic-mcp-key.kagent.knowledge-agent'],
+        verbs: ['create', 'patch', 'delete'],
+      },
     ]);
+  });
+
+  test('the MCP key mirror writer names exactly the mirror of each example RetrievalAgent', async () => {
+    const { loadResources } = await import('../controller/render-command.ts');
+    const { mirrorName } = await import('../controller/kube/mcp-keys.ts');
+    const role = named('Role', 'fgentic-retrieval-controller-mcp-key-mirrors', 'agentgateway-system');
+    const want = loadResources([join(repo, 'examples')])
+      .agents.map((a) => mirrorName(a.metadata.namespace as string, a.metadata.name))
+      .sort();
+    assert.deepEqual([...role.rules[0].resourceNames].sort(), want);
   });
 
   test('the MCP key reader names the Secret each example RetrievalAgent references', async () => {
@@ -806,18 +824,23 @@ describe('what the reconciler renders for examples/ fits this base', () => {
     }
   });
 
-  test('the controller may list and watch every rendered kind cluster-wide (its prune pass does)', async () => {
+  test('the controller may list and watch every rendered kind exactly where it caches and prunes it', async () => {
     const { RENDERED_KINDS } = await import('../controller/kube/client.ts');
     const cluster = named('ClusterRole', 'fgentic-retrieval-controller').rules as Y[];
+    const knowledge = named('Role', 'fgentic-retrieval-controller', 'knowledge').rules as Y[];
     for (const k of RENDERED_KINDS) {
       const group = k.apiVersion.includes('/') ? k.apiVersion.split('/')[0] : '';
-      for (const v of ['list', 'watch']) {
-        assert.ok(
-          cluster.some(
-            (r) => r.apiGroups.includes(group) && r.resources.includes(k.plural) && r.verbs.includes(v),
-          ),
-          `${k.kind}: ${v}`,
+      const has = (rules: Y[], v: string) =>
+        rules.some(
+          (r) => r.apiGroups.includes(group) && r.resources.includes(k.plural) && r.verbs.includes(v),
         );
+      for (const v of ['list', 'watch', 'delete']) {
+        // A cluster-scoped cache needs the verb everywhere; a retrieval-scoped one there, and only there.
+        if (k.scope === 'cluster') assert.ok(has(cluster, v), `${k.kind}: ${v} cluster-wide`);
+        else {
+          assert.ok(has(knowledge, v), `${k.kind}: ${v} in knowledge`);
+          assert.ok(!has(cluster, v), `${k.kind}: ${v} not cluster-wide`);
+        }
       }
       assert.deepEqual(
         PLURAL[k.kind],
@@ -825,6 +848,9 @@ describe('what the reconciler renders for examples/ fits this base', () => {
         `${k.kind}: this test's table agrees with the controller`,
       );
     }
+    // Every rendered ConfigMap lands in the namespace the retrieval-scoped cache watches.
+    for (const o of (await rendered()).filter((x) => x.kind === 'ConfigMap'))
+      assert.equal(o.metadata.namespace, 'knowledge', o.metadata.name);
   });
 
   test('rendered ConfigMaps are the ones the retrieval server and the projector watch', async () => {

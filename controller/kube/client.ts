@@ -18,16 +18,52 @@ import type { UpstreamFacts } from '../upstream.ts';
 import { readUpstream } from './discovery.ts';
 import { collectionPath, requestJson } from './raw.ts';
 
-/** Every kind the render can produce (pruning lists these). */
-export const RENDERED_KINDS: { apiVersion: string; kind: string; plural: string }[] = [
-  { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps' },
-  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies' },
-  { apiVersion: 'gateway.networking.k8s.io/v1beta1', kind: 'ReferenceGrant', plural: 'referencegrants' },
-  { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', plural: 'httproutes' },
-  { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayBackend', plural: 'agentgatewaybackends' },
-  { apiVersion: 'agentgateway.dev/v1alpha1', kind: 'AgentgatewayPolicy', plural: 'agentgatewaypolicies' },
-  { apiVersion: 'kagent.dev/v1alpha2', kind: 'RemoteMCPServer', plural: 'remotemcpservers' },
-  { apiVersion: 'kagent.dev/v1alpha2', kind: 'Agent', plural: 'agents' },
+/**
+ * Where the controller may write objects of a rendered kind (deploy/base/rbac-controller.yaml), and
+ * so where it watches and prunes them: `cluster` for the kinds its ClusterRole writes in every
+ * namespace; `retrieval` for ConfigMaps, which it may write only in the retrieval namespace the
+ * RetrievalPlatform names (a namespaced Role there). A label selector is not an authorization
+ * boundary: a labelled object outside that scope is never cached, so never pruned.
+ */
+export type RenderedScope = 'cluster' | 'retrieval';
+
+export interface RenderedKind {
+  apiVersion: string;
+  kind: string;
+  plural: string;
+  scope: RenderedScope;
+}
+
+/** Every kind the render can produce (the informers cache these by label; pruning reads them). */
+export const RENDERED_KINDS: readonly RenderedKind[] = [
+  { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', scope: 'retrieval' },
+  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies', scope: 'cluster' },
+  {
+    apiVersion: 'gateway.networking.k8s.io/v1beta1',
+    kind: 'ReferenceGrant',
+    plural: 'referencegrants',
+    scope: 'cluster',
+  },
+  { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', plural: 'httproutes', scope: 'cluster' },
+  {
+    apiVersion: 'agentgateway.dev/v1alpha1',
+    kind: 'AgentgatewayBackend',
+    plural: 'agentgatewaybackends',
+    scope: 'cluster',
+  },
+  {
+    apiVersion: 'agentgateway.dev/v1alpha1',
+    kind: 'AgentgatewayPolicy',
+    plural: 'agentgatewaypolicies',
+    scope: 'cluster',
+  },
+  {
+    apiVersion: 'kagent.dev/v1alpha2',
+    kind: 'RemoteMCPServer',
+    plural: 'remotemcpservers',
+    scope: 'cluster',
+  },
+  { apiVersion: 'kagent.dev/v1alpha2', kind: 'Agent', plural: 'agents', scope: 'cluster' },
 ];
 
 /** Kinds the controller writes: the rendered kinds and the MCP key mirrors. */

@@ -26,6 +26,8 @@ export interface InformerOptions {
   kind: string;
   plural: string;
   labelSelector?: string;
+  /** List and watch in this namespace only (default: every namespace). */
+  namespace?: string;
   /** Called for every change to the cache (watch events, and the differences a re-list finds). */
   onEvent?: (type: InformerEvent, obj: K8sObject, prev: K8sObject | undefined) => void;
   /** Called when a list or watch failed, with the delay before the next attempt. */
@@ -76,6 +78,10 @@ export class Informer {
   }
   get kind(): string {
     return this.o.kind;
+  }
+  /** The namespace this cache covers; undefined for every namespace. */
+  get namespace(): string | undefined {
+    return this.o.namespace;
   }
 
   start(): void {
@@ -173,7 +179,7 @@ export class Informer {
       // Plain JSON, as the watch delivers it (kube/raw.ts: the typed client renames some fields).
       res = await requestJson(this.o.kubeConfig, {
         method: 'GET',
-        path: collectionPath(this.o.apiVersion, this.o.plural),
+        path: collectionPath(this.o.apiVersion, this.o.plural, this.o.namespace),
         query: { labelSelector: this.o.labelSelector },
         timeoutMs: this.o.listTimeoutMs ?? 30_000,
       });
@@ -221,7 +227,7 @@ export class Informer {
     this.watches++;
     const timeout = this.o.watchTimeoutSeconds ?? 300;
     const stream = openWatch(this.o.kubeConfig, {
-      path: collectionPath(this.o.apiVersion, this.o.plural),
+      path: collectionPath(this.o.apiVersion, this.o.plural, this.o.namespace),
       query: {
         allowWatchBookmarks: 'true',
         timeoutSeconds: String(timeout),

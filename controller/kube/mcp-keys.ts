@@ -25,8 +25,11 @@ export interface SecretReader {
 }
 
 export interface MirrorResult {
-  /** Mirrors to apply, each with the name of the per-Agent MCP policy that must own it. */
-  secrets: { secret: K8sObject; ownerPolicy: string }[];
+  /**
+   * Mirrors to apply, each with the name of the per-Agent MCP policy that must own it and the
+   * `namespace/name` of its RetrievalAgent.
+   */
+  secrets: { secret: K8sObject; ownerPolicy: string; workload: string }[];
   /** `namespace/name` of an Agent whose key could not be mirrored → reason. */
   problems: Map<string, string>;
   /** Mirrors that must not exist (their Agent has a problem), in the gateway namespace. */
@@ -87,6 +90,7 @@ export async function mirrorMcpKeys(api: SecretReader, rendered: K8sObject[]): P
     const entry = JSON.stringify({ key: m[1], metadata: { workload } });
     secrets.push({
       ownerPolicy,
+      workload,
       secret: {
         apiVersion: 'v1',
         kind: 'Secret',
@@ -104,7 +108,7 @@ export async function mirrorMcpKeys(api: SecretReader, rendered: K8sObject[]): P
 }
 
 /** The apiserver's reason (Forbidden, NotFound, …) without any response body. */
-function reasonOf(e: unknown): string {
+export function reasonOf(e: unknown): string {
   const x = e as { code?: number; body?: unknown };
   let reason: string | undefined;
   try {

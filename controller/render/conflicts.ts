@@ -221,7 +221,13 @@ function choosePlatform(
           'jwt.jwksUri must name an in-cluster Service URL',
         );
     } else if (input.jwksInline) platform.jwks = { inline: input.jwksInline };
-    else report('RetrievalPlatform', p.metadata, 'JwksUnresolved', 'the JWKS Secret could not be read');
+    else
+      report(
+        'RetrievalPlatform',
+        p.metadata,
+        'JwksUnresolved',
+        input.jwksProblem ?? 'the JWKS Secret could not be read',
+      );
   }
   return { platform, res: p };
 }

@@ -100,6 +100,23 @@ export class RbacAuthorizer {
     return new RbacAuthorizer(docs);
   }
 
+  /**
+   * The RBAC of a kustomize directory with more names on the Secret rules of some Roles, as the
+   * operator's overlay adds one MCP key Secret and one mirror name per RetrievalAgent
+   * (deploy/README.md "RBAC"). `names` maps `namespace/role` to the names to add.
+   */
+  static fromKustomizeWithNames(dir: string, names: Record<string, string[]>): RbacAuthorizer {
+    const docs = kustomizeDocs(dir);
+    for (const o of docs) {
+      if (o['kind'] !== 'Role') continue;
+      const extra = names[`${o['metadata']?.namespace}/${o['metadata']?.name}`];
+      if (!extra) continue;
+      for (const r of o['rules'] ?? [])
+        if (r.resources?.includes('secrets')) r.resourceNames = [...(r.resourceNames ?? []), ...extra];
+    }
+    return new RbacAuthorizer(docs);
+  }
+
   private subjectMatches(s: Obj, user: string): boolean {
     if (s['kind'] === 'ServiceAccount') return user === serviceAccountUser(s['namespace'], s['name']);
     if (s['kind'] === 'User') return user === s['name'];
