@@ -68,8 +68,8 @@ describe('work queue', () => {
     const order: string[] = [];
     for (let i = 0; i < 7; i++) order.push((await q.get()) as string);
     assert.deepEqual(order, [
-      'revocation',
       'resync-3',
+      'revocation',
       'event',
       'resync-0',
       'resync-1',
