@@ -3,6 +3,12 @@
  * one field manager, list/delete of rendered objects by label, status merge patches, Events, Secrets.
  */
 import * as k8s from '@kubernetes/client-node';
+import {
+  type RawRequest,
+  type RequestLimiter,
+  type RequestPolicy,
+  requestJson,
+} from '../../common/kube-request.ts';
 import { kindInfo } from '../crds.ts';
 import { PRUNE_SELECTOR } from '../render/model.ts';
 import {
@@ -16,7 +22,7 @@ import {
 } from '../types.ts';
 import type { UpstreamFacts } from '../upstream.ts';
 import { readUpstream } from './discovery.ts';
-import { collectionPath, requestJson } from './raw.ts';
+import { collectionPath } from './raw.ts';
 
 /**
  * Where the controller may write objects of a rendered kind (deploy/base/rbac-controller.yaml), and
@@ -83,17 +89,47 @@ export function isNotFound(e: unknown): boolean {
   return (e as { code?: number })?.code === 404;
 }
 
+/** Thrown instead of sending a write when the fence refuses it (a leadership term no longer held). */
+export class FencedError extends Error {
+  readonly fenced = true;
+}
+
+export interface KubeClientOptions {
+  /** Every request waits on it (kube/rate-limit.ts). */
+  limiter?: RequestLimiter;
+  /** Checked before every write is sent: throws to refuse it (controller/leader.ts). */
+  fence?: () => void;
+}
+
+/** A write's urgency: 0 (`URGENT`, the registry and heartbeat) is let through the limiter first. */
+export interface WriteOptions {
+  priority?: number;
+}
+
 export class KubeClient {
   readonly objects: k8s.KubernetesObjectApi;
-  readonly custom: k8s.CustomObjectsApi;
-  readonly core: k8s.CoreV1Api;
   readonly coordination: k8s.CoordinationV1Api;
+  limiter: RequestLimiter | undefined;
+  fence: (() => void) | undefined;
 
-  constructor(readonly kc: k8s.KubeConfig) {
+  constructor(
+    readonly kc: k8s.KubeConfig,
+    o: KubeClientOptions = {},
+  ) {
     this.objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-    this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    this.core = kc.makeApiClient(k8s.CoreV1Api);
     this.coordination = kc.makeApiClient(k8s.CoordinationV1Api);
+    this.limiter = o.limiter;
+    this.fence = o.fence;
+  }
+
+  /** Every request: through the limiter (429 and Retry-After honoured); writes through the fence too. */
+  private request<T>(r: RawRequest, write: boolean, o: WriteOptions = {}): Promise<T> {
+    const policy: RequestPolicy = {
+      ...(this.limiter ? { limiter: this.limiter } : {}),
+      ...(write && this.fence ? { fence: this.fence } : {}),
+      priority: o.priority ?? 1,
+    };
+    return requestJson<T>(this.kc, r, policy);
   }
 
   /** Served kagent/agentgateway APIs (discovery + OpenAPI; no RBAC needed). */
@@ -106,36 +142,43 @@ export class KubeClient {
     return (list.items as unknown as T[]).map((o) => ({ ...o, apiVersion: API_VERSION, kind }));
   }
 
-  /** Server-side apply as plain JSON (kube/raw.ts says why not through the typed client). */
-  async apply(obj: K8sObject): Promise<K8sObject> {
-    const stored = await requestJson<K8sObject>(this.kc, {
-      method: 'PATCH',
-      path: objectPath(obj),
-      query: { fieldManager: FIELD_MANAGER, force: 'true' },
-      body: obj,
-      contentType: 'application/apply-patch+yaml',
-    });
+  /** Server-side apply as plain JSON (common/kube-request.ts says why not through the typed client). */
+  async apply(obj: K8sObject, o?: WriteOptions): Promise<K8sObject> {
+    const stored = await this.request<K8sObject>(
+      {
+        method: 'PATCH',
+        path: objectPath(obj),
+        query: { fieldManager: FIELD_MANAGER, force: 'true' },
+        body: obj,
+        contentType: 'application/apply-patch+yaml',
+      },
+      true,
+      o,
+    );
     return { ...stored, apiVersion: obj.apiVersion, kind: obj.kind };
   }
 
   /** Rendered objects of one kind, cluster-wide or in one namespace, exactly as the API stores them. */
   async listRendered(apiVersion: string, kind: string, namespace?: string): Promise<K8sObject[]> {
     const plural = pluralOf(apiVersion, kind);
-    const list = await requestJson<{ items?: K8sObject[] }>(this.kc, {
-      method: 'GET',
-      path: collectionPath(apiVersion, plural, namespace),
-      query: { labelSelector: PRUNE_SELECTOR },
-    });
+    const list = await this.request<{ items?: K8sObject[] }>(
+      {
+        method: 'GET',
+        path: collectionPath(apiVersion, plural, namespace),
+        query: { labelSelector: PRUNE_SELECTOR },
+      },
+      false,
+    );
     return (list.items ?? []).map((o) => ({ ...o, apiVersion, kind }));
   }
 
-  async delete(obj: K8sObject): Promise<boolean> {
+  async delete(obj: K8sObject, o?: WriteOptions): Promise<boolean> {
     try {
-      await requestJson(this.kc, {
-        method: 'DELETE',
-        path: objectPath(obj),
-        query: { propagationPolicy: 'Background' },
-      });
+      await this.request(
+        { method: 'DELETE', path: objectPath(obj), query: { propagationPolicy: 'Background' } },
+        true,
+        o,
+      );
       return true;
     } catch (e) {
       if (!isNotFound(e)) throw e;
@@ -144,56 +187,62 @@ export class KubeClient {
   }
 
   /** Merge-patches the status subresource; resolves to the object as stored. */
-  async patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<K8sObject> {
+  async patchStatus(res: OwnResource, status: Record<string, unknown>, o?: WriteOptions): Promise<K8sObject> {
     const info = kindInfo(res.kind);
     if (!info) throw new Error(`unknown kind ${res.kind}`);
-    const opts = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
-    const base = {
-      group: GROUP,
-      version: VERSION,
-      plural: info.plural,
-      name: res.metadata.name,
-      body: { status },
-    };
-    const stored =
-      info.scope === 'Cluster'
-        ? await this.custom.patchClusterCustomObjectStatus(base, opts)
-        : await this.custom.patchNamespacedCustomObjectStatus(
-            { ...base, namespace: res.metadata.namespace as string },
-            opts,
-          );
-    return stored as K8sObject;
+    const ns = info.scope === 'Cluster' ? undefined : (res.metadata.namespace as string);
+    const stored = await this.request<K8sObject>(
+      {
+        method: 'PATCH',
+        path: `${collectionPath(`${GROUP}/${VERSION}`, info.plural, ns)}/${encodeURIComponent(res.metadata.name)}/status`,
+        body: { status },
+        contentType: 'application/merge-patch+json',
+      },
+      true,
+      o,
+    );
+    return stored;
   }
 
   async event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
     const namespace = res.metadata.namespace ?? 'default';
-    const now = new Date();
-    await this.core.createNamespacedEvent({
-      namespace,
-      body: {
-        metadata: { generateName: `${res.metadata.name}.`, namespace },
-        involvedObject: {
-          apiVersion: API_VERSION,
-          kind: res.kind,
-          name: res.metadata.name,
-          ...(res.metadata.namespace ? { namespace: res.metadata.namespace } : {}),
-          ...(res.metadata.uid ? { uid: res.metadata.uid } : {}),
+    const now = new Date().toISOString();
+    await this.request(
+      {
+        method: 'POST',
+        path: collectionPath('v1', 'events', namespace),
+        body: {
+          apiVersion: 'v1',
+          kind: 'Event',
+          metadata: { generateName: `${res.metadata.name}.`, namespace },
+          involvedObject: {
+            apiVersion: API_VERSION,
+            kind: res.kind,
+            name: res.metadata.name,
+            ...(res.metadata.namespace ? { namespace: res.metadata.namespace } : {}),
+            ...(res.metadata.uid ? { uid: res.metadata.uid } : {}),
+          },
+          type,
+          reason,
+          message: message.slice(0, 1024),
+          source: { component: FIELD_MANAGER },
+          reportingComponent: FIELD_MANAGER,
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
         },
-        type,
-        reason,
-        message: message.slice(0, 1024),
-        source: { component: FIELD_MANAGER },
-        reportingComponent: FIELD_MANAGER,
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
       },
-    });
+      true,
+      { priority: 2 },
+    );
   }
 
   async readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined> {
     try {
-      const s = await this.core.readNamespacedSecret({ name, namespace });
+      const s = await this.request<{ data?: Record<string, string> }>(
+        { method: 'GET', path: `${collectionPath('v1', 'secrets', namespace)}/${encodeURIComponent(name)}` },
+        false,
+      );
       const v = s.data?.[key];
       return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
     } catch (e) {
