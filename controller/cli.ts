@@ -9,13 +9,17 @@ import { createServer, type Server } from 'node:http';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import type * as k8s from '@kubernetes/client-node';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { apiServerProblem, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { ItemBackoff } from './backoff.ts';
+import { startHeartbeat } from './heartbeat.ts';
 import { KubeClient, OWN_KINDS_INFO, RENDERED_KINDS } from './kube/client.ts';
 import { Informer, type InformerOptions } from './kube/informer.ts';
 import { LeaderElector } from './kube/lease.ts';
+import { DEFAULT_BURST, DEFAULT_QPS, TokenBucket } from './kube/rate-limit.ts';
+import { LEADER_DEFAULTS, LeaderElection, type LeaderTerm } from './leader.ts';
+import { controllerMetrics } from './metrics.ts';
 import {
   type ClusterState,
   type ClusterWriter,
@@ -24,8 +28,10 @@ import {
   Reconciler,
   selectPlatform,
 } from './reconcile.ts';
+import { RegistrySync } from './registry-sync.ts';
 import { PRUNE_SELECTOR } from './render/model.ts';
 import type { K8sObject, OwnKind, OwnResource, RetrievalAgent, RetrievalPlatform } from './types.ts';
+import { RESYNC, runWorkers, WorkQueue } from './workqueue.ts';
 
 const log = createLogger('controller');
 
@@ -44,6 +50,11 @@ interface Term {
   ) => Informer;
   reconciler: Reconciler;
   ready: Promise<void>;
+  /** The registry's per-key work (registry-sync.ts) and its queue and workers. */
+  queue: WorkQueue;
+  registry: RegistrySync;
+  workers: Promise<void>;
+  lease: LeaderTerm;
 }
 
 const informersOf = (t: Term | undefined): Informer[] =>
@@ -56,7 +67,19 @@ export interface ControllerOptions {
   leaseName?: string;
   identity?: string;
   leaseDurationSeconds?: number;
+  /** client-go's retryPeriod: how often a candidate tries and a leader renews (default 2 s). */
   renewIntervalMs?: number;
+  /** client-go's renewDeadline: a leader that cannot renew within it loses its term (default 10 s). */
+  renewDeadlineMs?: number;
+  /** Called when a term is lost; `serve controller` exits so the Deployment restarts it. Default: campaign again. */
+  onLostLeadership?: () => void;
+  /** Client-side rate limit of every API request (default 20 per second, bursts of 30). */
+  qps?: number;
+  burst?: number;
+  /** How often the leader writes its heartbeat (default 5 s; projector/heartbeat.ts). */
+  heartbeatPeriodMs?: number;
+  /** A registry write failing longer than this stops the heartbeat (default 10 s). */
+  stuckAfterMs?: number;
   resyncIntervalMs?: number;
   debounceMs?: number;
   /** Applies and deletes in flight at once (default 8). */
@@ -109,85 +132,24 @@ function specOf(o: K8sObject): string {
 }
 
 export async function startController(o: ControllerOptions): Promise<ControllerHandle> {
-  const client = new KubeClient(o.kubeConfig);
+  const limiter = new TokenBucket(o.qps ?? DEFAULT_QPS, o.burst ?? DEFAULT_BURST);
+  const client = new KubeClient(o.kubeConfig, { limiter });
+  // Every write checks the term it is sent under: none after the term is lost or unrenewable.
+  client.fence = () => {
+    const t = term?.lease;
+    if (!t) throw Object.assign(new Error('not the leader: write refused'), { fenced: true });
+    t.check();
+  };
   const writer = o.writer ? o.writer(client) : client;
   const registry = new Registry();
-  const m = {
-    reconciles: new Counter({
-      name: 'fgentic_controller_reconciles_total',
-      help: 'Reconcile passes',
-      labelNames: ['result'],
-      registers: [registry],
-    }),
-    duration: new Histogram({
-      name: 'fgentic_controller_reconcile_seconds',
-      help: 'Reconcile duration',
-      registers: [registry],
-    }),
-    applied: new Gauge({
-      name: 'fgentic_controller_rendered_objects',
-      help: 'Objects rendered in the last pass (applied, or already up to date)',
-      registers: [registry],
-    }),
-    writes: new Counter({
-      name: 'fgentic_controller_api_writes_total',
-      help: 'Writes to the API server by the reconciler',
-      labelNames: ['op'],
-      registers: [registry],
-    }),
-    skipped: new Counter({
-      name: 'fgentic_controller_unchanged_objects_total',
-      help: 'Desired objects not applied because the live object already matched',
-      registers: [registry],
-    }),
-    failing: new Gauge({
-      name: 'fgentic_controller_failing_objects',
-      help: 'Objects whose apply or delete failed and waits for its retry',
-      registers: [registry],
-    }),
-    watchRetries: new Counter({
-      name: 'fgentic_controller_watch_retries_total',
-      help: 'Failed lists and watches of the informers, retried after a backoff',
-      labelNames: ['kind', 'what'],
-      registers: [registry],
-    }),
-    conflicts: new Gauge({
-      name: 'fgentic_controller_conflicts',
-      help: 'Conflicting resources in the last pass',
-      registers: [registry],
-    }),
-    leader: new Gauge({
-      name: 'fgentic_controller_leader',
-      help: '1 when this replica holds the Lease',
-      registers: [registry],
-    }),
-    // Alerts need conditions as series (RegistryTooLarge, Conflict, ...): the API server holds them
-    // only in each resource's status.
-    conditions: new Gauge({
-      name: 'fgentic_controller_resource_conditions',
-      help: 'Our resources by condition type, status and reason, as computed in the last pass',
-      labelNames: ['kind', 'type', 'status', 'reason'],
-      registers: [registry],
-    }),
-    stage: new Histogram({
-      name: 'fgentic_controller_pass_stage_seconds',
-      help: 'Time spent in each stage of a reconcile pass',
-      labelNames: ['stage'],
-      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers: [registry],
-    }),
-    queued: new Histogram({
-      name: 'fgentic_controller_pass_wait_seconds',
-      help: 'From the event that asked for a pass to its start (debounce and the pass before it)',
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: [registry],
-    }),
-  };
-  const elector = new LeaderElector(client.coordination, {
+  const m = controllerMetrics(registry);
+  const identity = o.identity ?? `${hostname()}-${process.pid}`;
+  const leaseDurationSeconds = o.leaseDurationSeconds ?? LEADER_DEFAULTS.leaseDurationMs / 1000;
+  const elector = new LeaderElector(o.kubeConfig, {
     name: o.leaseName ?? 'fgentic-retrieval-controller',
     namespace: o.leaseNamespace,
-    identity: o.identity ?? `${hostname()}-${process.pid}`,
-    leaseDurationSeconds: o.leaseDurationSeconds ?? 15,
+    identity,
+    leaseDurationSeconds,
   });
 
   let leader = false;
@@ -354,11 +316,14 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }, o.debounceMs ?? 200);
   };
 
-  const startTerm = () => {
+  const startTerm = (lease: LeaderTerm) => {
+    const queue = new WorkQueue();
+    const registrySync = new RegistrySync(writer, queue, () => (term ? stateOf(term) : undefined));
     const reconciler = new Reconciler(writer, {
       concurrency: o.concurrency ?? 8,
       backoff: new ItemBackoff(),
       ...(o.incremental !== undefined ? { incremental: o.incremental } : {}),
+      registry: registrySync,
     });
     const make: Term['make'] = (k, onEvent, labelSelector, namespace) =>
       new Informer({
@@ -387,6 +352,9 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
             const ns = (obj as unknown as RetrievalPlatform).spec?.gateway?.namespace;
             if (ns) reconciler.secrets.forget(ns);
           }
+          // A room is the registry's work alone, per room and at once (no debounce, no pass).
+          if (k.kind === 'RetrievalRoom')
+            return registrySync.onRoom(obj.metadata.name, type === 'DELETED' ? undefined : (obj as never));
           schedule();
         }),
       );
@@ -399,7 +367,19 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     const all = [...own.values(), ...rendered.values()];
     // Wait for every cache to be listed once (or to have failed once) before the first pass.
     const ready = Promise.all(all.map((i) => i.settled())).then(() => undefined);
-    term = { own, rendered, scoped: new Map(), make, reconciler, ready };
+    const workers = runWorkers(queue, o.concurrency ?? 8, (key) => registrySync.handle(key));
+    term = {
+      own,
+      rendered,
+      scoped: new Map(),
+      make,
+      reconciler,
+      ready,
+      queue,
+      registry: registrySync,
+      workers,
+      lease,
+    };
     for (const i of all) i.start();
     // A kind whose first list failed and later succeeds with no objects sends no event: its
     // synchronisation alone must start the pass that was deferred for it.
@@ -408,46 +388,74 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
 
   const stopTerm = () => {
     for (const i of informersOf(term)) i.stop();
+    term?.queue.shutDown();
     term = undefined;
     if (retryTimer) clearTimeout(retryTimer);
     retryTimer = undefined;
   };
 
-  let electing = false;
-  const elect = async () => {
-    if (electing) return;
-    electing = true;
-    let now = false;
-    try {
-      now = await elector.tryAcquireOrRenew();
-    } catch (e) {
-      log.warn('lease error', { error: (e as Error).message });
-    } finally {
-      electing = false;
-    }
-    electedOnce = true;
-    if (stopped) return;
-    if (now && !leader) {
+  const election = new LeaderElection(elector, {
+    leaseDurationMs: leaseDurationSeconds * 1000,
+    retryPeriodMs: o.renewIntervalMs ?? LEADER_DEFAULTS.retryPeriodMs,
+    ...(o.renewDeadlineMs !== undefined ? { renewDeadlineMs: o.renewDeadlineMs } : {}),
+    onStarted: (lease) => {
+      if (stopped) return;
       leader = true;
       m.leader.set(1);
-      log.info('became leader');
-      startTerm();
+      log.info('became leader', { term: lease.id });
+      startTerm(lease);
       schedule();
-    } else if (!now && leader) {
+    },
+    onStopped: (lease, reason) => {
       leader = false;
       m.leader.set(0);
-      log.warn('lost leadership');
+      log.error('lost leadership: no more writes under this term', { term: lease.id, reason });
       stopTerm();
+      if (stopped) return;
+      if (o.onLostLeadership) o.onLostLeadership();
+      else election.restart();
+    },
+    onError: (e) => log.warn('lease error', { error: e.message.slice(0, 200) }),
+  });
+
+  const heartbeat = startHeartbeat({
+    writer,
+    identity,
+    ...(o.heartbeatPeriodMs !== undefined ? { periodMs: o.heartbeatPeriodMs } : {}),
+    context: () => {
+      const t = term;
+      const platforms = (t?.own.get('RetrievalPlatform')?.list() ?? []) as unknown as RetrievalPlatform[];
+      const ns = selectPlatform(platforms)?.spec?.namespaces?.retrieval;
+      if (!t || !ns) return undefined;
+      const owner = t.registry.index.object('fgentic-projector-config')?.metadata.ownerReferences;
+      return { namespace: ns, ...(owner ? { ownerReferences: owner } : {}) };
+    },
+    healthy: () => {
+      const t = term;
+      return (
+        t?.lease.valid() === true &&
+        synced &&
+        [...t.own.values()].every((i) => i.isSynced()) &&
+        t.registry.oldestFailureMs() < (o.stuckAfterMs ?? 10_000)
+      );
+    },
+    onWrite: (ok) => m.heartbeats.inc({ result: ok ? 'ok' : 'error' }),
+  });
+
+  const resync = () => {
+    const t = term;
+    t?.reconciler.resync();
+    schedule();
+    // The registry objects and room statuses are checked again too, after any change waiting.
+    if (t) {
+      for (const k of t.registry.allKeys()) t.queue.add(k, RESYNC);
+      for (const r of t.registry.rooms.names()) t.queue.add(`room-status/${r}`, RESYNC);
     }
   };
 
-  const resync = () => {
-    term?.reconciler.resync();
-    schedule();
-  };
-
-  await elect();
-  const renew = setInterval(() => void elect(), o.renewIntervalMs ?? 5000);
+  election.start();
+  await election.firstAttempt;
+  electedOnce = true;
   const resyncTimer = setInterval(resync, o.resyncIntervalMs ?? 300_000);
 
   const server: Server = createServer(async (req, res) => {
@@ -479,13 +487,15 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       }),
     stop: async () => {
       stopped = true;
-      clearInterval(renew);
+      heartbeat.stop();
       clearInterval(resyncTimer);
       if (timer) clearTimeout(timer);
       timer = undefined;
       pending = false;
       stopTerm();
       await running;
+      // ReleaseOnCancel: hand the Lease back so a standby replica takes over at once.
+      await election.stop(true);
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
@@ -515,19 +525,24 @@ export async function serveController(argv: string[]): Promise<number> {
     process.stderr.write(`serve controller: ${kc}\n`);
     return 1;
   }
+  let lostLeadership: () => void = () => undefined;
   const handle = await startController({
+    onLostLeadership: () => lostLeadership(),
     kubeConfig: kc,
     port: Number(values['port'] ?? process.env['PORT'] ?? 8080),
     leaseNamespace: values['namespace'] ?? process.env['POD_NAMESPACE'] ?? 'fgentic-system',
     ...(values['identity'] ? { identity: values['identity'] } : {}),
   });
   log.info('controller serving', { port: handle.port });
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
+  const lost = await new Promise<boolean>((resolve) => {
+    process.once('SIGTERM', () => resolve(false));
+    process.once('SIGINT', () => resolve(false));
+    lostLeadership = () => resolve(true);
   });
   await handle.stop();
-  return 0;
+  // A lost term ends the process (controller-runtime's "leader election lost"): its Deployment
+  // restarts it as a fresh candidate, with nothing of the old term left in memory.
+  return lost ? 1 : 0;
 }
 
 /**

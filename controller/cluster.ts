@@ -5,6 +5,7 @@
 
 import type { ItemBackoff } from './backoff.ts';
 import type { SecretReader } from './kube/mcp-keys.ts';
+import type { Model } from './render/model.ts';
 import type { Conflict, K8sObject, OwnKind, OwnResource, RetrievalPlatform } from './types.ts';
 import type { UpstreamFacts, UpstreamVerdict } from './upstream.ts';
 
@@ -83,6 +84,18 @@ export interface ReconcilerOptions {
    * benchmark can run both side by side.
    */
   incremental?: boolean;
+  /** The registry sync (registry-sync.ts); without it the pass renders and applies the registry itself. */
+  registry?: RegistryHooks;
+}
+
+/**
+ * The registry's own work (registry-sync.ts): when given, the pass leaves rooms and the registry
+ * ConfigMaps to it, hands it the model after each render, and reports its RegistryTooLarge.
+ */
+export interface RegistryHooks {
+  onModel(model: Model | undefined, omit: boolean): void;
+  owns(o: { kind: string; metadata: { name: string } }): boolean;
+  tooLarge(): string | undefined;
 }
 
 /**

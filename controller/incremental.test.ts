@@ -76,6 +76,8 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
       identity: 'incremental',
       renewIntervalMs: 500,
       debounceMs: 20,
+      // The heartbeat is a timed write of its own (controller/heartbeat.test.ts); not counted here.
+      heartbeatPeriodMs: 3_600_000,
     });
     await waitFor(
       'every object applied and every resource Ready',
@@ -160,10 +162,17 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
           'fgentic-mcp.kagent.second-agent',
         )?.['spec'].traffic.rateLimit.local[0].requests === 11,
     );
+    // The failure is its owner's condition alone: the RetrievalAgent whose policy it is.
     const p = await waitFor('Degraded names the failing object', () => {
-      const x = api.get(RV, 'RetrievalPlatform', undefined, 'default');
+      const x = api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent');
       return cond(x, 'Degraded')?.status === 'True' && x;
     });
+    for (const [kind, ns, name] of [
+      ['RetrievalPlatform', undefined, 'default'],
+      ['RetrievalAgent', 'kagent', 'second-agent'],
+      ['RetrievalRoom', undefined, 'extra-1'],
+    ] as const)
+      assert.equal(cond(api.get(RV, kind, ns, name), 'Ready')?.status, 'True', `${kind} ${name} stays Ready`);
     assert.match(
       cond(p, 'Degraded').message,
       new RegExp(`^apply AgentgatewayPolicy agentgateway-system/${failing}: HTTP 500`),
@@ -179,7 +188,7 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
     );
     await waitFor(
       'recovered',
-      () => cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Degraded')?.status === 'False',
+      () => cond(api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent'), 'Degraded')?.status === 'False',
     );
     // Once recovered, passes go quiet again.
     assert.deepEqual(await writesDuring(() => ctl.resync()), MIRRORS);

@@ -30,6 +30,7 @@ import {
   type PassStage,
   type ReconcileResult,
   type ReconcilerOptions,
+  type RegistryHooks,
   SecretCache,
   selectPlatform,
 } from './cluster.ts';
@@ -44,7 +45,6 @@ import { DESIRED_HASH, eachLimited, objKey, upToDate, withHash } from './desired
 import { RENDERED_KINDS } from './kube/client.ts';
 import { type MirrorResult, mirrorMcpKeys, reasonOf } from './kube/mcp-keys.ts';
 import { type RenderMemo, renderIncremental } from './render/incremental.ts';
-import { render } from './render/index.ts';
 import type {
   Conflict,
   K8sObject,
@@ -72,6 +72,9 @@ export { sameConditions } from './conditions.ts';
 export { covers, DESIRED_HASH, desiredHash, eachLimited, upToDate, withHash } from './desired.ts';
 
 const log = createLogger('controller');
+
+/** A write refused by the leadership fence ends the pass: nothing more is written under it. */
+const fenced = (e: unknown): boolean => (e as { fenced?: boolean })?.fenced === true;
 
 /** Backoff keys: `apply <objKey>` and `delete <objKey>`; a mirror is a Secret (the only one we write). */
 const MIRROR_APPLY = 'apply v1|Secret|';
@@ -121,6 +124,11 @@ export class Reconciler {
   private readonly concurrency: number;
   private readonly now: () => Date;
   private readonly incremental: boolean;
+  private readonly registry: RegistryHooks | undefined;
+  /** Object key → the RetrievalAgent (`namespace/name`) whose objects it is one of (last render). */
+  private owners = new Map<string, string>();
+  /** Backoff key → the desired hash that failed: a new desired state is tried at once. */
+  private readonly failedHash = new Map<string, string>();
   /** The previous render's inputs and outputs (incremental mode). */
   private renderMemo: RenderMemo | undefined;
   /**
@@ -147,6 +155,7 @@ export class Reconciler {
     this.concurrency = o.concurrency ?? 8;
     this.now = o.now ?? (() => new Date());
     this.incremental = o.incremental ?? true;
+    this.registry = o.registry;
   }
 
   /**
@@ -171,7 +180,8 @@ export class Reconciler {
     const input: Resources = {
       platforms: state.own<RetrievalPlatform>('RetrievalPlatform').filter(live),
       agents: state.own<RetrievalAgent>('RetrievalAgent').filter(live),
-      rooms: state.own<RetrievalRoom>('RetrievalRoom').filter(live),
+      // With the registry sync, rooms are its work alone (per room, not per pass).
+      rooms: this.registry ? [] : state.own<RetrievalRoom>('RetrievalRoom').filter(live),
       partners: state.own<PartnerClient>('PartnerClient').filter(live),
     };
     const platform = selectPlatform(input.platforms);
@@ -284,19 +294,28 @@ export class Reconciler {
     objects: K8sObject[];
     agentsRendered: number;
   } {
-    if (!this.incremental) {
-      const rendered = render(input);
-      return {
-        conflicts: rendered.conflicts,
-        objects: rendered.objects.map(withHash),
-        agentsRendered: input.agents.length,
-      };
+    const registry = this.registry === undefined;
+    // Without `incremental`, every pass renders from scratch (the same result as `render`).
+    const r = renderIncremental(input, this.incremental ? this.renderMemo : undefined, { registry });
+    if (this.incremental) this.renderMemo = r.memo;
+    this.owners = r.owners;
+    if (this.registry) {
+      this.registry.onModel(
+        r.model,
+        r.conflicts.some((c) => c.reason === 'TooManyAgents'),
+      );
+      const tooLarge = this.registry.tooLarge();
+      if (tooLarge && r.model)
+        r.conflicts.push({
+          kind: 'RetrievalPlatform',
+          name: r.model.platformRes.metadata.name,
+          reason: 'RegistryTooLarge',
+          message: tooLarge,
+        });
     }
-    const r = renderIncremental(input, this.renderMemo);
-    this.renderMemo = r.memo;
     const hashed = new WeakMap<K8sObject, K8sObject>();
     const objects = r.objects.map((o) => {
-      const h = this.hashed.get(o) ?? withHash(o);
+      const h = (this.incremental ? this.hashed.get(o) : undefined) ?? withHash(o);
       hashed.set(o, h);
       return h;
     });
@@ -311,6 +330,7 @@ export class Reconciler {
   private forgetObsolete(state: ClusterState, desiredKeys: Set<string>, staleKeys: Set<string>): void {
     for (const k of this.backoff.keys()) {
       const op = k.slice(0, k.indexOf(' '));
+      if (op === 'status') continue; // a status write's backoff lasts until it succeeds
       const key = k.slice(k.indexOf(' ') + 1);
       const [apiVersion, kind, namespace, name] = key.split('|') as [string, string, string, string];
       const gone =
@@ -333,7 +353,14 @@ export class Reconciler {
       const seen = this.verified.get(key);
       // The caches replace an object on every change, so the same two objects compare the same.
       const same = seen !== undefined && seen.desired === o && seen.live === current;
-      const failing = this.backoff.size > 0 && this.backoff.failuresOf(`apply ${key}`) > 0;
+      let failing = this.backoff.size > 0 && this.backoff.failuresOf(`apply ${key}`) > 0;
+      if (failing && this.failedHash.get(`apply ${key}`) !== o.metadata.annotations?.[DESIRED_HASH]) {
+        // A new desired state: tried now, not after the backoff of the state it replaces.
+        this.forget(`apply ${key}`);
+        failing = false;
+        todo.push(o);
+        continue;
+      }
       if (!failing && (same || upToDate(current, o))) {
         if (this.incremental && current && !same) this.verified.set(key, { desired: o, live: current });
         if (current?.metadata.uid) ctx.uids.set(key, current.metadata.uid);
@@ -351,7 +378,9 @@ export class Reconciler {
     return todo;
   }
 
-  private failed(ctx: PassContext, k: string, what: string, e: unknown): void {
+  private failed(ctx: PassContext, k: string, what: string, e: unknown, hash?: string): void {
+    if (fenced(e)) throw e;
+    if (hash !== undefined) this.failedHash.set(k, hash);
     this.backoff.fail(k, this.now().getTime());
     if (this.backoff.failuresOf(k) === 1) ctx.newFailures++;
     // The API server's message names the object and the cause; it carries no object content.
@@ -373,7 +402,13 @@ export class Reconciler {
       this.forget(k);
       ctx.applied++;
     } catch (e) {
-      this.failed(ctx, k, `apply ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`, e);
+      this.failed(
+        ctx,
+        k,
+        `apply ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`,
+        e,
+        o.metadata.annotations?.[DESIRED_HASH],
+      );
     }
   }
 
@@ -411,6 +446,18 @@ export class Reconciler {
     return out.sort();
   }
 
+  /** Failing applies by owner: a RetrievalAgent (`namespace/name`), or '' for the shared objects. */
+  private ownFailures(): Map<string, string[]> {
+    const out = new Map<string, string[]>();
+    for (const [k, v] of this.failing) {
+      if (!k.startsWith('apply ') || k.startsWith(MIRROR_APPLY)) continue;
+      const owner = this.owners.get(k.slice('apply '.length)) ?? '';
+      out.set(owner, [...(out.get(owner) ?? []), v]);
+    }
+    for (const l of out.values()) l.sort();
+    return out;
+  }
+
   private deleteFailures(): string[] {
     const out: string[] = [];
     for (const [k, v] of this.failing) if (k.startsWith('delete ')) out.push(v);
@@ -432,6 +479,7 @@ export class Reconciler {
         const existing = ctx.state.rendered(k.apiVersion, k.kind);
         if (!existing) continue; // not cached (kind not served or not synced): prune nothing of it
         for (const o of existing) {
+          if (this.registry?.owns({ kind: k.kind, metadata: o.metadata })) continue; // registry-sync.ts
           const key = `${k.apiVersion}|${k.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
           if (!ctx.desiredKeys.has(key)) doomed.push({ ...o, apiVersion: k.apiVersion, kind: k.kind });
         }
@@ -479,15 +527,11 @@ export class Reconciler {
     problems: ReadonlyMap<string, string>,
     verdict: UpstreamVerdict,
   ): Promise<{ writes: number; errors: string[]; computed: ReconcileResult['conditions'] }> {
-    // Every object still failing, in a stable order, so a retry that fails the same way writes no status.
-    const applyErrors = this.applyFailures();
+    // Each resource reports the failures of its own objects only (a RetrievalAgent: its objects; the
+    // platform: the shared ones and failed deletes), in a stable order, so a retry that fails the same
+    // way writes no status and one failing object never rewrites every resource's status.
+    const own = this.ownFailures();
     const pruneErrors = this.deleteFailures();
-    const errorsSig = JSON.stringify([
-      applyErrors.length,
-      applyErrors[0] ?? '',
-      pruneErrors.length,
-      pruneErrors[0] ?? '',
-    ]);
     const verdictSig = JSON.stringify([verdict.supported, verdict.seen, verdict.problems]);
     const byKey = new Map(conflicts.map((c) => [resourceKey({ kind: c.kind, metadata: c }), c]));
     const stamp = this.now().toISOString();
@@ -503,12 +547,24 @@ export class Reconciler {
       ...input.rooms,
       ...input.partners,
     ] as OwnResource[]) {
+      const applyErrors =
+        res.kind === 'RetrievalAgent'
+          ? (own.get(`${res.metadata.namespace}/${res.metadata.name}`) ?? [])
+          : res === platform
+            ? (own.get('') ?? [])
+            : [];
       const inputs: ConditionInputs = {
         conflict: byKey.get(resourceKey(res)),
         applyErrors,
         problem: this.agentProblem(res, problems),
         ...(res === platform ? { pruneErrors } : {}),
       };
+      const errorsSig = JSON.stringify([
+        applyErrors.length,
+        applyErrors[0] ?? '',
+        res === platform ? pruneErrors.length : 0,
+        res === platform ? (pruneErrors[0] ?? '') : '',
+      ]);
       // Everything the conditions are computed from, besides the resource itself.
       const sig = this.incremental
         ? JSON.stringify([
@@ -541,13 +597,21 @@ export class Reconciler {
         if (this.incremental) this.statusMemo.set(res, { sig, computed: summary });
         continue;
       }
+      // A status write that failed waits out its own backoff, like any write.
+      if (this.backoff.waiting(`status ${resourceKey(res)}`, this.now().getTime())) continue;
       todo.push({ res, conditions, inputs });
     }
     const out = { writes: 0, errors: [] as string[], computed };
     await eachLimited(todo, this.concurrency, async (t) => {
       const error = await this.patchOne(ctx, t.res, t.conditions, t.inputs);
-      if (error === undefined) out.writes++;
-      else out.errors.push(`status ${t.res.kind} ${t.res.metadata.name}: ${error}`);
+      const k = `status ${resourceKey(t.res)}`;
+      if (error === undefined) {
+        out.writes++;
+        this.backoff.forget(k);
+      } else {
+        this.backoff.fail(k, this.now().getTime());
+        out.errors.push(`status ${t.res.kind} ${t.res.metadata.name}: ${error}`);
+      }
     });
     // One Warning per pass in which an object started failing (not one per retry).
     const first = [...this.failing.values()].sort()[0];
@@ -578,6 +642,7 @@ export class Reconciler {
       if (problem && !hadProblem) await this.api.event(res, 'Warning', 'McpKeyUnavailable', problem);
       return undefined;
     } catch (e) {
+      if (fenced(e)) throw e;
       return (e as Error).message;
     }
   }
@@ -585,5 +650,6 @@ export class Reconciler {
   private forget(k: string): void {
     this.backoff.forget(k);
     this.failing.delete(k);
+    this.failedHash.delete(k);
   }
 }

@@ -42,6 +42,10 @@ export interface IncrementalResult {
   /** Agents whose objects were rendered in this call, and those reused from the memo. */
   agentsRendered: number;
   agentsReused: number;
+  /** The resolved model (undefined without a valid platform), for the registry (controller/registry-sync.ts). */
+  model?: Model;
+  /** Object key → `namespace/name` of the RetrievalAgent whose objects it is one of. */
+  owners: Map<string, string>;
 }
 
 const objectKey = (o: K8sObject) =>
@@ -104,7 +108,11 @@ function keep(o: K8sObject, prev: ReadonlyMap<string, K8sObject> | undefined): K
   return old !== undefined && JSON.stringify(old) === JSON.stringify(o) ? old : o;
 }
 
-export function renderIncremental(input: Resources, memo?: RenderMemo): IncrementalResult {
+export function renderIncremental(
+  input: Resources,
+  memo?: RenderMemo,
+  o: { registry?: boolean } = {},
+): IncrementalResult {
   const { model, conflicts } = analyse(input);
   if (!model)
     return {
@@ -113,13 +121,15 @@ export function renderIncremental(input: Resources, memo?: RenderMemo): Incremen
       memo: { platform: '', agents: new Map(), byKey: new Map() },
       agentsRendered: 0,
       agentsReused: 0,
+      owners: new Map(),
     };
   const platform = platformFingerprint(model);
   const reusable = memo && memo.platform === platform ? memo.agents : undefined;
   const prev = memo?.byKey;
   const agents = new Map<string, AgentEntry>();
-  const objects: K8sObject[] = renderSharedObjects(model, conflicts).map((o) => keep(o, prev));
+  const objects: K8sObject[] = renderSharedObjects(model, conflicts, o).map((x) => keep(x, prev));
   let agentsRendered = 0;
+  const owners = new Map<string, string>();
   const partners = new Map<Partner, string>();
   for (const a of model.agents) {
     const key = `${a.namespace}/${a.name}`;
@@ -130,6 +140,7 @@ export function renderIncremental(input: Resources, memo?: RenderMemo): Incremen
       agentsRendered++;
     }
     agents.set(key, entry);
+    for (const x of entry.objects) owners.set(objectKey(x), key);
     objects.push(...entry.objects);
   }
   objects.sort(compareObjects);
@@ -139,5 +150,7 @@ export function renderIncremental(input: Resources, memo?: RenderMemo): Incremen
     memo: { platform, agents, byKey: new Map(objects.map((o) => [objectKey(o), o])) },
     agentsRendered,
     agentsReused: model.agents.length - agentsRendered,
+    model,
+    owners,
   };
 }

@@ -1,0 +1,291 @@
+/**
+ * The registry's own work (the revocation path), per key instead of in the whole-world pass:
+ *
+ * - `room/<name>`: one RetrievalRoom changed; its entry is set in the `RoomTable` and the
+ *   `RegistryIndex` (render/registry*.ts, pure), which name the ConfigMaps whose content changed;
+ * - `cm/<name>`: one registry ConfigMap (a shard, or `fgentic-projector-config` with the manifest or
+ *   the inline registry) brought to its desired content: compared by desired hash with the informer's
+ *   copy, applied when it differs, deleted when no longer part of the layout; a failure is retried on
+ *   the key's own backoff, and a new desired content (`forget`) is tried at once;
+ * - `room-status/<name>`: one RetrievalRoom's conditions, written only when they differ from what
+ *   its status says; a room is `ApplyFailed` only while its own entry is not in the live registry.
+ *
+ * All at `URGENT` priority: ahead of the pass and of any resync. The manifest names, for each shard,
+ * the digest of the shard as the API holds it, so it never points at a shard that failed to apply;
+ * each applied shard queues the manifest again. The pass (reconcile.ts) provides the rest of
+ * `projector.json` and the partner entries (`onModel`) and leaves these ConfigMaps alone.
+ */
+import { createLogger } from '../common/log.ts';
+import { HEARTBEAT_CONFIGMAP } from '../projector/heartbeat.ts';
+import { REGISTRY_SHARD_KEY, REGISTRY_SHARD_PREFIX, shardDigest, shardName } from '../projector/registry.ts';
+import type { ClusterState } from './cluster.ts';
+import { conditionsFor, sameConditions } from './conditions.ts';
+import { objKey, upToDate, withHash } from './desired.ts';
+import type { WriteOptions } from './kube/client.ts';
+import type { Model } from './render/model.ts';
+import { PROJECTOR_CONFIGMAP, RegistryIndex, roomKey, shardOf } from './render/registry.ts';
+import { RoomTable } from './render/registry-rooms.ts';
+import { registryContext, registryEntries } from './render/server-config.ts';
+import type { Conflict, K8sObject, OwnResource, RetrievalRoom } from './types.ts';
+import { URGENT, type WorkQueue } from './workqueue.ts';
+
+const log = createLogger('controller');
+
+export interface RegistryWriter {
+  apply(obj: K8sObject, o?: WriteOptions): Promise<K8sObject>;
+  delete(obj: K8sObject, o?: WriteOptions): Promise<boolean>;
+  patchStatus(
+    res: OwnResource,
+    status: Record<string, unknown>,
+    o?: WriteOptions,
+  ): Promise<K8sObject | undefined>;
+}
+
+const NO_PLATFORM = 'no valid RetrievalPlatform "default": nothing is rendered';
+
+type ConfigMapObj = K8sObject & { data?: Record<string, string> };
+
+export class RegistrySync {
+  readonly rooms = new RoomTable();
+  readonly index = new RegistryIndex();
+  private namespace: string | undefined;
+  private hasPlatform = false;
+  private omit = false;
+  /** Failing registry ConfigMaps: name → first error of this failure (stable, content-free). */
+  private readonly failing = new Map<string, { error: string; since: number }>();
+  /**
+   * Rooms whose change is not yet in the live registry: room name → the ConfigMap that carries its
+   * entry (a shard, or projector.json inline). Cleared when that ConfigMap and then the manifest are
+   * applied; while one of them fails, the room reports that failure.
+   */
+  private readonly pending = new Map<string, string>();
+  /** Shards applied since the manifest last was. */
+  private readonly appliedShards = new Set<string>();
+  /** Live shard digests, memoised per live object. */
+  private readonly digests = new WeakMap<object, string>();
+  writes = 0;
+
+  constructor(
+    private readonly api: RegistryWriter,
+    private readonly queue: WorkQueue,
+    private readonly state: () => ClusterState | undefined,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  private enqueue(names: Iterable<string>): void {
+    for (const n of names) {
+      // A new desired content is tried at once, whatever the previous content's failures.
+      this.queue.forget(`cm/${n}`);
+      this.queue.add(`cm/${n}`, URGENT);
+    }
+  }
+
+  /** One RetrievalRoom added, changed (spec) or deleted. */
+  onRoom(name: string, room: RetrievalRoom | undefined): void {
+    const live = room && !room.metadata.deletionTimestamp ? room : undefined;
+    const change = this.rooms.set(name, live);
+    const changed = new Set<string>();
+    for (const e of change.entries) for (const n of this.index.putEntry('room', e)) changed.add(n);
+    this.enqueue(changed);
+    if (changed.size > 0) {
+      const holder =
+        this.index.layout() === 'sharded' && room
+          ? shardName(shardOf(roomKey(room.spec.roomId)))
+          : PROJECTOR_CONFIGMAP;
+      for (const r of change.rooms) this.pending.set(r, holder);
+    }
+    if (room) for (const r of change.rooms) this.queue.add(`room-status/${r}`, URGENT);
+  }
+
+  /** The pass's model: the rest of `projector.json`, the partner entries, and whether to omit it all. */
+  onModel(model: Model | undefined, omit: boolean): void {
+    const had = this.hasPlatform;
+    this.hasPlatform = model !== undefined;
+    this.omit = omit;
+    const changed = new Set<string>();
+    if (model && !omit) {
+      this.namespace = model.platform.spec.namespaces.retrieval;
+      for (const n of this.index.setContext(registryContext(model))) changed.add(n);
+      for (const n of this.index.setPartners(registryEntries(model).partners)) changed.add(n);
+    } else for (const n of this.index.setContext(undefined)) changed.add(n);
+    // Only a changed base or set of entries yields a different object: the cm handler compares.
+    this.enqueue(changed);
+    if (had !== this.hasPlatform)
+      for (const r of this.rooms.names()) this.queue.add(`room-status/${r}`, URGENT);
+  }
+
+  /** True for the ConfigMaps this sync owns (the pass neither applies nor prunes them). */
+  owns(o: { kind: string; metadata: { name: string } }): boolean {
+    const n = o.metadata.name;
+    return (
+      o.kind === 'ConfigMap' &&
+      (n === PROJECTOR_CONFIGMAP || n.startsWith(REGISTRY_SHARD_PREFIX) || n === HEARTBEAT_CONFIGMAP)
+    );
+  }
+
+  /** RegistryTooLarge, for the RetrievalPlatform's conflicts. */
+  tooLarge(): string | undefined {
+    return this.omit ? undefined : this.index.tooLarge();
+  }
+
+  /** How long the oldest failing registry write has been failing (ms), 0 when none: the heartbeat's health. */
+  oldestFailureMs(): number {
+    let min = Number.POSITIVE_INFINITY;
+    for (const f of this.failing.values()) if (f.since < min) min = f.since;
+    return min === Number.POSITIVE_INFINITY ? 0 : this.now() - min;
+  }
+
+  private live(name: string): ConfigMapObj | undefined {
+    if (!this.namespace) return undefined;
+    return this.state()?.live('v1', 'ConfigMap', this.namespace, name) as ConfigMapObj | undefined;
+  }
+
+  private liveDigest(i: number): string | undefined {
+    const cm = this.live(shardName(i));
+    const text = cm?.data?.[REGISTRY_SHARD_KEY];
+    if (!cm || text === undefined) return undefined;
+    let d = this.digests.get(cm);
+    if (d === undefined) {
+      d = shardDigest(text);
+      this.digests.set(cm, d);
+    }
+    return d;
+  }
+
+  /** One queued key; never throws (failures are re-queued with backoff). */
+  async handle(key: string): Promise<void> {
+    const slash = key.indexOf('/');
+    const kind = key.slice(0, slash);
+    const name = key.slice(slash + 1);
+    if (kind === 'room') {
+      const room = this.state()
+        ?.own<RetrievalRoom>('RetrievalRoom')
+        .find((r) => r.metadata.name === name);
+      this.onRoom(name, room);
+    } else if (kind === 'cm') await this.syncConfigMap(name);
+    else if (kind === 'room-status') await this.syncRoomStatus(name);
+  }
+
+  private async syncConfigMap(name: string): Promise<void> {
+    const key = `cm/${name}`;
+    const state = this.state();
+    if (!state || !this.namespace) return;
+    const desired = this.omit ? undefined : this.index.object(name, (i) => this.liveDigest(i));
+    const current = this.live(name);
+    try {
+      if (!desired) {
+        if (current && (this.omit || !this.hasPlatform || this.index.layout() !== 'none')) {
+          await this.api.delete({ ...current, apiVersion: 'v1', kind: 'ConfigMap' }, { priority: URGENT });
+          this.writes++;
+          state.removed?.({ ...current, apiVersion: 'v1', kind: 'ConfigMap' });
+        }
+      } else {
+        const hashed = withHash(desired);
+        if (!upToDate(current, hashed)) {
+          const stored = await this.api.apply(hashed, { priority: URGENT });
+          this.writes++;
+          state.stored?.({ ...stored, apiVersion: 'v1', kind: 'ConfigMap' });
+        }
+      }
+      // The manifest names the shards as applied: check it again now this one is.
+      if (name !== PROJECTOR_CONFIGMAP) this.queue.add(`cm/${PROJECTOR_CONFIGMAP}`, URGENT);
+      this.queue.forget(key);
+      const recovered = this.failing.delete(name);
+      if (name !== PROJECTOR_CONFIGMAP) this.appliedShards.add(name);
+      else this.settle(recovered);
+      if (recovered) this.roomsOf(name, (r) => this.queue.add(`room-status/${r}`, URGENT));
+    } catch (e) {
+      if ((e as { fenced?: boolean }).fenced) return; // the term is over: nothing more is written
+      const first = !this.failing.has(name);
+      if (first) {
+        this.failing.set(name, {
+          error: `apply ConfigMap ${this.namespace}/${name}: ${(e as Error).message}`.slice(0, 1024),
+          since: this.now(),
+        });
+        log.warn('registry write failed', { name, error: (e as Error).message.slice(0, 200) });
+        this.roomsOf(name, (r) => this.queue.add(`room-status/${r}`, URGENT));
+      }
+      this.queue.addRateLimited(key, URGENT);
+    }
+  }
+
+  /**
+   * The manifest (or the inline file) is applied: every pending room whose shard is applied is now
+   * live; those that had reported a failure are checked again.
+   */
+  private settle(recovered: boolean): void {
+    for (const [room, holder] of this.pending) {
+      if (holder !== PROJECTOR_CONFIGMAP && !this.appliedShards.has(holder)) continue;
+      this.pending.delete(room);
+      if (this.wasFailing.has(room) || recovered) this.queue.add(`room-status/${room}`, URGENT);
+    }
+    this.appliedShards.clear();
+  }
+
+  /** The pending rooms whose entry this ConfigMap carries (all of them for the manifest). */
+  private roomsOf(name: string, fn: (room: string) => void): void {
+    for (const [room, holder] of this.pending) if (name === PROJECTOR_CONFIGMAP || holder === name) fn(room);
+    for (const room of this.wasFailing) if (!this.pending.has(room)) fn(room);
+  }
+
+  /** Rooms whose status last said ApplyFailed (so recovery re-checks them). */
+  private readonly wasFailing = new Set<string>();
+
+  /** The failure that holds this room's change back, if its change is pending and a write fails. */
+  private pendingError(roomName: string): string | undefined {
+    const holder = this.pending.get(roomName);
+    if (holder === undefined) return undefined;
+    return (this.failing.get(holder) ?? this.failing.get(PROJECTOR_CONFIGMAP))?.error;
+  }
+
+  private async syncRoomStatus(name: string): Promise<void> {
+    const key = `room-status/${name}`;
+    const room = this.state()
+      ?.own<RetrievalRoom>('RetrievalRoom')
+      .find((r) => r.metadata.name === name);
+    if (!room || room.metadata.deletionTimestamp) return;
+    const c = this.hasPlatform ? this.rooms.conflict(name) : { reason: 'NoPlatform', message: NO_PLATFORM };
+    const conflict: Conflict | undefined = c ? { kind: 'RetrievalRoom', name, ...c } : undefined;
+    const error = this.pendingError(name);
+    if (error) this.wasFailing.add(name);
+    else this.wasFailing.delete(name);
+    const conditions = conditionsFor(
+      room,
+      { conflict, applyErrors: error ? [error] : [] },
+      new Date(this.now()).toISOString(),
+    );
+    if (
+      sameConditions(room.status?.conditions, conditions) &&
+      room.status?.observedGeneration === room.metadata.generation
+    ) {
+      this.queue.forget(key);
+      return;
+    }
+    try {
+      const stored = await this.api.patchStatus(room, {
+        ...(room.metadata.generation !== undefined ? { observedGeneration: room.metadata.generation } : {}),
+        conditions,
+      });
+      this.writes++;
+      if (stored?.metadata)
+        this.state()?.stored?.({ ...stored, apiVersion: room.apiVersion, kind: room.kind });
+      this.queue.forget(key);
+    } catch (e) {
+      if ((e as { fenced?: boolean }).fenced) return;
+      this.queue.addRateLimited(key, URGENT);
+    }
+  }
+
+  /** Keys of every registry object the current layout desires, or may have to delete. */
+  allKeys(): string[] {
+    const names = new Set(this.index.names());
+    for (let i = 0; i < 256; i++) names.add(shardName(i));
+    names.add(PROJECTOR_CONFIGMAP);
+    return [...names].map((n) => `cm/${n}`);
+  }
+
+  /** objKey of a registry ConfigMap (for tests). */
+  static keyOf(namespace: string, name: string): string {
+    return objKey({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { namespace, name } });
+  }
+}
