@@ -184,6 +184,8 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     };
     return {
       own: <T extends OwnResource>(kind: OwnKind) => (t.own.get(kind)?.list() ?? []) as unknown as T[],
+      ownOne: <T extends OwnResource>(kind: OwnKind, namespace: string | undefined, name: string) =>
+        t.own.get(kind)?.get(namespace, name) as unknown as T | undefined,
       rendered: (apiVersion, kind) => {
         const inf = renderedOf(apiVersion, kind);
         return inf?.isSynced() ? inf.list() : undefined;

@@ -30,6 +30,8 @@ export interface ClusterWriter {
  */
 export interface ClusterState {
   own<T extends OwnResource>(kind: OwnKind): T[];
+  /** One of our resources by name, from its cache (constant time: per-key work looks up one). */
+  ownOne?<T extends OwnResource>(kind: OwnKind, namespace: string | undefined, name: string): T | undefined;
   /**
    * Live rendered objects of one kind where the controller may delete them (kube/client.ts
    * `RENDERED_KINDS` scopes), or undefined when that cache is not synced: nothing of it is pruned.

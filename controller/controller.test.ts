@@ -356,12 +356,14 @@ describe('controller loop against an API-server double, as its ServiceAccount un
         agreementRef: 'adr-0015/org-a-general',
       },
     });
+    // The room whose change cannot land says so; nobody else's status changes.
     const p = await waitFor('Degraded', () => {
-      const x = api.get(RV, 'RetrievalPlatform', undefined, 'default');
+      const x = api.get(RV, 'RetrievalRoom', undefined, 'org-a-general');
       return cond(x, 'Degraded')?.status === 'True' && x;
     });
     assert.equal(cond(p, 'Ready').reason, 'ApplyFailed');
     assert.match(cond(p, 'Degraded').message, /^apply ConfigMap knowledge\/fgentic-projector-config: /);
+    assert.equal(cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Ready')?.status, 'True');
     assert.ok(api.get('kagent.dev/v1alpha2', 'Agent', 'kagent', 'knowledge-agent'));
     // Retried on its own backoff, without any further change.
     const attempts = api.applies.filter((a) => a.kind === 'ConfigMap').length;
@@ -369,7 +371,7 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     api.failApply.clear();
     await waitFor(
       'recovered',
-      () => cond(api.get(RV, 'RetrievalPlatform', undefined, 'default'), 'Degraded')?.status === 'False',
+      () => cond(api.get(RV, 'RetrievalRoom', undefined, 'org-a-general'), 'Degraded')?.status === 'False',
       20_000,
     );
     assert.match(

@@ -39,6 +39,7 @@ export interface RegistryWriter {
     status: Record<string, unknown>,
     o?: WriteOptions,
   ): Promise<K8sObject | undefined>;
+  event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
 }
 
 const NO_PLATFORM = 'no valid RetrievalPlatform "default": nothing is rendered';
@@ -94,7 +95,7 @@ export class RegistrySync {
           : PROJECTOR_CONFIGMAP;
       for (const r of change.rooms) this.pending.set(r, holder);
     }
-    if (room) for (const r of change.rooms) this.queue.add(`room-status/${r}`, URGENT);
+    for (const r of change.rooms) if (r !== name || live) this.queue.add(`room-status/${r}`, URGENT);
   }
 
   /** The pass's model: the rest of `projector.json`, the partner entries, and whether to omit it all. */
@@ -133,6 +134,13 @@ export class RegistrySync {
     let min = Number.POSITIVE_INFINITY;
     for (const f of this.failing.values()) if (f.since < min) min = f.since;
     return min === Number.POSITIVE_INFINITY ? 0 : this.now() - min;
+  }
+
+  private room(name: string): RetrievalRoom | undefined {
+    const state = this.state();
+    if (!state) return undefined;
+    if (state.ownOne) return state.ownOne<RetrievalRoom>('RetrievalRoom', undefined, name);
+    return state.own<RetrievalRoom>('RetrievalRoom').find((r) => r.metadata.name === name);
   }
 
   private live(name: string): ConfigMapObj | undefined {
@@ -270,6 +278,13 @@ export class RegistrySync {
       if (stored?.metadata)
         this.state()?.stored?.({ ...stored, apiVersion: room.apiVersion, kind: room.kind });
       this.queue.forget(key);
+      const wasConflict = room.status?.conditions?.find((x) => x.type === 'Conflict')?.status === 'True';
+      if (conflict && !wasConflict)
+        await this.api.event(room, 'Warning', conflict.reason, conflict.message).catch(() => undefined);
+      if (!conflict && wasConflict)
+        await this.api
+          .event(room, 'Normal', 'ConflictResolved', 'the resource renders again')
+          .catch(() => undefined);
     } catch (e) {
       if ((e as { fenced?: boolean }).fenced) return;
       this.queue.addRateLimited(key, URGENT);
