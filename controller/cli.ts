@@ -25,6 +25,7 @@ import {
   type ClusterWriter,
   PASS_STAGES,
   type PassStage,
+  type ReconcileResult,
   Reconciler,
   selectPlatform,
 } from './reconcile.ts';
@@ -152,6 +153,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     leaseDurationSeconds,
   });
 
+  let passConditions: ReconcileResult['conditions'] = [];
   let leader = false;
   let electedOnce = false;
   let synced = false;
@@ -265,16 +267,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       m.skipped.inc(r.unchanged);
       m.failing.set(t.reconciler.backoff.size);
       m.conflicts.set(r.conflicts.length);
-      const counts = new Map<string, number>();
-      for (const c of r.conditions) {
-        const key = JSON.stringify([c.kind, c.type, c.status, c.reason]);
-        counts.set(key, (counts.get(key) ?? 0) + 1);
-      }
-      m.conditions.reset();
-      for (const [key, n] of counts) {
-        const [kind, type, status, reason] = JSON.parse(key) as string[];
-        m.conditions.set({ kind, type, status, reason }, n);
-      }
+      passConditions = r.conditions;
       synced = true;
       if (retryTimer) clearTimeout(retryTimer);
       retryTimer = undefined;
@@ -468,6 +461,17 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       const ready = electedOnce && (!leader || synced);
       res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ok\n' : 'not ready\n');
     } else if (path === '/metrics') {
+      // Conditions as series: the pass's resources and the registry's rooms (kept per room).
+      const counts = new Map<string, number>();
+      for (const c of [...passConditions, ...(term?.registry.roomConditions() ?? [])]) {
+        const key = JSON.stringify([c.kind, c.type, c.status, c.reason]);
+        counts.set(key, (counts.get(key) ?? 0) + 1);
+      }
+      m.conditions.reset();
+      for (const [key, n] of counts) {
+        const [kind, type, status, reason] = JSON.parse(key) as string[];
+        m.conditions.set({ kind, type, status, reason }, n);
+      }
       res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
     } else res.writeHead(404).end();
   });
@@ -482,11 +486,18 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     reconciles: () => passes,
     informers: () => informersOf(term),
     resync,
-    idle: () =>
-      new Promise<void>((r) => {
-        idleWaiters.push(r);
-        settleIdle();
-      }),
+    // No pass pending or running, and no registry key queued or in process.
+    idle: async () => {
+      for (;;) {
+        await new Promise<void>((r) => {
+          idleWaiters.push(r);
+          settleIdle();
+        });
+        const q = term?.queue;
+        if (!q || (q.length === 0 && q.inFlight === 0)) return;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
     stop: async () => {
       stopped = true;
       heartbeat.stop();

@@ -262,6 +262,10 @@ export class RegistrySync {
       { conflict, applyErrors: error ? [error] : [] },
       new Date(this.now()).toISOString(),
     );
+    this.computed.set(
+      name,
+      conditions.map((c) => ({ type: c.type, status: c.status, reason: c.reason })),
+    );
     if (
       sameConditions(room.status?.conditions, conditions) &&
       room.status?.observedGeneration === room.metadata.generation
@@ -290,6 +294,29 @@ export class RegistrySync {
       this.queue.addRateLimited(key, URGENT);
     }
   }
+
+  /** Each room's conditions as last computed, for the conditions metric. */
+  roomConditions(): {
+    kind: 'RetrievalRoom';
+    type: string;
+    status: 'True' | 'False' | 'Unknown';
+    reason: string;
+  }[] {
+    const out: ReturnType<RegistrySync['roomConditions']> = [];
+    for (const [name, list] of this.computed) {
+      if (!this.rooms.get(name)) {
+        this.computed.delete(name);
+        continue;
+      }
+      for (const c of list) out.push({ kind: 'RetrievalRoom', ...c });
+    }
+    return out;
+  }
+
+  private readonly computed = new Map<
+    string,
+    { type: string; status: 'True' | 'False' | 'Unknown'; reason: string }[]
+  >();
 
   /** Keys of every registry object the current layout desires, or may have to delete. */
   allKeys(): string[] {

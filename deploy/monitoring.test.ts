@@ -307,8 +307,8 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
       port: 0,
       leaseNamespace: 'fgentic-system',
       identity: 'monitoring-test',
-      leaseDurationSeconds: 1,
-      renewIntervalMs: 150,
+      // client-go's timing: the retrieval server's embedded database shares this event loop, and a
+      // renewal late past a 1 s lease's deadline would end the term (leader.ts).
       debounceMs: 20,
     });
     controller = started;
