@@ -114,6 +114,8 @@ export interface ControllerHandle {
   reconciles(): number;
   /** The informers of the current leadership term (empty while standby). */
   informers(): Informer[];
+  /** The client-side rate limiter every request of this controller waits on. */
+  limiter: TokenBucket;
   /** Starts a full resync now (what the periodic timer does). */
   resync(): void;
   stop(): Promise<void>;
@@ -483,6 +485,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     port,
     registry,
     isLeader: () => leader,
+    limiter,
     reconciles: () => passes,
     informers: () => informersOf(term),
     resync,

@@ -578,6 +578,7 @@ export class Reconciler {
         : '';
       const memo = this.incremental ? this.statusMemo.get(res) : undefined;
       if (memo !== undefined && memo.sig === sig) {
+        this.backoff.forget(`status ${resourceKey(res)}`);
         computed.push(...memo.computed);
         continue;
       }
@@ -594,6 +595,8 @@ export class Reconciler {
         sameConditions(res.status?.conditions, conditions) &&
         res.status?.observedGeneration === res.metadata.generation
       ) {
+        // Nothing to write: a failed write of an earlier status is moot.
+        this.backoff.forget(`status ${resourceKey(res)}`);
         if (this.incremental) this.statusMemo.set(res, { sig, computed: summary });
         continue;
       }

@@ -40,13 +40,30 @@ export class TokenBucket implements RequestLimiter {
   granted = 0;
 
   constructor(
-    readonly qps = DEFAULT_QPS,
-    readonly burst = DEFAULT_BURST,
+    private qpsValue = DEFAULT_QPS,
+    private burstValue = DEFAULT_BURST,
     private readonly clock: LimiterClock = realClock,
   ) {
-    if (!(qps > 0) || !(burst >= 1)) throw new Error('qps must be > 0 and burst ≥ 1');
-    this.tokens = burst;
+    if (!(qpsValue > 0) || !(burstValue >= 1)) throw new Error('qps must be > 0 and burst ≥ 1');
+    this.tokens = burstValue;
     this.last = clock.now();
+  }
+
+  get qps(): number {
+    return this.qpsValue;
+  }
+
+  get burst(): number {
+    return this.burstValue;
+  }
+
+  /** A new rate from now on (tokens already saved are capped at the new burst). */
+  setRate(qps: number, burst: number): void {
+    if (!(qps > 0) || !(burst >= 1)) throw new Error('qps must be > 0 and burst ≥ 1');
+    this.refill();
+    this.qpsValue = qps;
+    this.burstValue = burst;
+    this.tokens = Math.min(this.tokens, burst);
   }
 
   private refill(): void {
