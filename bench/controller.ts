@@ -46,6 +46,12 @@ import type {
 } from '../controller/types.ts';
 import { reconcileOnce as previousPass } from './controller-baseline.ts';
 
+// `--revocation` and `--faults`: the scale and fault schedules (bench/controller-scale.ts).
+if (process.argv.includes('--revocation') || process.argv.includes('--faults')) {
+  await import('./controller-scale.ts');
+  process.exit(0);
+}
+
 const HERE = dirname(fileURLToPath(import.meta.url));
 const AGENTS = Number(process.env['BENCH_AGENTS'] ?? 1000);
 const ROOMS = Number(process.env['BENCH_ROOMS'] ?? 10_000);
