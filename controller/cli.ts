@@ -528,12 +528,20 @@ export async function serveController(argv: string[]): Promise<number> {
         port: { type: 'string' },
         namespace: { type: 'string' },
         identity: { type: 'string' },
+        'kube-api-qps': { type: 'string' },
+        'kube-api-burst': { type: 'string' },
       },
     }) as { values: Record<string, string | undefined> });
   } catch (e) {
     process.stderr.write(
-      `serve controller: ${(e as Error).message}\nusage: fgentic-retrieval serve controller [--kubeconfig FILE] [--port 8080] [--namespace fgentic-system]\n`,
+      `serve controller: ${(e as Error).message}\nusage: fgentic-retrieval serve controller [--kubeconfig FILE] [--port 8080] [--namespace fgentic-system] [--kube-api-qps 20] [--kube-api-burst 30]\n`,
     );
+    return 2;
+  }
+  const qps = Number(values['kube-api-qps'] ?? 20);
+  const burst = Number(values['kube-api-burst'] ?? 30);
+  if (!(qps > 0 && qps <= 10_000) || !Number.isInteger(burst) || burst < 1 || burst > 10_000) {
+    process.stderr.write('serve controller: --kube-api-qps must be > 0 and --kube-api-burst an integer ≥ 1\n');
     return 2;
   }
   const kc = await usableKubeConfig(values['kubeconfig'] ?? values['config']);
@@ -548,6 +556,8 @@ export async function serveController(argv: string[]): Promise<number> {
     port: Number(values['port'] ?? process.env['PORT'] ?? 8080),
     leaseNamespace: values['namespace'] ?? process.env['POD_NAMESPACE'] ?? 'fgentic-system',
     ...(values['identity'] ? { identity: values['identity'] } : {}),
+    qps,
+    burst,
   });
   log.info('controller serving', { port: handle.port });
   const lost = await new Promise<boolean>((resolve) => {

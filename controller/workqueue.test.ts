@@ -59,7 +59,7 @@ describe('work queue', () => {
     assert.equal(await q.get(), 'a');
   });
 
-  it('priorities: urgent before normal before resync, FIFO within each; a re-add can raise a priority', async () => {
+  it('priorities: urgent before normal before resync, FIFO within each; a re-add can raise a priority (to the end of its new lane)', async () => {
     const q = new WorkQueue({ timers: fakeClock() });
     for (let i = 0; i < 5; i++) q.add(`resync-${i}`, RESYNC);
     q.add('event', NORMAL);
@@ -68,8 +68,8 @@ describe('work queue', () => {
     const order: string[] = [];
     for (let i = 0; i < 7; i++) order.push((await q.get()) as string);
     assert.deepEqual(order, [
-      'resync-3',
       'revocation',
+      'resync-3',
       'event',
       'resync-0',
       'resync-1',

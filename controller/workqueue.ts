@@ -44,7 +44,9 @@ export interface WorkQueueOptions {
 }
 
 export class WorkQueue {
-  private readonly queue: { key: string; priority: number; seq: number }[] = [];
+  /** One FIFO lane per priority (URGENT, NORMAL, RESYNC); an entry whose key moved lanes is stale. */
+  private readonly lanes: { keys: string[]; head: number }[] = [0, 1, 2].map(() => ({ keys: [], head: 0 }));
+  private queued = 0;
   /** Queued keys and their priority. */
   private readonly dirty = new Map<string, number>();
   private readonly processing = new Set<string>();
@@ -53,7 +55,6 @@ export class WorkQueue {
   private readonly failures = new Map<string, number>();
   private readonly delayed = new Map<string, { handle: unknown; priority: number }>();
   private readonly getters: ((key: string | undefined) => void)[] = [];
-  private seq = 0;
   private shutting = false;
   private readonly policy: BackoffPolicy;
   private readonly random: () => number;
@@ -74,31 +75,45 @@ export class WorkQueue {
       this.again.set(key, p === undefined ? priority : Math.min(p, priority));
       return;
     }
+    const p = Math.max(URGENT, Math.min(RESYNC, priority));
     const queued = this.dirty.get(key);
     if (queued !== undefined) {
-      if (priority < queued) {
-        this.dirty.set(key, priority);
-        const item = this.queue.find((x) => x.key === key);
-        if (item) item.priority = priority;
-        this.sort();
+      if (p < queued) {
+        // Raised: queued again in the more urgent lane; the old entry is skipped as stale.
+        this.dirty.set(key, p);
+        (this.lanes[p] as { keys: string[] }).keys.push(key);
       }
       return;
     }
-    this.dirty.set(key, priority);
     if (!this.addedAt.has(key)) this.addedAt.set(key, this.timers.now());
     const getter = this.getters.shift();
     if (getter) {
-      this.dirty.delete(key);
       this.processing.add(key);
       getter(key);
       return;
     }
-    this.queue.push({ key, priority, seq: this.seq++ });
-    this.sort();
+    this.dirty.set(key, p);
+    this.queued++;
+    (this.lanes[p] as { keys: string[] }).keys.push(key);
   }
 
-  private sort(): void {
-    this.queue.sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+  /** The most urgent, oldest queued key, removed from the lanes (stale entries dropped). */
+  private take(): string | undefined {
+    for (let p = URGENT; p <= RESYNC; p++) {
+      const lane = this.lanes[p] as { keys: string[]; head: number };
+      while (lane.head < lane.keys.length) {
+        const key = lane.keys[lane.head++] as string;
+        if (lane.head > 1024 && lane.head * 2 > lane.keys.length) {
+          lane.keys = lane.keys.slice(lane.head);
+          lane.head = 0;
+        }
+        if (this.dirty.get(key) !== p) continue; // moved to a more urgent lane, or taken
+        this.dirty.delete(key);
+        this.queued--;
+        return key;
+      }
+    }
+    return undefined;
   }
 
   /** Adds the key after `ms` (an earlier pending add of it wins). */
@@ -142,11 +157,10 @@ export class WorkQueue {
   /** The next key (most urgent, then oldest); undefined once the queue is shut down. */
   get(): Promise<string | undefined> {
     if (this.shutting) return Promise.resolve(undefined);
-    const item = this.queue.shift();
-    if (item) {
-      this.dirty.delete(item.key);
-      this.processing.add(item.key);
-      return Promise.resolve(item.key);
+    const key = this.take();
+    if (key !== undefined) {
+      this.processing.add(key);
+      return Promise.resolve(key);
     }
     return new Promise((r) => this.getters.push(r));
   }
@@ -169,7 +183,7 @@ export class WorkQueue {
   }
 
   get length(): number {
-    return this.queue.length;
+    return this.queued;
   }
 
   get inFlight(): number {
