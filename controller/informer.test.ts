@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { waitFor as waitUntil } from '../common/testing/index.ts';
 import { Informer, type InformerEvent } from './kube/informer.ts';
-import { ApiServerDouble } from './testsupport/apiserver.ts';
+import { ADMIN_USER, ApiServerDouble } from './testsupport/apiserver.ts';
 import { room } from './testsupport/fixtures.ts';
 import { RbacAuthorizer, serviceAccountUser } from './testsupport/rbac.ts';
 
@@ -165,6 +165,45 @@ describe('informer: a refused watch backs off', () => {
       assert.equal(inf.lists, 1);
     } finally {
       inf.stop();
+      await api.stop();
+    }
+  });
+});
+
+describe('informer: watches that hang or end at once', () => {
+  it('a watch ended at once with 200 backs off (the shared guard); a hung one is ended by its watchdog', async () => {
+    const api = await new ApiServerDouble().start();
+    const errors: string[] = [];
+    const inf = new Informer({
+      kubeConfig: api.kubeConfig(ADMIN_USER),
+      apiVersion: RV,
+      kind: 'RetrievalRoom',
+      plural: 'retrievalrooms',
+      backoff: { baseMs: 100, capMs: 400, jitter: 0 },
+      listTimeoutMs: 200,
+      onRetry: (what, _delay, error) => errors.push(`${what} ${error}`),
+    });
+    try {
+      api.fault = (r) => (r.watch ? { endAtOnce: true } : undefined);
+      inf.start();
+      await inf.synced();
+      await new Promise((r) => setTimeout(r, 1_500));
+      // 100, 200, 400, 400 ms: about five watches in 1.5 s; without the guard, hundreds.
+      assert.ok(inf.watches <= 7, `${inf.watches} watches in 1.5 s`);
+      assert.ok(errors.some((e) => e.startsWith('watch')));
+      api.fault = (r) => (r.watch ? { hang: true } : undefined);
+      errors.length = 0;
+      await waitUntil(
+        'the hung watch abandoned by its watchdog',
+        () => errors.includes('watch EWATCHDOG'),
+        5_000,
+      );
+      api.fault = undefined;
+      const opened = inf.watches;
+      await waitUntil('a watch open again', () => api.openWatches === 1 && inf.watches > opened, 5_000);
+    } finally {
+      inf.stop();
+      api.fault = undefined;
       await api.stop();
     }
   });
