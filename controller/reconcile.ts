@@ -1,32 +1,20 @@
 /**
- * The reconciler: render everything from the cached cluster state, then write only what differs.
- *
- * Level-triggered: every pass computes every desired object from our four kinds, but the render is
- * incremental (render/incremental.ts: an Agent's objects are rendered again only when their inputs
- * changed, and an unchanged object is the same object as in the previous pass), so hashes and
- * comparisons with the live caches are remembered by identity; a resync drops every memo. A pass
- * reads the informer caches instead of listing, and writes an object only when the live copy is not
- * already what it would write:
- *
- * - each desired object carries `retrieval.fgentic.dev/desired-hash` (SHA-256 of its JSON without
- *   that annotation). The apply is skipped when the live object has the same hash and still
- *   holds every field and value the desired object sets (so an edit by someone else is re-applied);
- * - status is patched only when the conditions (ignoring lastTransitionTime) or observedGeneration
- *   differ from what the resource already says;
- * - applies and deletes run at most `concurrency` at a time; a failed object waits out a per-object
- *   capped exponential backoff with jitter (`backoff.ts`) while the others go on, and the pass reports
- *   when the next retry is due;
- * - objects no longer rendered are pruned only when no rendered object is failing to apply, so a
- *   transient failure never removes a working route; a failed delete holds back nothing but itself.
- *   MCP key mirrors whose source became unusable are deleted on every pass regardless: a key that
- *   must stop working is a revocation, not a prune.
+ * The pass: render from the cached cluster state, then write only what differs. Level-triggered and
+ * incremental (render-stage.ts); it reads the informer caches, never lists, and skips an apply when
+ * the live object has the desired hash and still holds every field the render sets (desired.ts).
+ * Applies, deletes and status writes run `concurrency` at a time; each failure waits out its own
+ * capped backoff with jitter, a new desired state is tried at once, and a failure is the condition of
+ * the resource that owns the object only. Objects no longer rendered are pruned only while no
+ * rendered object fails to apply; a failed delete holds back nothing but itself; MCP key mirrors whose
+ * source became unusable are deleted on every pass (a revocation, not a prune). With the registry
+ * sync (registry-sync.ts) rooms and the registry ConfigMaps are its work, not the pass's. A write
+ * refused by the leadership fence ends the pass.
  */
 import { createLogger } from '../common/log.ts';
 import { ItemBackoff } from './backoff.ts';
 import {
   type ClusterState,
   type ClusterWriter,
-  PASS_STAGES,
   type PassStage,
   type ReconcileResult,
   type ReconcilerOptions,
@@ -44,7 +32,7 @@ import {
 import { DESIRED_HASH, eachLimited, objKey, upToDate, withHash } from './desired.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
 import { type MirrorResult, mirrorMcpKeys, reasonOf } from './kube/mcp-keys.ts';
-import { type RenderMemo, renderIncremental } from './render/incremental.ts';
+import { RenderStage, stageClock, YIELD_EVERY, yieldToEvents } from './render-stage.ts';
 import type {
   Conflict,
   K8sObject,
@@ -90,20 +78,6 @@ interface PassContext {
   newFailures: number;
 }
 
-/** Measures the stages of one pass. */
-function stageClock() {
-  const stages = Object.fromEntries(PASS_STAGES.map((s) => [s, 0])) as Record<PassStage, number>;
-  let mark = performance.now();
-  return {
-    stages,
-    lap(stage: PassStage) {
-      const t = performance.now();
-      stages[stage] += t - mark;
-      mark = t;
-    },
-  };
-}
-
 /**
  * One controller's reconciler. It keeps what must outlive a pass: per-object backoff, the Secret
  * cache and the memos of the incremental mode. The MCP key mirrors live where the controller may not
@@ -125,17 +99,10 @@ export class Reconciler {
   private readonly now: () => Date;
   private readonly incremental: boolean;
   private readonly registry: RegistryHooks | undefined;
-  /** Object key → the RetrievalAgent (`namespace/name`) whose objects it is one of (last render). */
-  private owners = new Map<string, string>();
+  /** The render, its memos and the hashed objects (render-stage.ts). */
+  private readonly stage: RenderStage;
   /** Backoff key → the desired hash that failed: a new desired state is tried at once. */
   private readonly failedHash = new Map<string, string>();
-  /** The previous render's inputs and outputs (incremental mode). */
-  private renderMemo: RenderMemo | undefined;
-  /**
-   * Rendered object → the same with its hash annotation. The incremental render hands back the very
-   * object of the previous pass when its content is unchanged, so identity is enough.
-   */
-  private hashed = new WeakMap<K8sObject, K8sObject>();
   /** Object key → the desired and live objects last found up to date (both by identity). */
   private readonly verified = new Map<string, { desired: K8sObject; live: K8sObject }>();
   /** Mirror key → its content and the same with its hash annotation (mirrors are built per pass). */
@@ -156,6 +123,7 @@ export class Reconciler {
     this.now = o.now ?? (() => new Date());
     this.incremental = o.incremental ?? true;
     this.registry = o.registry;
+    this.stage = new RenderStage(this.incremental, this.registry);
   }
 
   /**
@@ -167,8 +135,7 @@ export class Reconciler {
     this.secrets.forget();
     this.goneMirrors.clear();
     this.mirrors.clear();
-    this.renderMemo = undefined;
-    this.hashed = new WeakMap();
+    this.stage.reset();
     this.verified.clear();
     this.mirrorHashes.clear();
     this.statusMemo = new WeakMap();
@@ -192,7 +159,7 @@ export class Reconciler {
     if (!verdict.supported) return this.unsupportedPass(state, input.platforms, verdict, clock.stages);
     await this.resolveJwks(platform, input);
     clock.lap('upstream');
-    const { conflicts, objects, agentsRendered } = this.renderAll(input);
+    const { conflicts, objects, agentsRendered } = await this.stage.run(input);
     clock.lap('render');
     // The MCP routes' API keys, mirrored from each Agent's own MCP credential (fails closed when absent).
     const mirror = await mirrorMcpKeys(this.secrets, objects);
@@ -208,7 +175,7 @@ export class Reconciler {
     };
     for (const { secret } of mirror.secrets) ctx.desiredKeys.add(objKey(secret));
     this.forgetObsolete(state, ctx.desiredKeys, new Set(mirror.stale.map(objKey)));
-    const todo = this.compare(ctx, objects);
+    const todo = await this.compare(ctx, objects);
     clock.lap('compare');
     await eachLimited(todo, this.concurrency, (o) => this.applyOne(ctx, o));
     clock.lap('apply');
@@ -289,40 +256,6 @@ export class Reconciler {
     }
   }
 
-  private renderAll(input: Resources): {
-    conflicts: Conflict[];
-    objects: K8sObject[];
-    agentsRendered: number;
-  } {
-    const registry = this.registry === undefined;
-    // Without `incremental`, every pass renders from scratch (the same result as `render`).
-    const r = renderIncremental(input, this.incremental ? this.renderMemo : undefined, { registry });
-    if (this.incremental) this.renderMemo = r.memo;
-    this.owners = r.owners;
-    if (this.registry) {
-      this.registry.onModel(
-        r.model,
-        r.conflicts.some((c) => c.reason === 'TooManyAgents'),
-      );
-      const tooLarge = this.registry.tooLarge();
-      if (tooLarge && r.model)
-        r.conflicts.push({
-          kind: 'RetrievalPlatform',
-          name: r.model.platformRes.metadata.name,
-          reason: 'RegistryTooLarge',
-          message: tooLarge,
-        });
-    }
-    const hashed = new WeakMap<K8sObject, K8sObject>();
-    const objects = r.objects.map((o) => {
-      const h = (this.incremental ? this.hashed.get(o) : undefined) ?? withHash(o);
-      hashed.set(o, h);
-      return h;
-    });
-    this.hashed = hashed; // only this pass's objects: the previous ones may be collected
-    return { conflicts: r.conflicts, objects, agentsRendered: r.agentsRendered };
-  }
-
   /**
    * Failures of objects no longer desired (apply) or no longer to delete are forgotten, so they
    * cannot hold pruning back forever.
@@ -345,9 +278,11 @@ export class Reconciler {
   }
 
   /** The desired objects whose live copy is not already what they would write. */
-  private compare(ctx: PassContext, objects: K8sObject[]): K8sObject[] {
+  private async compare(ctx: PassContext, objects: K8sObject[]): Promise<K8sObject[]> {
     const todo: K8sObject[] = [];
+    let n = 0;
     for (const o of objects) {
+      if (++n % YIELD_EVERY === 0) await yieldToEvents();
       const key = objKey(o);
       const current = ctx.state.live(o.apiVersion, o.kind, o.metadata.namespace, o.metadata.name);
       const seen = this.verified.get(key);
@@ -451,7 +386,7 @@ export class Reconciler {
     const out = new Map<string, string[]>();
     for (const [k, v] of this.failing) {
       if (!k.startsWith('apply ') || k.startsWith(MIRROR_APPLY)) continue;
-      const owner = this.owners.get(k.slice('apply '.length)) ?? '';
+      const owner = this.stage.owners.get(k.slice('apply '.length)) ?? '';
       out.set(owner, [...(out.get(owner) ?? []), v]);
     }
     for (const l of out.values()) l.sort();

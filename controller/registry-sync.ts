@@ -136,13 +136,6 @@ export class RegistrySync {
     return min === Number.POSITIVE_INFINITY ? 0 : this.now() - min;
   }
 
-  private room(name: string): RetrievalRoom | undefined {
-    const state = this.state();
-    if (!state) return undefined;
-    if (state.ownOne) return state.ownOne<RetrievalRoom>('RetrievalRoom', undefined, name);
-    return state.own<RetrievalRoom>('RetrievalRoom').find((r) => r.metadata.name === name);
-  }
-
   private live(name: string): ConfigMapObj | undefined {
     if (!this.namespace) return undefined;
     return this.state()?.live('v1', 'ConfigMap', this.namespace, name) as ConfigMapObj | undefined;
