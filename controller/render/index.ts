@@ -1,19 +1,12 @@
 /** Pure render: all our resources in, every desired object (sorted, deterministic) and the conflicts out. */
 
-import { MAX_AGENTS } from '../../rules/index.ts';
 import type { Conflict, K8sObject, RenderResult, Resources } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { renderGatewayAgent, renderGatewayShared } from './gateway.ts';
 import { renderKagentAgent, renderKagentShared } from './kagent.ts';
 import { type Agent, cmpStr, type Model } from './model.ts';
 import { renderAgentNetworkPolicy, renderSharedNetworkPolicies } from './network-policy.ts';
-import {
-  CONFIGMAP_DATA_LIMIT,
-  configMapBytes,
-  PROJECTOR_CONFIGMAP,
-  RETRIEVAL_CONFIGMAP,
-  renderServerConfig,
-} from './server-config.ts';
+import { CONFIGMAP_DATA_LIMIT, configMapBytes, renderServerConfig } from './server-config.ts';
 
 const KIND_ORDER = [
   'ConfigMap',
@@ -54,18 +47,8 @@ export function renderAgentObjects(m: Model, a: Agent): K8sObject[] {
  * over the ConfigMap limit is left out and reported in `conflicts`.
  */
 export function renderSharedObjects(m: Model, conflicts: Conflict[]): K8sObject[] {
-  // Both servers refuse a longer agent list (rules/agent-bound.ts): neither gets a partial one.
-  const tooMany = m.agents.length > MAX_AGENTS;
-  if (tooMany)
-    conflicts.push({
-      kind: 'RetrievalPlatform',
-      name: m.platformRes.metadata.name,
-      reason: 'TooManyAgents',
-      message: `${m.agents.length} agents would be listed in ${PROJECTOR_CONFIGMAP} and ${RETRIEVAL_CONFIGMAP} (limit ${MAX_AGENTS})`,
-    });
+  // At most the agent bound: the analysis refused the RetrievalAgents past it (rules/cross-object.ts).
   const configs = renderServerConfig(m).filter((cm) => {
-    if ((cm.metadata.name === RETRIEVAL_CONFIGMAP || cm.metadata.name === PROJECTOR_CONFIGMAP) && tooMany)
-      return false;
     const bytes = configMapBytes(cm);
     if (bytes <= CONFIGMAP_DATA_LIMIT) return true;
     // Never a truncated registry: no ConfigMap (the server then fails closed) and a reported conflict.
