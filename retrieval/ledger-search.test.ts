@@ -69,7 +69,8 @@ async function search(carrier: string): Promise<string> {
       method: 'tools/call',
       params: { name: 'search_knowledge', arguments: { query: 'alpha' } },
     },
-    { 'x-fgentic-identity': carrier },
+    // The agent the gateway's MCP route authenticated (retrieval/mcp/caller.ts).
+    { 'x-fgentic-identity': carrier, 'x-fgentic-agent': 'kagent/knowledge-agent' },
   );
   assert.equal(r.status, 200);
   const result = JSON.parse(r.body).result;

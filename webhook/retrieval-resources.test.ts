@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { MAX_AGENTS } from '../rules/index.ts';
 import {
   admissionReview,
   partner,
@@ -9,7 +10,6 @@ import {
   retrievalAgentCr,
   room,
 } from './fixtures.ts';
-import { MAX_AGENTS } from '../rules/index.ts';
 import { review } from './review.ts';
 import type { KubeObject } from './rules/types.ts';
 import { StaticClusterView } from './view.ts';
