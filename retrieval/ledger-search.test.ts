@@ -129,6 +129,32 @@ describe('ledger mode at search', () => {
     assert.equal(await search(v), 'ok:2');
   });
 
+  test('ledger table gone (function and grant still there): every search fails, so not ready', async () => {
+    const v = value();
+    await record(v);
+    await t.pool.query('ALTER TABLE fgentic_ledger.capabilities RENAME TO capabilities_away');
+    try {
+      assert.equal(await search(v), 'unavailable:database_unavailable');
+      assert.equal(await readyz(), 503);
+    } finally {
+      await t.pool.query('ALTER TABLE fgentic_ledger.capabilities_away RENAME TO capabilities');
+    }
+    assert.equal(await readyz(), 200);
+    assert.equal(await search(v), 'ok:2');
+  });
+
+  test('a search function no longer executable by the serving role: not ready', async () => {
+    const fn =
+      'knowledge.fgentic_search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)';
+    await t.pool.query(`REVOKE EXECUTE ON FUNCTION ${fn} FROM knowledge_retrieval`);
+    try {
+      assert.equal(await readyz(), 503);
+    } finally {
+      await t.pool.query(`GRANT EXECUTE ON FUNCTION ${fn} TO knowledge_retrieval`);
+    }
+    assert.equal(await readyz(), 200);
+  });
+
   test('a purge racing calls: each call is served or denied unminted, never a fault; after it, denied', async () => {
     // The fixtures' clock lies in the database's past, so the purge deletes these entries while the
     // server's clock still sees them as live: only the ledger decides.

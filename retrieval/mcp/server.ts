@@ -60,7 +60,10 @@ export interface McpContext {
     | undefined;
   /** `ledger`: every search must find its projection in the capability ledger (default `plain`). */
   readonly capability?: CapabilityMode;
-  /** Ledger mode: how long a value the ledger does not have yet is re-checked (default LEDGER_WAIT_MS). */
+  /**
+   * Ledger mode: the mint window (default LEDGER_WAIT_MS): a value the ledger does not have is
+   * re-checked until that long after its issue second (retrieval/ledger.ts `recordHorizon`).
+   */
   readonly ledgerWaitMs?: number;
 }
 
@@ -167,6 +170,9 @@ function buildServer(ctx: McpContext, call: CallIdentity, configUnavailable = fa
       const result = proof
         ? await withinMintWindow(attempt, () => isRecorded(ctx.pool, proof), {
             windowMs: ctx.ledgerWaitMs ?? LEDGER_WAIT_MS,
+            issuedAt: identity.value.iat,
+            // The contract's clock, so the value's age is measured as its expiry is.
+            ...(ctx.now ? { nowMs: () => (ctx.now as () => number)() * 1000 } : {}),
           })
         : await attempt();
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
