@@ -24,11 +24,11 @@ import {
   type RetrievalConfigState,
   type RetrievalConfigStore,
 } from './config-store.ts';
+import { dataDirTarget } from './data-dir.ts';
 import {
   DatabaseInUseError,
   DEFAULT_DATA_DIR,
   type EmbeddedDatabase,
-  readLock,
   startEmbeddedDatabase,
 } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
@@ -299,17 +299,9 @@ async function ingestTarget(
 ): Promise<{ url: string; embedded?: EmbeddedDatabase }> {
   const url = values['database-url'] ?? process.env['DATABASE_URL'];
   if (url) return { url };
-  const dataDir = values['data-dir'] ?? DEFAULT_DATA_DIR;
-  const holder = readLock(dataDir);
-  if (holder?.url) {
-    process.stderr.write(
-      `ingest: ${dataDir} is open by PID ${holder.pid}; writing through its database at ${new URL(holder.url).host}\n`,
-    );
-    return { url: holder.url };
-  }
-  if (holder) throw new DatabaseInUseError(dataDir, holder);
-  const embedded = await startEmbeddedDatabase({ dataDir });
-  return { url: embedded.url, embedded };
+  return dataDirTarget('ingest', 'writing', values['data-dir'] ?? DEFAULT_DATA_DIR, (l: string) =>
+    process.stderr.write(l),
+  );
 }
 
 export async function ingestCommand(argv: string[]): Promise<number> {
