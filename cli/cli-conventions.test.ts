@@ -237,7 +237,10 @@ describe('serve errors', () => {
       /serve retrieval: config \/etc\/fgentic\/retrieval\.json \(the default; pass --config FILE\): does not exist/,
     );
     assert.equal(given.code, 2);
-    assert.ok(given.stderr.includes(`config ${invalid}: invalid value at $.agents`), given.stderr);
+    assert.ok(
+      given.stderr.includes(`config ${invalid}: agents: must list at least one agent [required]`),
+      given.stderr,
+    );
   });
 
   test('serve controller without a usable kubeconfig exits at once, naming what it tried', async () => {

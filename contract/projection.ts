@@ -140,8 +140,9 @@ export function validateProjection(obj: { [key: string]: JsonValue }): Verdict<P
 
   const client = checkClient(obj['client']);
   if ('ok' in client) return client;
-  const groups = checkPartnerGroups(obj['groups'], client.policy_id, 'groups');
-  if ('ok' in groups) return groups;
+  const fault = partnerGroupsFault(obj['groups'], client.policy_id, true);
+  if (fault) return deny('groups', fault.index === undefined ? 'groups' : `groups[${fault.index}]`);
+  const groups = obj['groups'] as string[];
   return accept({
     agent,
     allowed_classifications: classifications,
@@ -172,22 +173,37 @@ export function isTokenText(v: unknown, maxBytes: number): v is string {
   return typeof v === 'string' && v.length > 0 && v.length <= maxBytes && /^[\x21-\x7e]+$/.test(v);
 }
 
-/** 1–16 ASCII-sorted unique `partner/<policy_id>/<group>` strings, all under the given policy. */
-export function checkPartnerGroups(
-  v: JsonValue | undefined,
-  policyId: string,
-  path: string,
-): Denial | string[] {
-  if (!Array.isArray(v) || v.length < 1 || v.length > 16) return deny('groups', path);
-  const out: string[] = [];
+export const MAX_PARTNER_GROUPS = 16;
+
+/** What is wrong with a partner group list: the item at fault (undefined: the list itself) and why. */
+export interface PartnerGroupsFault {
+  readonly index?: number;
+  readonly fault: 'count' | 'pattern' | 'policy' | 'duplicate' | 'order';
+}
+
+/**
+ * The one partner-group rule: 1–16 unique `partner/<policyId>/<group>` strings, every one under the
+ * given policy; with `sorted`, also in strictly ascending ASCII order (a projection's canonical
+ * form). Undefined when valid, else the first fault. rules/partners.ts `checkPartnerGroups` reports
+ * it for our resources and the projector's file.
+ */
+export function partnerGroupsFault(
+  v: unknown,
+  policyId: unknown,
+  sorted: boolean,
+): PartnerGroupsFault | undefined {
+  if (!Array.isArray(v) || v.length < 1 || v.length > MAX_PARTNER_GROUPS) return { fault: 'count' };
+  const seen = new Set<string>();
   for (let k = 0; k < v.length; k++) {
-    const g = v[k];
-    if (!isPartnerGroup(g) || partnerGroupPolicy(g) !== policyId) return deny('groups', `${path}[${k}]`);
-    const prev = out[k - 1];
-    if (prev !== undefined && compareAscii(prev, g) >= 0) return deny('groups', `${path}[${k}]`);
-    out.push(g);
+    const g: unknown = v[k];
+    if (!isPartnerGroup(g)) return { index: k, fault: 'pattern' };
+    if (partnerGroupPolicy(g) !== policyId) return { index: k, fault: 'policy' };
+    if (seen.has(g)) return { index: k, fault: 'duplicate' };
+    const prev = v[k - 1] as string | undefined;
+    if (sorted && prev !== undefined && compareAscii(prev, g) >= 0) return { index: k, fault: 'order' };
+    seen.add(g);
   }
-  return out;
+  return undefined;
 }
 
 export interface DecodeOptions {

@@ -95,7 +95,7 @@ export interface ReconcilerOptions {
  * ConfigMaps to it, hands it the model after each render, and reports its RegistryTooLarge.
  */
 export interface RegistryHooks {
-  onModel(model: Model | undefined, omit: boolean): void;
+  onModel(model: Model | undefined): void;
   owns(o: { kind: string; metadata: { name: string } }): boolean;
   tooLarge(): string | undefined;
 }

@@ -4,31 +4,49 @@
  */
 import { PARTNER_GROUP } from '../contract/index.ts';
 import {
+  A2A_BACKENDS,
+  AGENT_NAME_CEL,
   AGREEMENT_REF_SCHEMA,
   BRIDGE_REGEX_SCHEMA,
   CEILING_CEL,
   CEILING_SCHEMA,
   CLIENT_TEXT_SCHEMA,
+  DESCRIPTION_MAX,
+  DNS1123_LABEL_PATTERN,
+  DNS1123_SUBDOMAIN_SCHEMA,
+  httpUrlSchema,
   IDENTITY_HEADER_NAME,
   ISSUER_PATTERN,
   ISSUER_SCHEMA,
+  LABEL_MAP_SCHEMA,
   LOCAL_GROUP_MAX,
   LOCAL_GROUP_PATTERN,
   LOCAL_GROUPS_CEL,
   MAX_BRIDGED_ORIGINS,
   MAX_LOCAL_GROUPS,
+  MAX_OBSERVABILITY_PORTS,
   MAX_PARTNER_AGENTS,
   MAX_PARTNER_GROUPS,
+  MCP_URL_MAX,
+  MODEL_SCHEMA,
   MXID_PATTERN,
   PARTNER_GROUPS_CEL,
+  PORT_SCHEMA,
+  PROFILE_CEL,
+  PROFILE_SCHEMA,
   PROJECT_LABELS,
   PUBLIC_TIMEOUT_CEL,
   PUBLIC_TIMEOUT_SCHEMA,
+  RATE_LIMIT,
   RETRIEVAL_TOOL,
   ROOM_ID_PATTERN,
   ROOM_ID_SCHEMA,
+  SECRET_KEY_SCHEMA,
   SERVER_NAME_PATTERN,
   SERVER_NAME_SCHEMA,
+  SERVICE_URL_SCHEMA,
+  SKILLS,
+  SYSTEM_MESSAGE_MAX,
 } from '../rules/index.ts';
 import {
   CAPABILITY_MODES,
@@ -41,16 +59,16 @@ import { GROUP, VERSION } from './types.ts';
 
 type Schema = Record<string, unknown>;
 
+/** Every pattern comes from rules/ (one rule, one place); the names are kept for the tests. */
 export const PATTERNS = {
-  dns1123Label: '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$',
-  dns1123Subdomain: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$',
-  secretKey: '^[-._a-zA-Z0-9]+$',
-  // The Matrix names, the issuer and the local groups come from rules/ (one rule, one place).
+  dns1123Label: DNS1123_LABEL_PATTERN,
+  dns1123Subdomain: DNS1123_SUBDOMAIN_SCHEMA.pattern,
+  secretKey: SECRET_KEY_SCHEMA.pattern,
   roomId: ROOM_ID_PATTERN,
   mxid: MXID_PATTERN,
   serverName: SERVER_NAME_PATTERN,
   httpsUrl: ISSUER_PATTERN,
-  httpUrl: '^https?://[^\\s/?#@]+(/[^\\s?#]*)?$',
+  httpUrl: httpUrlSchema().pattern,
   partnerGroup: PARTNER_GROUP.source,
   localGroup: LOCAL_GROUP_PATTERN,
 } as const;
@@ -65,19 +83,17 @@ const obj = (properties: Record<string, Schema>, required: string[] = [], extra:
   ...extra,
 });
 const arr = (items: Schema, extra: Schema = {}): Schema => ({ type: 'array', items, ...extra });
-const labels = (description: string): Schema => ({
-  type: 'object',
-  description,
-  additionalProperties: { type: 'string', maxLength: 63 },
-  maxProperties: 8,
-});
+const labels = (description: string): Schema => ({ ...structuredClone(LABEL_MAP_SCHEMA), description });
+const url = (maxLength: number, description: string): Schema =>
+  str({ ...structuredClone(httpUrlSchema(maxLength)), description });
+const port = (description: string): Schema => int({ ...PORT_SCHEMA, description });
 
 const dnsLabel = (description: string) => str({ pattern: PATTERNS.dns1123Label, maxLength: 63, description });
 const secretKeyRef = (description: string) =>
   obj(
     {
-      name: str({ pattern: PATTERNS.dns1123Subdomain, maxLength: 253, description: 'Name of the Secret.' }),
-      key: str({ pattern: PATTERNS.secretKey, maxLength: 253, description: 'Key inside the Secret.' }),
+      name: str({ ...DNS1123_SUBDOMAIN_SCHEMA, description: 'Name of the Secret.' }),
+      key: str({ ...SECRET_KEY_SCHEMA, description: 'Key inside the Secret.' }),
     },
     ['name', 'key'],
     { description },
@@ -150,30 +166,29 @@ const AGE_COLUMN = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTim
 const agentSpec = obj(
   {
     description: str({
-      maxLength: 1024,
+      maxLength: DESCRIPTION_MAX,
       description: 'Free-text description copied to the kagent Agent and its A2A AgentCard.',
     }),
     modelConfig: str({
-      pattern: PATTERNS.dns1123Subdomain,
-      maxLength: 253,
+      ...DNS1123_SUBDOMAIN_SCHEMA,
       description: 'Name of the kagent ModelConfig (same namespace) the rendered Agent uses.',
     }),
     systemMessage: str({
       minLength: 1,
-      maxLength: 65536,
+      maxLength: SYSTEM_MESSAGE_MAX,
       description: 'System message of the rendered kagent Agent.',
     }),
     skills: arr(
       obj(
         {
           id: str({
-            pattern: '^[A-Za-z0-9._-]{1,64}$',
+            pattern: SKILLS.idPattern,
             description: 'Skill identifier, unique in the list.',
           }),
-          name: str({ minLength: 1, maxLength: 128, description: 'Display name of the skill.' }),
-          description: str({ maxLength: 1024, description: 'What the skill does.' }),
-          tags: arr(str({ minLength: 1, maxLength: 64 }), {
-            maxItems: 16,
+          name: str({ minLength: 1, maxLength: SKILLS.nameMax, description: 'Display name of the skill.' }),
+          description: str({ maxLength: SKILLS.descriptionMax, description: 'What the skill does.' }),
+          tags: arr(str({ minLength: 1, maxLength: SKILLS.tagMax }), {
+            maxItems: SKILLS.tagsMax,
             'x-kubernetes-list-type': 'set',
             description: 'Keywords for the skill.',
           }),
@@ -181,7 +196,7 @@ const agentSpec = obj(
         ['id', 'name'],
       ),
       {
-        maxItems: 32,
+        maxItems: SKILLS.max,
         'x-kubernetes-list-type': 'map',
         'x-kubernetes-list-map-keys': ['id'],
         description: 'A2A AgentCard skills advertised by the rendered Agent (kagent a2aConfig.skills).',
@@ -193,15 +208,15 @@ const agentSpec = obj(
     rateLimit: obj(
       {
         requestsPerMinute: int({
-          minimum: 1,
-          maximum: 10000,
-          default: 60,
+          minimum: RATE_LIMIT.min,
+          maximum: RATE_LIMIT.max,
+          default: RATE_LIMIT.default,
           description: 'MCP requests per minute; one tool call is several requests (initialize, list, call).',
         }),
       },
       [],
       {
-        default: { requestsPerMinute: 60 },
+        default: { requestsPerMinute: RATE_LIMIT.default },
         description: "Local rate limit of this Agent's MCP route on the gateway (one bucket per Agent).",
       },
     ),
@@ -302,12 +317,10 @@ const platformSpec = obj(
           maxLength: 63,
           description: `Listener of the MCP route (default: localListener). Client-sent ${IDENTITY_HEADER_NAME} is stripped before routing on every A2A listener that is not also the MCP listener.`,
         }),
-        mcpUrl: str({
-          pattern: PATTERNS.httpUrl,
-          maxLength: 512,
-          description:
-            'Base URL of the proxy for the RemoteMCPServer (default http://<name>.<namespace>.svc.cluster.local:8080)',
-        }),
+        mcpUrl: url(
+          MCP_URL_MAX,
+          'Base URL of the proxy for the RemoteMCPServer (default http://<name>.<namespace>.svc.cluster.local:8080)',
+        ),
         proxyPodLabels: labels(
           'Pod labels of the agentgateway proxy, used in NetworkPolicies (default app.kubernetes.io/name: agentgateway-proxy).',
         ),
@@ -383,9 +396,9 @@ const platformSpec = obj(
         }),
         jwksSecretRef: secretKeyRef('Secret (gateway namespace) holding the JWKS JSON'),
         jwksUri: str({
-          pattern: PATTERNS.httpUrl,
-          maxLength: 2048,
-          description: 'In-cluster Service URL of the JWKS; exclusive with jwksSecretRef.',
+          ...SERVICE_URL_SCHEMA,
+          description:
+            'In-cluster Service URL of the JWKS, http(s)://<service>.<namespace>.svc[.cluster.local][:port][/path]; exclusive with jwksSecretRef.',
         }),
       },
       ['issuer'],
@@ -402,11 +415,7 @@ const platformSpec = obj(
     projector: obj(
       {
         service: dnsLabel('Service name of the projector (default fgentic-projector).'),
-        port: int({
-          minimum: 1,
-          maximum: 65535,
-          description: 'Service port of the projector (default 8080).',
-        }),
+        port: port('Service port of the projector (default 8080).'),
       },
       [],
       { description: 'The projector (ext-auth) Service in the retrieval namespace.' },
@@ -414,29 +423,22 @@ const platformSpec = obj(
     retrieval: obj(
       {
         service: dnsLabel('Service name of the retrieval server (default knowledge-retrieval).'),
-        port: int({
-          minimum: 1,
-          maximum: 65535,
-          description: 'Service port of the retrieval server (default 8080).',
-        }),
+        port: port('Service port of the retrieval server (default 8080).'),
       },
       [],
       { description: 'The retrieval (MCP) Service in the retrieval namespace.' },
     ),
     embeddings: obj(
       {
-        url: str({
-          pattern: PATTERNS.httpUrl,
-          maxLength: 2048,
-          description: 'Base URL of the OpenAI-compatible /v1/embeddings endpoint for query embeddings.',
-        }),
+        url: url(2048, 'Base URL of the OpenAI-compatible /v1/embeddings endpoint for query embeddings.'),
         model: str({
-          minLength: 1,
-          maxLength: 256,
-          description: 'Model name sent to the endpoint (e.g. bge-m3).',
+          ...MODEL_SCHEMA,
+          description:
+            'Model name sent to the endpoint (e.g. BAAI/bge-m3): printable ASCII, no space at either end.',
         }),
         profile: str({
-          pattern: '^[a-z0-9][a-z0-9._-]{0,62}$',
+          ...PROFILE_SCHEMA,
+          'x-kubernetes-validations': [{ ...PROFILE_CEL }],
           description:
             'Embedding profile; must equal the one recorded in the database or the server refuses to serve.',
         }),
@@ -446,7 +448,7 @@ const platformSpec = obj(
       { description: 'The embeddings endpoint the retrieval server uses for queries.' },
     ),
     a2aBackend: str({
-      enum: ['controller', 'agentService'],
+      enum: [...A2A_BACKENDS],
       default: 'controller',
       description:
         "A2A upstream of the routes: controller (kagent controller, A2A 1.0; needs a kagent that forwards the identity header) or agentService (the Agent's Service, A2A 0.3).",
@@ -487,11 +489,7 @@ const platformSpec = obj(
           default: false,
           description: "Let the projector re-read the room's state from the homeserver on every check.",
         }),
-        homeserverUrl: str({
-          pattern: PATTERNS.httpUrl,
-          maxLength: 2048,
-          description: 'In-cluster URL of the Matrix homeserver client API.',
-        }),
+        homeserverUrl: url(2048, 'In-cluster URL of the Matrix homeserver client API.'),
         tokenSecretRef: secretKeyRef('Secret (retrieval namespace) with the homeserver access token'),
       },
       [],
@@ -509,7 +507,7 @@ const platformSpec = obj(
       {
         namespace: dnsLabel('Namespace of the Postgres pods (default postgres).'),
         podLabels: labels('Pod labels of the Postgres pods (default cnpg.io/cluster: platform-pg).'),
-        port: int({ minimum: 1, maximum: 65535, description: 'Postgres port (default 5432).' }),
+        port: port('Postgres port (default 5432).'),
       },
       [],
       { description: 'Where the retrieval server may connect to Postgres (its egress NetworkPolicy).' },
@@ -520,8 +518,8 @@ const platformSpec = obj(
         podLabels: labels(
           'Pod labels of the telemetry collector (default: the OpenTelemetry collector labels).',
         ),
-        ports: arr(int({ minimum: 1, maximum: 65535 }), {
-          maxItems: 4,
+        ports: arr(int({ ...PORT_SCHEMA }), {
+          maxItems: MAX_OBSERVABILITY_PORTS,
           'x-kubernetes-list-type': 'set',
           description: 'Collector ports the workloads may send to (default 4317, 4318).',
         }),
@@ -566,12 +564,7 @@ const KINDS: KindDef[] = [
     scope: 'Namespaced',
     description: `A retrieval Agent: the reconciler renders a kagent Agent of the same namespace and name with the ${RETRIEVAL_TOOL} tool, its gateway routes and policies, and its NetworkPolicy.`,
     spec: agentSpec,
-    rootRules: [
-      {
-        rule: 'self.metadata.name.size() <= 63',
-        message: 'the name is the kagent Agent name (DNS-1123 label)',
-      },
-    ],
+    rootRules: [{ ...AGENT_NAME_CEL }],
     columns: [
       { name: 'Model', type: 'string', jsonPath: '.spec.modelConfig' },
       { name: 'Public', type: 'boolean', jsonPath: '.spec.public' },

@@ -51,7 +51,8 @@ export class RegistrySync {
   readonly index = new RegistryIndex();
   private namespace: string | undefined;
   private hasPlatform = false;
-  private omit = false;
+  /** Nothing is deleted before the pass has said what the platform is (its first model). */
+  private modelSeen = false;
   /** Failing registry ConfigMaps: name → first error of this failure (stable, content-free). */
   private readonly failing = new Map<string, { error: string; since: number }>();
   /**
@@ -98,13 +99,13 @@ export class RegistrySync {
     for (const r of change.rooms) if (r !== name || live) this.queue.add(`room-status/${r}`, URGENT);
   }
 
-  /** The pass's model: the rest of `projector.json`, the partner entries, and whether to omit it all. */
-  onModel(model: Model | undefined, omit: boolean): void {
+  /** The pass's model: the rest of `projector.json` and the partner entries (undefined: no platform). */
+  onModel(model: Model | undefined): void {
     const had = this.hasPlatform;
+    this.modelSeen = true;
     this.hasPlatform = model !== undefined;
-    this.omit = omit;
     const changed = new Set<string>();
-    if (model && !omit) {
+    if (model) {
       this.namespace = model.platform.spec.namespaces.retrieval;
       for (const n of this.index.setContext(registryContext(model))) changed.add(n);
       for (const n of this.index.setPartners(registryEntries(model).partners)) changed.add(n);
@@ -126,7 +127,7 @@ export class RegistrySync {
 
   /** RegistryTooLarge, for the RetrievalPlatform's conflicts. */
   tooLarge(): string | undefined {
-    return this.omit ? undefined : this.index.tooLarge();
+    return this.index.tooLarge();
   }
 
   /** How long the oldest failing registry write has been failing (ms), 0 when none: the heartbeat's health. */
@@ -171,11 +172,11 @@ export class RegistrySync {
     const key = `cm/${name}`;
     const state = this.state();
     if (!state || !this.namespace) return;
-    const desired = this.omit ? undefined : this.index.object(name, (i) => this.liveDigest(i));
+    const desired = this.index.object(name, (i) => this.liveDigest(i));
     const current = this.live(name);
     try {
       if (!desired) {
-        if (current && (this.omit || !this.hasPlatform || this.index.layout() !== 'none')) {
+        if (current && this.modelSeen) {
           await this.api.delete({ ...current, apiVersion: 'v1', kind: 'ConfigMap' }, { priority: URGENT });
           this.writes++;
           state.removed?.({ ...current, apiVersion: 'v1', kind: 'ConfigMap' });

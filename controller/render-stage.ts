@@ -59,10 +59,7 @@ export class RenderStage {
     if (this.incremental) this.memo = r.memo;
     this.owners = r.owners;
     if (this.registry) {
-      this.registry.onModel(
-        r.model,
-        r.conflicts.some((c) => c.reason === 'TooManyAgents'),
-      );
+      this.registry.onModel(r.model);
       const tooLarge = this.registry.tooLarge();
       if (tooLarge && r.model)
         r.conflicts.push({

@@ -74,15 +74,15 @@ function forged(overrides: Record<string, unknown> = {}): string {
   return enc.value;
 }
 
-/** One tools/call as the agent pod makes it: its own MCP key, the carrier it chooses. */
-async function search(stack: LocalStack, carrier: string) {
+/** One tools/call as an agent pod makes it: its own MCP key and route, the carrier it chooses. */
+async function search(stack: LocalStack, carrier: string, as = 'kagent/knowledge-agent') {
   const client = new Client({ name: 'compromised-agent', version: '1' });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(stack.mcpRouteUrl), {
       requestInit: {
         headers: {
-          authorization: `Bearer ${stack.agentMcpKey}`,
-          'x-retrieval-agent': 'kagent/knowledge-agent',
+          authorization: `Bearer ${stack.agentMcpKeys[as]}`,
+          'x-retrieval-agent': as,
           'x-fgentic-identity': carrier,
         },
       },
@@ -186,9 +186,14 @@ describe('ledger mode: minted values', () => {
     clock = T0;
     const { carrier } = await delegate(ledger);
     const other = rebind(carrier, { namespace: 'kagent', name: 'other-agent' });
-    // Plain mode takes it (the agent is served); the ledger has no entry for that value and agent.
-    assert.equal((await search(plain, other)).isError, false);
-    const r = await search(ledger, other);
+    // On its own agent's route it is refused in both modes: the projection is bound to the caller.
+    const mismatch = await search(plain, other);
+    assert.equal(mismatch.isError, true);
+    assert.match(mismatch.text, /caller_mismatch/);
+    // The other agent's pod presenting it on its own route: plain mode takes it (the agent is served
+    // and calls); the ledger has no entry for that value and agent.
+    assert.equal((await search(plain, other, 'kagent/other-agent')).isError, false);
+    const r = await search(ledger, other, 'kagent/other-agent');
     assert.equal(r.isError, true);
     assert.match(r.text, /unminted/);
   });

@@ -70,6 +70,8 @@ export interface LocalStack {
   readonly mcpRouteUrl: string;
   readonly bridgeApiKey: string;
   readonly agentMcpKey: string;
+  /** The MCP API key of every rendered retrieval Agent, by `namespace/name`. */
+  readonly agentMcpKeys: Readonly<Record<string, string>>;
   /** The embedded database (loopback) and the projector's configuration text, for `explain`. */
   readonly databaseUrl?: string;
   readonly projectorConfigJson: string;
@@ -147,6 +149,8 @@ export interface Front {
   readonly mcpRouteUrl: string;
   readonly bridgeApiKey: string;
   readonly agentMcpKey: string;
+  /** The MCP API key of every rendered retrieval Agent, by `namespace/name` (the first is `agentMcpKey`). */
+  readonly agentMcpKeys: Readonly<Record<string, string>>;
   /** Headers the agent pod sends on its own MCP calls (the API key from `headersFrom`). */
   readonly agentMcpHeaders: Record<string, string>;
   issueToken: LocalStack['issueToken'];
@@ -215,15 +219,20 @@ export async function startFront(o: FrontOptions): Promise<Front> {
           },
         ],
       },
-      {
-        name: `${agent.metadata.name}-mcp-key`,
+    ];
+    // One MCP key mirror per rendered retrieval Agent, as the controller writes them.
+    const agentMcpKeys: Record<string, string> = {};
+    for (const a of objects.filter((x) => x.kind === 'Agent')) {
+      const workload = `${a.metadata.namespace}/${a.metadata.name}`;
+      const key = a === agent ? agentMcpKey : randomBytes(24).toString('base64url');
+      agentMcpKeys[workload] = key;
+      apiKeySecrets.push({
+        name: `fgentic-mcp-key.${a.metadata.namespace}.${a.metadata.name}`,
         namespace: gatewayNs,
         labels: { 'retrieval.fgentic.dev/api-key': 'mcp' },
-        entries: [
-          { key: agentMcpKey, metadata: { workload: `${agent.metadata.namespace}/${agent.metadata.name}` } },
-        ],
-      },
-    ];
+        entries: [{ key, metadata: { workload } }],
+      });
+    }
     const gateway = await startGatewayDouble({
       objects,
       upstreams,
@@ -249,6 +258,7 @@ export async function startFront(o: FrontOptions): Promise<Front> {
       mcpRouteUrl,
       bridgeApiKey,
       agentMcpKey,
+      agentMcpKeys,
       agentMcpHeaders,
       issueToken: async ({ azp, aud, expiresInSeconds, iss }) => {
         const now = o.now ? o.now() : Math.floor(Date.now() / 1000);
@@ -350,6 +360,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       mcpRouteUrl: front.mcpRouteUrl,
       bridgeApiKey: front.bridgeApiKey,
       agentMcpKey: front.agentMcpKey,
+      agentMcpKeys: front.agentMcpKeys,
       ...(retrieval.embeddedDatabaseUrl ? { databaseUrl: retrieval.embeddedDatabaseUrl } : {}),
       projectorConfigJson,
       ...(ledger ? { ledger } : {}),

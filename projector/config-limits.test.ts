@@ -54,7 +54,7 @@ describe('projector.json agent bound', () => {
     version: 1,
     publicRetrievalTimeoutSeconds: 60,
     bridge: {
-      workload: 'w'.repeat(253),
+      workload: 'w'.repeat(DNS1123_LABEL_MAX),
       localServer: Array.from({ length: 4 }, () => 's'.repeat(63)).join('.'), // 255 characters
       serviceUserRegex: widestRegex,
       bridgedOrigins: Array.from({ length: MAX_BRIDGED_ORIGINS }, (_, i) => ({
@@ -100,6 +100,7 @@ describe('projector.json agent bound', () => {
 
   it('one agent over the bound is refused, not truncated', () => {
     const r = parseConfig(JSON.stringify(worst(MAX_AGENTS + 1)));
-    assert.deepEqual(r, { ok: false, error: `agents: must hold at most ${MAX_AGENTS} entries` });
+    assert.equal(r.ok, false);
+    assert.deepEqual(r.ok ? [] : r.problems?.map((p) => `${p.path} ${p.reason}`), ['agents agent-limit']);
   });
 });

@@ -9,42 +9,45 @@
  */
 import {
   type AllowedClassifications,
-  checkPartnerGroups,
   compareAscii,
   isAllowedClassifications,
-  isDns1123Label,
-  isPlainObject,
   isRoomId,
-  isServerName,
-  type JsonValue,
   parseStrictJson,
-  utf8Length,
 } from '../contract/index.ts';
 import {
+  agentLimit,
   CLIENT_TEXT_MAX,
+  checkHttpUrl,
+  checkIssuer,
+  checkLabel,
+  checkLocalGroups,
+  checkPartnerGroups,
+  checkPublicTimeout,
+  claimedByOthers,
   compileBridgeRegex,
-  ISSUER_MAX,
+  formatProblems,
+  groupCollisions,
   isClientText,
-  isIssuer,
-  isLocalGroup,
-  isValidTimeoutSetting,
+  isServerName,
   MAX_AGENTS,
   MAX_BRIDGED_ORIGINS,
   MAX_LOCAL_GROUPS,
   MAX_PARTNER_AGENTS,
-  PARTNER_PREFIX,
-  PUBLIC_TIMEOUT,
+  type Problems,
   partnerKey,
+  problem,
 } from '../rules/index.ts';
 import {
   CAPABILITY_MODES,
   type CapabilityMode,
   checkLedgerTiming,
   DEFAULT_CAPABILITY,
+  DEFAULT_LEDGER_TIMING,
   isCapabilityMode,
   type LedgerTiming,
   ledgerTiming,
 } from '../rules/ledger.ts';
+import { ConfigReader } from '../rules/reader.ts';
 
 // The decision modules read these through this module; they are the rules/ definitions.
 export { isValidTimeoutSetting, partnerKey } from '../rules/index.ts';
@@ -106,7 +109,10 @@ export interface ProjectorConfig {
   readonly ledger: LedgerTiming;
 }
 
-export type ConfigResult = { ok: true; config: ProjectorConfig } | { ok: false; error: string };
+/** A load error lists every problem (path, message, reason code); `error` is them on one line. */
+export type ConfigResult =
+  | { ok: true; config: ProjectorConfig }
+  | { ok: false; error: string; problems?: Problems };
 
 /** Registry ceilings: well above 100,000 rooms and 5,000 partners, which the shards carry (registry.ts). */
 export const MAX_ROOMS = 500_000;
@@ -115,261 +121,311 @@ export const MAX_PARTNERS = 50_000;
 export const RESERVED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 const PATH_RE = /^\/[A-Za-z0-9._~!$&'()*+,;=:@/%-]{0,1023}$/;
+const LIVE_TIMEOUT = { min: 10, max: 10_000, default: 150 } as const;
 
-class ConfigError extends Error {}
-
-function fail(path: string, what: string): never {
-  throw new ConfigError(`${path}: ${what}`);
+function label(r: ConfigReader, v: unknown, path: string): string | undefined {
+  return r.checked<string>(v, checkLabel, path);
 }
 
-type Obj = { [key: string]: JsonValue };
-
-function obj(v: JsonValue | undefined, path: string, required: string[], optional: string[] = []): Obj {
-  if (!isPlainObject(v)) fail(path, 'must be an object');
-  for (const key of Object.keys(v)) {
-    if (!required.includes(key) && !optional.includes(key)) fail(`${path}.${key}`, 'unknown field');
-  }
-  for (const key of required) if (!Object.hasOwn(v, key)) fail(`${path}.${key}`, 'required');
-  return v;
-}
-
-function str(v: JsonValue | undefined, path: string, maxBytes = 255): string {
-  if (typeof v !== 'string' || v.length === 0 || utf8Length(v) > maxBytes) fail(path, 'must be a string');
-  // No control characters: these values are compared with header values.
-  if (/[\x00-\x1f\x7f]/.test(v)) fail(path, 'control character');
-  return v;
-}
-
-function arr(v: JsonValue | undefined, path: string, max = 10000): JsonValue[] {
-  if (!Array.isArray(v)) fail(path, 'must be an array');
-  if (v.length > max) fail(path, `must hold at most ${max} entries`);
-  return v;
-}
-
-function label(v: JsonValue | undefined, path: string): string {
-  if (!isDns1123Label(v)) fail(path, 'must be a DNS-1123 label');
-  return v;
-}
-
-function routePath(v: JsonValue | undefined, path: string): string {
-  if (typeof v !== 'string' || !PATH_RE.test(v)) fail(path, 'must be an absolute path without query');
-  if (RESERVED_PATHS.has(v)) fail(path, 'reserved path');
+function routePath(r: ConfigReader, v: unknown, path: string): string | undefined {
+  if (typeof v !== 'string' || !PATH_RE.test(v))
+    return void r.report(problem('route-path', path, 'must be an absolute path without query'));
+  if (RESERVED_PATHS.has(v)) return void r.report(problem('route-path', path, 'reserved path'));
   return v;
 }
 
 /** An operator's MXID regex, compiled under the one bridge-regex rule (rules/bridge.ts). */
-export function compileSafeRegex(v: JsonValue | undefined, path: string): RegExp {
-  const r = compileBridgeRegex(v);
-  if (r instanceof RegExp) return r;
-  return fail(path, `regex ${r.fault}`);
+function regex(r: ConfigReader, v: unknown, path: string): RegExp | undefined {
+  const c = compileBridgeRegex(v);
+  if (c instanceof RegExp) return c;
+  return void r.report(problem('bridge-regex', path, `regex ${c.fault}`));
 }
 
-function classifications(v: JsonValue | undefined, path: string): AllowedClassifications {
-  if (!isAllowedClassifications(v)) fail(path, 'must be ["public"] or ["approved_non_public","public"]');
-  return [...v] as unknown as AllowedClassifications;
+function classifications(r: ConfigReader, v: unknown, path: string): AllowedClassifications | undefined {
+  if (isAllowedClassifications(v)) return [...v] as unknown as AllowedClassifications;
+  return void r.report(
+    problem('classifications', path, 'must be ["public"] or ["approved_non_public","public"]'),
+  );
 }
 
-function parseLiveRoomCheck(v: JsonValue | undefined): LiveRoomCheckConfig {
-  if (v === undefined) return { enabled: false, timeoutMs: 150 };
-  const o = obj(v, 'liveRoomCheck', ['enabled'], ['homeserverUrl', 'accessTokenFile', 'timeoutMs']);
-  if (typeof o['enabled'] !== 'boolean') fail('liveRoomCheck.enabled', 'must be a boolean');
-  let homeserverUrl: string | undefined;
-  if (o['homeserverUrl'] !== undefined) {
-    homeserverUrl = str(o['homeserverUrl'], 'liveRoomCheck.homeserverUrl', 2048);
-    let u: URL;
-    try {
-      u = new URL(homeserverUrl);
-    } catch {
-      fail('liveRoomCheck.homeserverUrl', 'must be a URL');
+function readBridge(r: ConfigReader, v: unknown): ProjectorConfig['bridge'] | undefined {
+  const b = r.object(v, 'bridge', ['workload', 'localServer', 'serviceUserRegex', 'bridgedOrigins']);
+  if (!b) return undefined;
+  const workload = label(r, b['workload'], 'bridge.workload');
+  const localServer = b['localServer'];
+  if (typeof localServer !== 'string' || !isServerName(localServer))
+    r.report(problem('server-name', 'bridge.localServer', 'not a Matrix server name'));
+  const serviceUserRegex = regex(r, b['serviceUserRegex'], 'bridge.serviceUserRegex');
+  const networks = new Set<string>();
+  const bridgedOrigins: BridgedOrigin[] = [];
+  (r.array(b['bridgedOrigins'], 'bridge.bridgedOrigins', MAX_BRIDGED_ORIGINS) ?? []).forEach((o, k) => {
+    const p = `bridge.bridgedOrigins[${k}]`;
+    const e = r.object(o, p, ['network', 'userIdRegex']);
+    if (!e) return;
+    const network = label(r, e['network'], `${p}.network`);
+    if (network !== undefined && networks.has(network))
+      r.report(problem('bridged-origins', `${p}.network`, 'duplicate network'));
+    if (network !== undefined) networks.add(network);
+    const userIdRegex = regex(r, e['userIdRegex'], `${p}.userIdRegex`);
+    if (network !== undefined && userIdRegex) bridgedOrigins.push({ network, userIdRegex });
+  });
+  if (workload === undefined || !serviceUserRegex) return undefined;
+  return { workload, localServer: localServer as string, serviceUserRegex, bridgedOrigins };
+}
+
+function readAgents(r: ConfigReader, v: unknown): AgentRoute[] {
+  const list = r.array(v, 'agents', MAX_AGENTS + 1) ?? [];
+  r.add(agentLimit(list.length, 'agents'));
+  const owners = new Map<string, number>();
+  const paths = new Map<string, number>();
+  const agents: AgentRoute[] = [];
+  list.forEach((a, k) => {
+    const p = `agents[${k}]`;
+    const e = r.object(a, p, ['namespace', 'name', 'localPath'], ['publicPath']);
+    if (!e) return;
+    const namespace = label(r, e['namespace'], `${p}.namespace`);
+    const name = label(r, e['name'], `${p}.name`);
+    const localPath = routePath(r, e['localPath'], `${p}.localPath`);
+    const publicPath =
+      e['publicPath'] === undefined ? undefined : routePath(r, e['publicPath'], `${p}.publicPath`);
+    if (namespace === undefined || name === undefined || localPath === undefined) return;
+    const key = `${namespace}/${name}`;
+    r.add(claimedByOthers('agent-duplicate', p, owners.has(key) ? [`agents[${owners.get(key)}]`] : []));
+    owners.set(key, k);
+    for (const path of [localPath, publicPath]) {
+      if (path === undefined) continue;
+      if (paths.has(path))
+        r.report(problem('route-path', p, `duplicate route path (also agents[${paths.get(path)}])`));
+      paths.set(path, k);
     }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:')
-      fail('liveRoomCheck.homeserverUrl', 'http(s) only');
-    if (u.username || u.password || u.search || u.hash)
-      fail('liveRoomCheck.homeserverUrl', 'plain origin only');
-  }
+    agents.push({ namespace, name, localPath, ...(publicPath === undefined ? {} : { publicPath }) });
+  });
+  return agents;
+}
+
+function readRooms(r: ConfigReader, v: unknown): Map<string, RoomEntry> {
+  const rooms = new Map<string, RoomEntry>();
+  const index = new Map<string, number>();
+  (r.array(v, 'rooms', MAX_ROOMS) ?? []).forEach((x, k) => {
+    const p = `rooms[${k}]`;
+    const e = r.object(x, p, ['roomId', 'allowedClassifications']);
+    if (!e) return;
+    const roomId = e['roomId'];
+    if (!isRoomId(roomId)) {
+      r.report(problem('room-id', `${p}.roomId`, 'not a Matrix room ID'));
+      return;
+    }
+    r.add(
+      claimedByOthers(
+        'room-duplicate',
+        `${p}.roomId`,
+        index.has(roomId) ? [`rooms[${index.get(roomId)}]`] : [],
+      ),
+    );
+    index.set(roomId, k);
+    const allowed = classifications(r, e['allowedClassifications'], `${p}.allowedClassifications`);
+    if (allowed) rooms.set(roomId, { roomId, allowedClassifications: allowed });
+  });
+  return rooms;
+}
+
+const PARTNER_FIELDS = [
+  'issuer',
+  'audience',
+  'azp',
+  'policyId',
+  'groups',
+  'allowedClassifications',
+  'agents',
+];
+
+function readPartner(
+  r: ConfigReader,
+  c: unknown,
+  p: string,
+  localGroups: ReadonlySet<string>,
+): PartnerEntry | undefined {
+  const e = r.object(c, p, PARTNER_FIELDS);
+  if (!e) return undefined;
+  const issuerOk = r.add(checkIssuer(e['issuer'], `${p}.issuer`));
+  for (const f of ['audience', 'azp'])
+    if (!isClientText(e[f]))
+      r.report(
+        problem(
+          'client-id',
+          `${p}.${f}`,
+          `must be 1-${CLIENT_TEXT_MAX} printable ASCII characters without spaces`,
+        ),
+      );
+  const policyId = r.checked<string>(
+    e['policyId'],
+    (v, q) => (checkLabel(v, q).length ? [problem('policy-id', q, 'must be a DNS-1123 label')] : []),
+    `${p}.policyId`,
+  );
+  const groupsOk = r.add(checkPartnerGroups(e['groups'], e['policyId'], `${p}.groups`));
+  if (groupsOk)
+    r.add(groupCollisions(e['groups'] as string[], localGroups, `${p}.groups`, 'the local groups'));
+  const allowed = classifications(r, e['allowedClassifications'], `${p}.allowedClassifications`);
+  const refs = new Set<string>();
+  const agents: { namespace: string; name: string }[] = [];
+  (r.array(e['agents'], `${p}.agents`, MAX_PARTNER_AGENTS) ?? []).forEach((a, j) => {
+    const q = `${p}.agents[${j}]`;
+    const o = r.object(a, q, ['namespace', 'name']);
+    const namespace = o && label(r, o['namespace'], `${q}.namespace`);
+    const name = o && label(r, o['name'], `${q}.name`);
+    if (namespace === undefined || name === undefined) return;
+    if (refs.has(`${namespace}/${name}`)) r.report(problem('partner-agents', q, 'duplicate agent'));
+    refs.add(`${namespace}/${name}`);
+    agents.push({ namespace, name });
+  });
+  if (
+    !issuerOk ||
+    !isClientText(e['audience']) ||
+    !isClientText(e['azp']) ||
+    !policyId ||
+    !groupsOk ||
+    !allowed
+  )
+    return undefined;
+  return {
+    issuer: e['issuer'] as string,
+    audience: e['audience'],
+    azp: e['azp'],
+    policyId,
+    groups: [...(e['groups'] as string[])].sort(compareAscii),
+    allowedClassifications: allowed,
+    agents,
+  };
+}
+
+function readPartners(r: ConfigReader, v: unknown, localGroups: ReadonlySet<string>) {
+  const partners: PartnerEntry[] = [];
+  const partnerIndex = new Map<string, PartnerEntry[]>();
+  const at = new Map<string, number>();
+  (r.array(v, 'partners', MAX_PARTNERS) ?? []).forEach((c, k) => {
+    const p = `partners[${k}]`;
+    const entry = readPartner(r, c, p, localGroups);
+    if (!entry) return;
+    const key = partnerKey(entry.issuer, entry.audience, entry.azp);
+    r.add(claimedByOthers('partner-duplicate', p, at.has(key) ? [`partners[${at.get(key)}]`] : []));
+    at.set(key, k);
+    partnerIndex.set(key, [entry]);
+    partners.push(entry);
+  });
+  return { partners, partnerIndex };
+}
+
+function readLiveRoomCheck(r: ConfigReader, v: unknown): LiveRoomCheckConfig {
+  if (v === undefined) return { enabled: false, timeoutMs: LIVE_TIMEOUT.default };
+  const o = r.object(v, 'liveRoomCheck', ['enabled'], ['homeserverUrl', 'accessTokenFile', 'timeoutMs']);
+  if (!o) return { enabled: false, timeoutMs: LIVE_TIMEOUT.default };
+  const enabled = r.boolean(o['enabled'], 'liveRoomCheck.enabled') === true;
+  // The one URL rule (rules/urls.ts): what the CRD admits, this server reads.
+  r.add(checkHttpUrl(o['homeserverUrl'], 'liveRoomCheck.homeserverUrl'));
+  const homeserverUrl = o['homeserverUrl'] as string | undefined;
   const accessTokenFile =
     o['accessTokenFile'] === undefined
       ? undefined
-      : str(o['accessTokenFile'], 'liveRoomCheck.accessTokenFile', 4096);
-  let timeoutMs = 150;
-  if (o['timeoutMs'] !== undefined) {
-    const t = o['timeoutMs'];
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 10 || t > 10000)
-      fail('liveRoomCheck.timeoutMs', 'must be an integer 10–10000');
-    timeoutMs = t;
-  }
-  if (o['enabled'] && (homeserverUrl === undefined || accessTokenFile === undefined))
-    fail('liveRoomCheck', 'enabled requires homeserverUrl and accessTokenFile');
+      : r.string(o['accessTokenFile'], 'liveRoomCheck.accessTokenFile', 4096);
+  const t = o['timeoutMs'] ?? LIVE_TIMEOUT.default;
+  if (typeof t !== 'number' || !Number.isInteger(t) || t < LIVE_TIMEOUT.min || t > LIVE_TIMEOUT.max)
+    r.report(
+      problem(
+        'live-room-check',
+        'liveRoomCheck.timeoutMs',
+        `must be an integer ${LIVE_TIMEOUT.min}-${LIVE_TIMEOUT.max}`,
+      ),
+    );
+  if (enabled && (homeserverUrl === undefined || o['accessTokenFile'] === undefined))
+    r.report(
+      problem('live-room-check', 'liveRoomCheck', 'enabled requires homeserverUrl and accessTokenFile'),
+    );
   return {
-    enabled: o['enabled'],
-    timeoutMs,
+    enabled,
+    timeoutMs: t as number,
     ...(homeserverUrl === undefined ? {} : { homeserverUrl }),
     ...(accessTokenFile === undefined ? {} : { accessTokenFile }),
   };
 }
 
-/** Validate an already parsed configuration object. Never throws. */
-export function validateConfig(v: unknown): ConfigResult {
-  try {
-    return { ok: true, config: build(v as JsonValue) };
-  } catch (e) {
-    if (e instanceof ConfigError) return { ok: false, error: e.message };
-    return { ok: false, error: 'invalid configuration' };
+function readLocalGroups(r: ConfigReader, v: unknown): string[] {
+  if (!Array.isArray(v)) {
+    r.array(v, 'localGroups', MAX_LOCAL_GROUPS);
+    return [];
   }
+  r.add(checkLocalGroups(v, 'localGroups'));
+  return v.filter((g): g is string => typeof g === 'string');
 }
 
-/** Parse projector.json text strictly (duplicate names and trailing data fail). Never throws. */
-export function parseConfig(text: string): ConfigResult {
-  if (text.length > MAX_CONFIG_BYTES) return { ok: false, error: 'configuration too large' };
-  const parsed = parseStrictJson(text, { maxDepth: 16, maxLength: MAX_CONFIG_BYTES });
-  if (!parsed.ok) return { ok: false, error: `not strict JSON (${parsed.error} at ${parsed.offset})` };
-  return validateConfig(parsed.value);
-}
-
-function build(v: JsonValue): ProjectorConfig {
-  const root = obj(
-    v,
-    '$',
-    ['version', 'publicRetrievalTimeoutSeconds', 'bridge', 'agents', 'rooms', 'partners', 'localGroups'],
-    ['liveRoomCheck', 'capability', 'ledger'],
+function readCapability(r: ConfigReader, v: unknown): CapabilityMode {
+  if (v === undefined) return DEFAULT_CAPABILITY;
+  if (isCapabilityMode(v)) return v;
+  r.report(
+    problem('capability', 'capability', `must be one of ${CAPABILITY_MODES.map((m) => `"${m}"`).join(', ')}`),
   );
-  if (root['version'] !== 1) fail('version', 'must be 1');
+  return DEFAULT_CAPABILITY;
+}
+
+const ROOT_REQUIRED = [
+  'version',
+  'publicRetrievalTimeoutSeconds',
+  'bridge',
+  'agents',
+  'rooms',
+  'partners',
+  'localGroups',
+];
+
+function read(v: unknown): ConfigResult {
+  const r = new ConfigReader();
+  const root = r.object(v, '', ROOT_REQUIRED, ['liveRoomCheck', 'capability', 'ledger']);
+  if (!root) return failed(r.problems);
+  if (root['version'] !== 1) r.report(problem('config-version', 'version', 'must be 1'));
+  // Required here (the render always writes it); `object` reported it when missing.
   const timeout = root['publicRetrievalTimeoutSeconds'];
-  if (!isValidTimeoutSetting(timeout))
-    fail('publicRetrievalTimeoutSeconds', `must be an integer ${PUBLIC_TIMEOUT.min}–${PUBLIC_TIMEOUT.max}`);
-
-  const b = obj(root['bridge'], 'bridge', ['workload', 'localServer', 'serviceUserRegex', 'bridgedOrigins']);
-  const workload = str(b['workload'], 'bridge.workload', 253);
-  const localServer = str(b['localServer'], 'bridge.localServer');
-  if (!isServerName(localServer)) fail('bridge.localServer', 'must be a Matrix server name');
-  const serviceUserRegex = compileSafeRegex(b['serviceUserRegex'], 'bridge.serviceUserRegex');
-  const networks = new Set<string>();
-  const bridgedOrigins = arr(b['bridgedOrigins'], 'bridge.bridgedOrigins', MAX_BRIDGED_ORIGINS).map(
-    (o, k) => {
-      const p = `bridge.bridgedOrigins[${k}]`;
-      const e = obj(o, p, ['network', 'userIdRegex']);
-      const network = label(e['network'], `${p}.network`);
-      if (networks.has(network)) fail(`${p}.network`, 'duplicate network');
-      networks.add(network);
-      return { network, userIdRegex: compileSafeRegex(e['userIdRegex'], `${p}.userIdRegex`) };
-    },
-  );
-
-  const agentKeys = new Set<string>();
-  const paths = new Set<string>();
-  const agents = arr(root['agents'], 'agents', MAX_AGENTS).map((a, k): AgentRoute => {
-    const p = `agents[${k}]`;
-    const e = obj(a, p, ['namespace', 'name', 'localPath'], ['publicPath']);
-    const namespace = label(e['namespace'], `${p}.namespace`);
-    const name = label(e['name'], `${p}.name`);
-    const key = `${namespace}/${name}`;
-    if (agentKeys.has(key)) fail(p, 'duplicate agent');
-    agentKeys.add(key);
-    const localPath = routePath(e['localPath'], `${p}.localPath`);
-    const publicPath =
-      e['publicPath'] === undefined ? undefined : routePath(e['publicPath'], `${p}.publicPath`);
-    for (const path of [localPath, publicPath]) {
-      if (path === undefined) continue;
-      if (paths.has(path)) fail(p, 'duplicate route path');
-      paths.add(path);
-    }
-    return { namespace, name, localPath, ...(publicPath === undefined ? {} : { publicPath }) };
-  });
-
-  const rooms = new Map<string, RoomEntry>();
-  arr(root['rooms'], 'rooms', MAX_ROOMS).forEach((r, k) => {
-    const p = `rooms[${k}]`;
-    const e = obj(r, p, ['roomId', 'allowedClassifications']);
-    if (!isRoomId(e['roomId'])) fail(`${p}.roomId`, 'must be a room ID');
-    const roomId = e['roomId'];
-    if (rooms.has(roomId)) fail(p, 'duplicate room');
-    rooms.set(roomId, { roomId, allowedClassifications: classifications(e['allowedClassifications'], p) });
-  });
-
-  const localGroups = arr(root['localGroups'], 'localGroups', MAX_LOCAL_GROUPS).map((g, k) => {
-    if (typeof g === 'string' && g.startsWith(PARTNER_PREFIX))
-      fail(`localGroups[${k}]`, 'local group in the partner namespace');
-    if (!isLocalGroup(g)) fail(`localGroups[${k}]`, 'must be a local group name');
-    return g;
-  });
-  if (new Set(localGroups).size !== localGroups.length) fail('localGroups', 'duplicate group');
-  const localGroupSet = new Set(localGroups);
-
-  const partnerIndex = new Map<string, PartnerEntry[]>();
-  const partners = arr(root['partners'], 'partners', MAX_PARTNERS).map((c, k): PartnerEntry => {
-    const p = `partners[${k}]`;
-    const e = obj(c, p, [
-      'issuer',
-      'audience',
-      'azp',
-      'policyId',
-      'groups',
-      'allowedClassifications',
-      'agents',
-    ]);
-    const issuer = e['issuer'];
-    if (!isIssuer(issuer)) fail(`${p}.issuer`, `must be an https URL of at most ${ISSUER_MAX} characters`);
-    // What the projection can carry (rules/partners.ts); anything else would deny at run time.
-    const audience = e['audience'];
-    if (!isClientText(audience))
-      fail(`${p}.audience`, `must be 1–${CLIENT_TEXT_MAX} printable ASCII, no space`);
-    const azp = e['azp'];
-    if (!isClientText(azp)) fail(`${p}.azp`, `must be 1–${CLIENT_TEXT_MAX} printable ASCII, no space`);
-    const policyId = label(e['policyId'], `${p}.policyId`);
-    const groupsIn = arr(e['groups'], `${p}.groups`, 16);
-    if (!groupsIn.every((g) => typeof g === 'string')) fail(`${p}.groups`, 'must be strings');
-    const sorted = [...(groupsIn as string[])].sort(compareAscii);
-    const groups = checkPartnerGroups(sorted, policyId, `${p}.groups`);
-    if ('ok' in groups) fail(`${p}.groups`, 'must be 1–16 unique partner/<policyId>/<group> names');
-    for (const g of groups) if (localGroupSet.has(g)) fail(`${p}.groups`, 'collides with a local group');
-    const agentRefs = new Set<string>();
-    const partnerAgents = arr(e['agents'], `${p}.agents`, MAX_PARTNER_AGENTS).map((a, j) => {
-      const q = `${p}.agents[${j}]`;
-      const r = obj(a, q, ['namespace', 'name']);
-      const ref = { namespace: label(r['namespace'], `${q}.namespace`), name: label(r['name'], `${q}.name`) };
-      const key = `${ref.namespace}/${ref.name}`;
-      if (agentRefs.has(key)) fail(q, 'duplicate agent');
-      agentRefs.add(key);
-      return ref;
-    });
-    const entry: PartnerEntry = {
-      issuer,
-      audience,
-      azp,
-      policyId,
-      groups,
-      allowedClassifications: classifications(e['allowedClassifications'], p),
-      agents: partnerAgents,
-    };
-    const key = partnerKey(issuer, audience, azp);
-    if (partnerIndex.has(key)) fail(p, 'overlapping partner mapping (same issuer, audience, azp)');
-    partnerIndex.set(key, [entry]);
-    return entry;
-  });
-
-  return {
+  r.add(checkPublicTimeout(timeout, 'publicRetrievalTimeoutSeconds'));
+  const bridge = readBridge(r, root['bridge']);
+  const agents = readAgents(r, root['agents']);
+  const rooms = readRooms(r, root['rooms']);
+  const localGroups = readLocalGroups(r, root['localGroups']);
+  const { partners, partnerIndex } = readPartners(r, root['partners'], new Set(localGroups));
+  const liveRoomCheck = readLiveRoomCheck(r, root['liveRoomCheck']);
+  const capability = readCapability(r, root['capability']);
+  r.add(checkLedgerTiming(root['ledger'], 'ledger'));
+  const result = r.result<ProjectorConfig>(() => ({
     version: 1,
-    publicRetrievalTimeoutSeconds: timeout,
-    bridge: { workload, localServer, serviceUserRegex, bridgedOrigins },
+    publicRetrievalTimeoutSeconds: timeout as number,
+    bridge: bridge as ProjectorConfig['bridge'],
     agents,
     rooms,
     partners,
     partnerIndex,
     localGroups,
-    liveRoomCheck: parseLiveRoomCheck(root['liveRoomCheck']),
-    capability: parseCapability(root['capability']),
-    ledger: parseLedgerTiming(root['ledger']),
-  };
+    liveRoomCheck,
+    capability,
+    ledger: ledgerTiming(root['ledger']) ?? DEFAULT_LEDGER_TIMING,
+  }));
+  return result.ok ? { ok: true, config: result.value } : failed(result.problems);
 }
 
-function parseLedgerTiming(v: JsonValue | undefined): LedgerTiming {
-  const p = checkLedgerTiming(v, 'ledger')[0];
-  if (p) fail(p.path, p.message);
-  return ledgerTiming(v) ?? fail('ledger', 'invalid');
+function failed(problems: Problems): ConfigResult {
+  return { ok: false, error: formatProblems(problems), problems };
 }
 
-function parseCapability(v: JsonValue | undefined): CapabilityMode {
-  if (v === undefined) return DEFAULT_CAPABILITY;
-  if (isCapabilityMode(v)) return v;
-  return fail('capability', `must be one of ${CAPABILITY_MODES.map((m) => `"${m}"`).join(', ')}`);
+/** Validate an already parsed configuration object. Never throws. */
+export function validateConfig(v: unknown): ConfigResult {
+  try {
+    return read(v);
+  } catch {
+    return failed([problem('schema', '', 'invalid configuration')]);
+  }
+}
+
+/** Parse projector.json text strictly (duplicate names and trailing data fail). Never throws. */
+export function parseConfig(text: string): ConfigResult {
+  if (text.length > MAX_CONFIG_BYTES) return failed([problem('schema', '', 'configuration too large')]);
+  const parsed = parseStrictJson(text, { maxDepth: 16, maxLength: MAX_CONFIG_BYTES });
+  if (!parsed.ok)
+    return failed([problem('schema', '', `not strict JSON (${parsed.error} at ${parsed.offset})`)]);
+  return validateConfig(parsed.value);
 }

@@ -10,6 +10,7 @@ import {
   decodeRoomContext,
   encodeProjection,
   isFullMxid,
+  type MatrixPrincipal,
   type MatrixProjection,
   type RoomContext,
 } from '../contract/index.ts';
@@ -49,6 +50,33 @@ export interface MatrixOptions {
   readonly now: number;
 }
 
+/**
+ * The readers' kinds against the trusted configuration (bridged origins, the bridge's own service
+ * users): a member the configuration classifies otherwise than the room state says is refused.
+ * `explain` judges a room with this same function (retrieval/explain/subject.ts).
+ */
+export function audienceDenial(
+  config: ProjectorConfig,
+  audience: readonly MatrixPrincipal[],
+): 'audience_service' | 'audience_kind' | undefined {
+  for (const member of audience) {
+    const c = classifyMxid(config, member.principal);
+    if (c.kind === 'bridge_service') return 'audience_service';
+    if (c.kind === 'ambiguous' || !matchesClassification(member, c)) return 'audience_kind';
+  }
+  return undefined;
+}
+
+/** The room's claimed classifications against the registry's: exactly equal, or refused. */
+export function ceilingDenial(
+  registry: readonly string[],
+  claimed: readonly string[],
+): 'classification_widened' | 'classification_mismatch' | undefined {
+  if (claimed.length > registry.length) return 'classification_widened';
+  if (claimed.length < registry.length) return 'classification_mismatch';
+  return undefined;
+}
+
 export function decideMatrix(
   req: CheckRequest,
   config: ProjectorConfig,
@@ -82,18 +110,14 @@ export function decideMatrix(
   if (callerClass.kind === 'bridge_service' || callerClass.kind === 'ambiguous')
     return no('caller_kind', agent);
   if (!matchesClassification(ctx.caller, callerClass)) return no('caller_kind', agent);
-  for (const member of ctx.audience) {
-    const c = classifyMxid(config, member.principal);
-    if (c.kind === 'bridge_service') return no('audience_service', agent);
-    if (c.kind === 'ambiguous' || !matchesClassification(member, c)) return no('audience_kind', agent);
-  }
+  const audience = audienceDenial(config, ctx.audience);
+  if (audience) return no(audience, agent);
 
   const room = config.rooms.get(ctx.room.id);
   if (room === undefined) return no('room_unregistered', agent);
   const want = room.allowedClassifications;
-  const got = ctx.allowed_classifications;
-  if (got.length > want.length) return no('classification_widened', agent);
-  if (got.length < want.length) return no('classification_mismatch', agent);
+  const ceiling = ceilingDenial(want, ctx.allowed_classifications);
+  if (ceiling) return no(ceiling, agent);
 
   if (!Number.isSafeInteger(options.now) || options.now < 0) return no('internal', agent);
   const projection: MatrixProjection = {

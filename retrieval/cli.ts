@@ -18,17 +18,17 @@ import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { parseStrictJson } from '../contract/index.ts';
-import { ConfigError, parseConfig, type RetrievalConfig } from './config.ts';
+import { describeProblems, type RetrievalConfig, readConfig as readConfigValue } from './config.ts';
 import {
   fileRetrievalConfigStore,
   type RetrievalConfigState,
   type RetrievalConfigStore,
 } from './config-store.ts';
+import { dataDirTarget } from './data-dir.ts';
 import {
   DatabaseInUseError,
   DEFAULT_DATA_DIR,
   type EmbeddedDatabase,
-  readLock,
   startEmbeddedDatabase,
 } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
@@ -51,7 +51,9 @@ const DEFAULT_CONFIG = '/etc/fgentic/retrieval.json';
 
 export function embedderFor(config: RetrievalConfig['embeddings']): Embedder {
   if (config.profile === LOCAL_PROFILE) return createLocalEmbedder();
-  if (config.url === undefined || config.model === undefined) throw new ConfigError('$.embeddings');
+  // The loader guarantees both for every profile but the local one.
+  if (config.url === undefined || config.model === undefined)
+    throw new Error('embeddings: url and model are required for this profile');
   return createOpenAIEmbedder({
     url: config.url,
     model: config.model,
@@ -104,13 +106,9 @@ export function readConfig(path: string, isDefault: boolean): RetrievalConfig {
         ? 'a member name appears twice'
         : `not valid JSON at offset ${parsed.offset}`,
     );
-  try {
-    return parseConfig(parsed.value);
-  } catch (err) {
-    if (err instanceof ConfigError)
-      throw new ConfigFileError(path, isDefault, `invalid value at ${err.path}`);
-    throw err;
-  }
+  const read = readConfigValue(parsed.value);
+  if (!read.ok) throw new ConfigFileError(path, isDefault, describeProblems(read.problems));
+  return read.value;
 }
 
 export const SERVE_RETRIEVAL_USAGE =
@@ -301,17 +299,9 @@ async function ingestTarget(
 ): Promise<{ url: string; embedded?: EmbeddedDatabase }> {
   const url = values['database-url'] ?? process.env['DATABASE_URL'];
   if (url) return { url };
-  const dataDir = values['data-dir'] ?? DEFAULT_DATA_DIR;
-  const holder = readLock(dataDir);
-  if (holder?.url) {
-    process.stderr.write(
-      `ingest: ${dataDir} is open by PID ${holder.pid}; writing through its database at ${new URL(holder.url).host}\n`,
-    );
-    return { url: holder.url };
-  }
-  if (holder) throw new DatabaseInUseError(dataDir, holder);
-  const embedded = await startEmbeddedDatabase({ dataDir });
-  return { url: embedded.url, embedded };
+  return dataDirTarget('ingest', 'writing', values['data-dir'] ?? DEFAULT_DATA_DIR, (l: string) =>
+    process.stderr.write(l),
+  );
 }
 
 export async function ingestCommand(argv: string[]): Promise<number> {

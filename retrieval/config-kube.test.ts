@@ -61,7 +61,9 @@ async function callAs(server: RetrievalServer, agent: AgentRef): Promise<string>
   const header = matrixHeader({ caller: P.alice, audience: [P.alice], agent });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(server.mcpUrl), {
-      requestInit: { headers: { 'x-fgentic-identity': header } },
+      requestInit: {
+        headers: { 'x-fgentic-identity': header, 'x-fgentic-agent': `${agent.namespace}/${agent.name}` },
+      },
     }),
   );
   try {

@@ -54,6 +54,9 @@ describe('retrieval.json agent bound', () => {
   it('one agent over the bound is refused, not truncated', () => {
     const r = parseConfigText(JSON.stringify({ version: 1, agents: agents(MAX_AGENTS + 1), embeddings }));
     assert.equal(r.ok, false);
-    assert.equal(r.ok ? '' : r.problem, 'invalid value at $.agents');
+    assert.equal(
+      r.ok ? '' : r.problem,
+      `agents: more than ${MAX_AGENTS} RetrievalAgents; the servers' configuration holds ${MAX_AGENTS} [agent-limit]`,
+    );
   });
 });

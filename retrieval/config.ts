@@ -1,20 +1,29 @@
 /**
- * Strict parse of retrieval.json (docs/interfaces.md "Retrieval configuration file"). Unknown keys,
- * wrong types or an empty agent list are errors: the server refuses to start rather than guess. At
- * most `MAX_AGENTS` agents, the most a 1 MiB ConfigMap always holds (rules/agent-bound.ts).
- * The database URL never comes from this file (DATABASE_URL only).
+ * Strict read of retrieval.json (docs/interfaces.md "Retrieval configuration file"), in the one
+ * config-reader style (rules/reader.ts): every problem is reported, each with its path and reason
+ * code, and each field is checked with the rule the CRD and the render use (rules/embeddings.ts,
+ * rules/urls.ts, rules/kube.ts), so a file rendered from admitted resources always loads. Unknown
+ * keys, wrong types or an empty agent list are errors: the server refuses to start rather than
+ * guess. At most `MAX_AGENTS` agents, the most a 1 MiB ConfigMap always holds
+ * (rules/agent-bound.ts). The database URL never comes from this file (DATABASE_URL only).
  */
-import { type AgentRef, isDns1123Label, parseStrictJson } from '../contract/index.ts';
+import { type AgentRef, parseStrictJson } from '../contract/index.ts';
 import { MAX_AGENTS } from '../rules/agent-bound.ts';
+import { agentLimit, claimedByOthers } from '../rules/cross-object.ts';
+import { checkModel, checkProfile, LOCAL_PROFILE } from '../rules/embeddings.ts';
+import { checkLabel } from '../rules/kube.ts';
 import {
   CAPABILITY_MODES,
   type CapabilityMode,
   checkLedgerTiming,
   DEFAULT_LEDGER_TIMING,
+  isCapabilityMode,
   type LedgerTiming,
   ledgerTiming,
 } from '../rules/ledger.ts';
-import { LOCAL_PROFILE } from './embeddings/local.ts';
+import { ConfigReader, isObject as isObj, type ReadResult } from '../rules/reader.ts';
+import { formatProblems, type Problems, problem } from '../rules/result.ts';
+import { checkHttpUrl } from '../rules/urls.ts';
 
 export interface EmbeddingsConfig {
   readonly profile: string;
@@ -34,30 +43,7 @@ export interface RetrievalConfig {
   readonly ledger: LedgerTiming;
 }
 
-export class ConfigError extends Error {
-  constructor(readonly path: string) {
-    super(`invalid retrieval config at ${path}`);
-    this.name = 'ConfigError';
-  }
-}
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-function only(o: Obj, required: string[], optional: string[], path: string): void {
-  // An unknown member is named by where it is, not by its name: the name is the file's content.
-  for (const k of Object.keys(o))
-    if (!required.includes(k) && !optional.includes(k)) throw new ConfigError(`${path} (unknown member)`);
-  for (const k of required) if (!Object.hasOwn(o, k)) throw new ConfigError(`${path}.${k}`);
-}
-
-function str(v: unknown, path: string, max = 2048): string {
-  if (typeof v !== 'string' || v.length === 0 || v.length > max || v.trim() !== v)
-    throw new ConfigError(path);
-  return v;
-}
-
-const PROFILE = /^[a-z0-9][a-z0-9.-]{0,62}[a-z0-9]$/;
+const STRING_MAX = 2048;
 
 export interface ParseOptions {
   /**
@@ -68,79 +54,109 @@ export interface ParseOptions {
   readonly allowNoAgents?: boolean;
 }
 
-export function parseConfig(value: unknown, options: ParseOptions = {}): RetrievalConfig {
-  if (!isObj(value)) throw new ConfigError('$');
-  only(value, ['version', 'agents', 'embeddings'], ['allowedOrigins', 'capability', 'ledger'], '$');
-  if (value['version'] !== 1) throw new ConfigError('$.version');
-  const agentsIn = value['agents'];
-  if (
-    !Array.isArray(agentsIn) ||
-    (agentsIn.length === 0 && options.allowNoAgents !== true) ||
-    agentsIn.length > MAX_AGENTS
-  )
-    throw new ConfigError('$.agents');
-  const agents = agentsIn.map((a, i) => {
-    const path = `$.agents[${i}]`;
-    if (!isObj(a)) throw new ConfigError(path);
-    only(a, ['namespace', 'name'], [], path);
-    if (!isDns1123Label(a['namespace'])) throw new ConfigError(`${path}.namespace`);
-    if (!isDns1123Label(a['name'])) throw new ConfigError(`${path}.name`);
-    return { namespace: a['namespace'], name: a['name'] };
+function readAgents(r: ConfigReader, v: unknown, options: ParseOptions): AgentRef[] {
+  const list = r.array(v, 'agents', MAX_AGENTS + 1) ?? [];
+  if (Array.isArray(v) && v.length === 0 && options.allowNoAgents !== true)
+    r.report(problem('required', 'agents', 'must list at least one agent'));
+  r.add(agentLimit(list.length, 'agents'));
+  const seen = new Map<string, number>();
+  const agents: AgentRef[] = [];
+  list.forEach((a, i) => {
+    const path = `agents[${i}]`;
+    const o = r.object(a, path, ['namespace', 'name']);
+    const namespace = o && r.checked<string>(o['namespace'], checkLabel, `${path}.namespace`);
+    const name = o && r.checked<string>(o['name'], checkLabel, `${path}.name`);
+    if (namespace === undefined || name === undefined) return;
+    const key = `${namespace}/${name}`;
+    r.add(claimedByOthers('agent-duplicate', path, seen.has(key) ? [`agents[${seen.get(key)}]`] : []));
+    seen.set(key, i);
+    agents.push({ namespace, name });
   });
-  const e = value['embeddings'];
-  if (!isObj(e)) throw new ConfigError('$.embeddings');
-  const profile = str(e['profile'], '$.embeddings.profile', 64);
-  if (!PROFILE.test(profile)) throw new ConfigError('$.embeddings.profile');
-  let embeddings: EmbeddingsConfig;
-  if (profile === LOCAL_PROFILE) {
-    only(e, ['profile'], [], '$.embeddings');
-    embeddings = { profile };
-  } else {
-    only(e, ['profile', 'url', 'model'], ['tokenFile'], '$.embeddings');
-    const url = str(e['url'], '$.embeddings.url');
-    let parsed: URL;
+  return agents;
+}
+
+function readEmbeddings(r: ConfigReader, v: unknown): EmbeddingsConfig | undefined {
+  const profile = (v as { profile?: unknown } | undefined)?.profile;
+  const profileOk = r.add(checkProfile(profile, 'embeddings.profile'));
+  // The embedded stack's deterministic embedder needs no endpoint.
+  const local = profile === LOCAL_PROFILE;
+  const e = local
+    ? r.object(v, 'embeddings', ['profile'])
+    : r.object(v, 'embeddings', ['profile', 'url', 'model'], ['tokenFile']);
+  if (!e || !profileOk) return undefined;
+  if (local) return { profile: LOCAL_PROFILE };
+  // A missing url or model is reported by `object`; a present one is checked by its rule.
+  const urlOk = e['url'] !== undefined && r.add(checkHttpUrl(e['url'], 'embeddings.url'));
+  const modelOk = e['model'] !== undefined && r.add(checkModel(e['model'], 'embeddings.model'));
+  const tokenFile =
+    e['tokenFile'] === undefined ? undefined : r.string(e['tokenFile'], 'embeddings.tokenFile', STRING_MAX);
+  if (!urlOk || !modelOk) return undefined;
+  return {
+    profile: profile as string,
+    url: e['url'] as string,
+    model: e['model'] as string,
+    ...(tokenFile !== undefined ? { tokenFile } : {}),
+  };
+}
+
+function readOrigins(r: ConfigReader, v: unknown): string[] {
+  const out: string[] = [];
+  (r.array(v ?? [], 'allowedOrigins', 64) ?? []).forEach((o, i) => {
+    const path = `allowedOrigins[${i}]`;
+    const s = r.string(o, path, 512);
+    if (s === undefined) return;
+    let origin: string | undefined;
     try {
-      parsed = new URL(url);
+      origin = new URL(s).origin;
     } catch {
-      throw new ConfigError('$.embeddings.url');
-    }
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-      throw new ConfigError('$.embeddings.url');
-    embeddings = {
-      profile,
-      url,
-      model: str(e['model'], '$.embeddings.model', 255),
-      ...(e['tokenFile'] !== undefined ? { tokenFile: str(e['tokenFile'], '$.embeddings.tokenFile') } : {}),
-    };
-  }
-  const originsIn = value['allowedOrigins'] ?? [];
-  if (!Array.isArray(originsIn) || originsIn.length > 64) throw new ConfigError('$.allowedOrigins');
-  const allowedOrigins = originsIn.map((o, i) => {
-    const s = str(o, `$.allowedOrigins[${i}]`, 512);
-    let u: URL;
-    try {
-      u = new URL(s);
-    } catch {
-      throw new ConfigError(`$.allowedOrigins[${i}]`);
+      origin = undefined;
     }
     // An origin is scheme://host[:port] exactly, as browsers send it.
-    if (u.origin !== s) throw new ConfigError(`$.allowedOrigins[${i}]`);
-    return s;
+    if (origin !== s) r.report(problem('http-url', path, 'must be an origin, scheme://host[:port]'));
+    else out.push(s);
   });
-  const capability = value['capability'] ?? 'plain';
-  if (!CAPABILITY_MODES.includes(capability as CapabilityMode)) throw new ConfigError('$.capability');
+  return out;
+}
+
+/** A parsed retrieval.json value → configuration, or every problem. Never throws. */
+export function readConfig(value: unknown, options: ParseOptions = {}): ReadResult<RetrievalConfig> {
+  const r = new ConfigReader();
+  const root = r.object(
+    value,
+    '',
+    ['version', 'agents', 'embeddings'],
+    ['allowedOrigins', 'capability', 'ledger'],
+  );
+  if (!root) return r.result(() => undefined as never);
+  if (root['version'] !== 1) r.report(problem('config-version', 'version', 'must be 1'));
+  const agents = readAgents(r, root['agents'], options);
+  const embeddings = readEmbeddings(r, root['embeddings']);
+  const allowedOrigins = readOrigins(r, root['allowedOrigins']);
+  const capability = root['capability'] ?? 'plain';
+  if (!isCapabilityMode(capability))
+    r.report(problem('capability', 'capability', `must be ${CAPABILITY_MODES.join(' or ')}`));
   // The pair is checked together: the projector's deadline must lie inside this server's window.
-  const timing = checkLedgerTiming(value['ledger'], 'ledger')[0];
-  if (timing) throw new ConfigError(`$.${timing.path}`);
-  const ledger = ledgerTiming(value['ledger']) ?? DEFAULT_LEDGER_TIMING;
-  return { version: 1, agents, embeddings, allowedOrigins, capability: capability as CapabilityMode, ledger };
+  r.add(checkLedgerTiming(root['ledger'], 'ledger'));
+  return r.result(() => ({
+    version: 1 as const,
+    agents,
+    embeddings: embeddings as EmbeddingsConfig,
+    allowedOrigins,
+    capability: capability as CapabilityMode,
+    ledger: ledgerTiming(root['ledger']) ?? DEFAULT_LEDGER_TIMING,
+  }));
+}
+
+/** The problems of a refused file on one line, content-free. */
+export function describeProblems(problems: Problems): string {
+  return formatProblems(problems);
 }
 
 export type ConfigTextResult =
   | { readonly ok: true; readonly config: RetrievalConfig }
   | {
       readonly ok: false;
-      /** What is wrong, content-free: a JSON offset or the path of the offending field. */
+      /** What is wrong, content-free: a JSON offset, or each problem's field path, message and reason. */
       readonly problem: string;
       /**
        * The agents the text lists, when it has a readable `agents` array even though the whole is
@@ -163,17 +179,15 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Confi
           ? 'a member name appears twice'
           : `not valid JSON at offset ${parsed.offset}`,
     };
-  try {
-    return { ok: true, config: parseConfig(parsed.value, options) };
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    const v = parsed.value;
-    const agents = isObj(v) ? v['agents'] : undefined;
-    if (!Array.isArray(agents)) return { ok: false, problem: `invalid value at ${err.path}` };
-    const listed = new Set<string>();
-    for (const a of agents)
-      if (isObj(a) && typeof a['namespace'] === 'string' && typeof a['name'] === 'string')
-        listed.add(agentKey({ namespace: a['namespace'], name: a['name'] }));
-    return { ok: false, problem: `invalid value at ${err.path}`, listed };
-  }
+  const read = readConfig(parsed.value, options);
+  if (read.ok) return { ok: true, config: read.value };
+  const problem = describeProblems(read.problems);
+  const v = parsed.value;
+  const agents = isObj(v) ? v['agents'] : undefined;
+  if (!Array.isArray(agents)) return { ok: false, problem };
+  const listed = new Set<string>();
+  for (const a of agents)
+    if (isObj(a) && typeof a['namespace'] === 'string' && typeof a['name'] === 'string')
+      listed.add(agentKey({ namespace: a['namespace'], name: a['name'] }));
+  return { ok: false, problem, listed };
 }

@@ -134,8 +134,10 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       try {
         const s = await ensureProfile(servingPool, embedder.profile, false);
         profileOk = s.ok;
-        // Ledger mode: not ready while the check function is missing or not executable, since every
-        // search would then deny.
+        // Ready only while what a search needs is there: the search functions, executable by the
+        // serving role (and still no table access), and in ledger mode the check each search folds
+        // in, run for real (a missing function, grant or table fails every search).
+        await assertServingPrivileges(servingPool);
         return s.ok && (!ledger || (await ledgerReachable(servingPool)));
       } catch (err) {
         // Not ready; the SQLSTATE or errno says whether the database is down or refusing us.

@@ -69,7 +69,8 @@ async function search(carrier: string): Promise<string> {
       method: 'tools/call',
       params: { name: 'search_knowledge', arguments: { query: 'alpha' } },
     },
-    { 'x-fgentic-identity': carrier },
+    // The agent the gateway's MCP route authenticated (retrieval/mcp/caller.ts).
+    { 'x-fgentic-identity': carrier, 'x-fgentic-agent': 'kagent/knowledge-agent' },
   );
   assert.equal(r.status, 200);
   const result = JSON.parse(r.body).result;
@@ -126,6 +127,32 @@ describe('ledger mode at search', () => {
       await t.pool.query('ALTER SCHEMA fgentic_ledger_away RENAME TO fgentic_ledger');
     }
     assert.equal(await search(v), 'ok:2');
+  });
+
+  test('ledger table gone (function and grant still there): every search fails, so not ready', async () => {
+    const v = value();
+    await record(v);
+    await t.pool.query('ALTER TABLE fgentic_ledger.capabilities RENAME TO capabilities_away');
+    try {
+      assert.equal(await search(v), 'unavailable:database_unavailable');
+      assert.equal(await readyz(), 503);
+    } finally {
+      await t.pool.query('ALTER TABLE fgentic_ledger.capabilities_away RENAME TO capabilities');
+    }
+    assert.equal(await readyz(), 200);
+    assert.equal(await search(v), 'ok:2');
+  });
+
+  test('a search function no longer executable by the serving role: not ready', async () => {
+    const fn =
+      'knowledge.fgentic_search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)';
+    await t.pool.query(`REVOKE EXECUTE ON FUNCTION ${fn} FROM knowledge_retrieval`);
+    try {
+      assert.equal(await readyz(), 503);
+    } finally {
+      await t.pool.query(`GRANT EXECUTE ON FUNCTION ${fn} TO knowledge_retrieval`);
+    }
+    assert.equal(await readyz(), 200);
   });
 
   test('a purge racing calls: each call is served or denied unminted, never a fault; after it, denied', async () => {

@@ -19,6 +19,7 @@ import {
   RECORD_SQL,
   recheckDelays,
   recordBatchMessage,
+  recordHorizon,
   UnmintedCapabilityError,
   withinMintWindow,
 } from './ledger.ts';
@@ -39,33 +40,96 @@ import {
 
 const AGENT_KEY = `${AGENT.namespace}/${AGENT.name}`;
 
-describe('the mint window schedule', () => {
-  test('the pauses add up to exactly the window, never more (property)', () => {
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 600_000 }), (w) => {
-        const d = recheckDelays(w);
-        const total = d.reduce((a, b) => a + b, 0);
-        return total === w && d.every((x) => x > 0) && d.length <= 1 + Math.ceil(Math.log2(w / 10 + 1));
+describe('the mint window: bounded by the real race, cheap to deny', () => {
+  const W = fc.integer({ min: 200, max: 30_000 });
+  /** A value's age at its first refusal, in ms from its issue second (may be negative: a forged iat). */
+  const AGE = fc.integer({ min: -5_000, max: 60_000 });
+  const T0 = 1_800_000_000; // iat, Unix seconds
+
+  test('a value never recorded: at most 3 re-checks, waiting no longer than the window nor past iat + 1 s + window (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(W, AGE, async (windowMs, age) => {
+        const nowMs = T0 * 1000 + age;
+        let checks = 0;
+        let slept = 0;
+        const found = await awaitRecorded(
+          async () => {
+            checks++;
+            return false;
+          },
+          { windowMs, issuedAt: T0, nowMs: () => nowMs, sleep: async (ms) => void (slept += ms) },
+        );
+        assert.equal(found, false);
+        assert.ok(checks <= 3, `${checks} re-checks`);
+        assert.ok(slept <= windowMs, `${slept} ms > window`);
+        const horizon = (T0 + 1) * 1000 + windowMs - nowMs;
+        assert.equal(slept, Math.max(0, Math.min(windowMs, horizon)));
+        // A value older than its horizon costs no re-check at all.
+        if (horizon <= 0) assert.equal(checks, 0);
       }),
     );
   });
 
-  test('a value never recorded is re-checked within the bound and then refused', async () => {
-    const slept: number[] = [];
-    let checks = 0;
-    const found = await awaitRecorded(
-      async () => {
-        checks++;
-        return false;
-      },
-      { windowMs: 2_000, sleep: async (ms) => void slept.push(ms) },
+  test('the whole denial is at most 5 statements, and 2 for a value past its horizon (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(W, AGE, async (windowMs, age) => {
+        let statements = 0;
+        // One refused attempt is the folded search and, its answer being empty, the check alone.
+        const attempt = async () => {
+          statements += 2;
+          throw new UnmintedCapabilityError();
+        };
+        const recorded = async () => {
+          statements++;
+          return false;
+        };
+        const nowMs = T0 * 1000 + age;
+        await assert.rejects(
+          withinMintWindow(attempt, recorded, {
+            windowMs,
+            issuedAt: T0,
+            nowMs: () => nowMs,
+            sleep: async () => {},
+          }),
+          UnmintedCapabilityError,
+        );
+        assert.ok(statements <= 5, `${statements} statements`);
+        if (age >= 1000 + windowMs) assert.equal(statements, 2);
+      }),
     );
-    assert.equal(found, false);
-    assert.equal(
-      slept.reduce((a, b) => a + b, 0),
-      2_000,
+  });
+
+  test('safety: a record visible at any moment up to iat + 1 s + window is found, and the search runs again (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(W, AGE, fc.double({ min: 0, max: 1, noNaN: true }), async (windowMs, age, at) => {
+        const nowMs = T0 * 1000 + age;
+        const horizon = recordHorizon(T0, nowMs, windowMs);
+        fc.pre(horizon > 0);
+        // The record becomes visible `visibleAfter` ms after the first refusal, within the horizon.
+        const visibleAfter = at * horizon;
+        let elapsed = 0;
+        let attempts = 0;
+        const served = await withinMintWindow(
+          async () => {
+            if (attempts++ === 0) throw new UnmintedCapabilityError();
+            return 'served';
+          },
+          async () => elapsed >= visibleAfter,
+          { windowMs, issuedAt: T0, nowMs: () => nowMs, sleep: async (ms) => void (elapsed += ms) },
+        );
+        assert.equal(served, 'served');
+        assert.equal(attempts, 2);
+      }),
     );
-    assert.equal(checks, slept.length);
+  });
+
+  test('the schedule: 25 ms, 250 ms and the horizon, never past it', () => {
+    assert.deepEqual(recheckDelays(2_000), [25, 225, 1_750]);
+    assert.deepEqual(recheckDelays(100), [25, 75]);
+    assert.deepEqual(recheckDelays(20), [20]);
+    assert.deepEqual(recheckDelays(0), []);
+    // A value that claims a later issue second (a forged iat) still waits at most the window.
+    assert.equal(recordHorizon(T0, T0 * 1000 - 10_000, 2_000), 2_000);
   });
 
   test('a zero window refuses at once, without a re-check', async () => {
@@ -81,19 +145,7 @@ describe('the mint window schedule', () => {
     assert.equal(checks, 0);
   });
 
-  test('the search runs again once the entry shows up, and only unminted answers wait', async () => {
-    let attempts = 0;
-    const served = await withinMintWindow(
-      async () => {
-        if (attempts++ === 0) throw new UnmintedCapabilityError();
-        return 'served';
-      },
-      async () => attempts > 0,
-      { windowMs: 100, sleep: async () => {} },
-    );
-    assert.equal(served, 'served');
-    assert.equal(attempts, 2);
-    // A fault is never retried or turned into a wait.
+  test('a fault is never retried or turned into a wait', async () => {
     let faults = 0;
     await assert.rejects(
       withinMintWindow(
@@ -267,5 +319,6 @@ describe('the folded check against the database', () => {
       UnmintedCapabilityError,
     );
     assert.equal(pauses, recheckDelays(2_000).length);
+    assert.ok(pauses <= 3);
   });
 });

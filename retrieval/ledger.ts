@@ -12,7 +12,8 @@
  * a recorded value costs no extra round trip and an unrecorded one never reaches the search. Only an
  * empty answer runs the check alone, to tell `unminted` from "no authorized row". The projector
  * records after it answers (projector/ledger.ts), so a value the ledger does not have yet is
- * re-checked for a bounded window (`LEDGER_WAIT_MS`) before it is denied.
+ * re-checked, at most three times, until the mint window counted from its issue second has passed
+ * (`recordHorizon`); a value older than that is denied at once.
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
@@ -198,42 +199,67 @@ export async function runUnderCheck(
 }
 
 /**
- * How long the retrieval server keeps re-checking a value the ledger does not have before it denies
- * `unminted`: the projector records after answering, and its record deadline (1 s by default,
- * projector/ledger.ts) lies inside this bound. A tool call follows the model's turn, which takes far
- * longer, so the window is almost only spent on values nobody minted.
+ * The mint window's default (`spec.ledger.mintWindowMilliseconds`): how long after its issue second a
+ * value the ledger lacks may still be recorded. See `recordHorizon` for why it is safe.
  */
 export const LEDGER_WAIT_MS: number = LEDGER_MINT_WINDOW.default;
 
-/** Pauses between re-checks: doubling from 10 ms, the last one cut to the window. */
-export function recheckDelays(windowMs: number): number[] {
-  const out: number[] = [];
-  let total = 0;
-  for (let d = 10; total < windowMs; d *= 2) {
-    const step = Math.min(d, windowMs - total);
-    out.push(step);
-    total += step;
-  }
-  return out;
+/**
+ * How long from now a value the ledger lacks may still show up, in ms: the mint window counted from
+ * the value's issue second (`iat`), never more than the window from now, never negative.
+ *
+ * Why that is enough (the real race, docs/ledger.md "The mint window"): the projector takes `iat`
+ * from the second it decides, answers within its live room check's budget (150 ms by default),
+ * queues the record as it answers, and confirms it within the record deadline or stops minting. The
+ * deadline lies strictly inside the window (rules/ledger.ts); what is left of the window (1 s by
+ * default) covers the answer's path and the clock difference between the two pods. So a value whose
+ * record the projector confirmed is visible by `iat + 1 s + window`; later, a value the ledger lacks
+ * will not be recorded, and it is denied at once. `iat` is the caller's claim: a forged value may name
+ * the current second, and then waits at most the window, with at most three re-checks.
+ */
+export function recordHorizon(issuedAt: number, nowMs: number, windowMs: number): number {
+  return Math.max(0, Math.min(windowMs, (issuedAt + 1) * 1000 + windowMs - nowMs));
+}
+
+/** Re-checks at these offsets from the first refusal (the projector's batches commit within tens of ms), and at the horizon. */
+export const RECHECK_AT_MS: readonly number[] = [25, 250];
+
+/** Pauses before each re-check: at 25 ms and 250 ms when the horizon allows, and at the horizon; at most three. */
+export function recheckDelays(horizonMs: number): number[] {
+  const points = [...RECHECK_AT_MS.filter((p) => p < horizonMs), ...(horizonMs > 0 ? [horizonMs] : [])];
+  return points.map((p, i) => p - (i === 0 ? 0 : (points[i - 1] as number)));
 }
 
 export interface MintWindow {
-  /** Bound on the total wait, ms; 0 denies at once. */
+  /** The mint window, ms; 0 denies at once. */
   readonly windowMs: number;
+  /** The value's `iat` (Unix seconds); absent: the window counts from now. */
+  readonly issuedAt?: number;
+  /** The clock, ms (default Date.now). */
+  readonly nowMs?: () => number;
   /** Timer (tests pass a recorder). */
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
 const realSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** How long `awaitRecorded` may wait for this value from now, ms. */
+export function waitBound(window: MintWindow): number {
+  const now = (window.nowMs ?? Date.now)();
+  return window.issuedAt === undefined
+    ? Math.max(0, window.windowMs)
+    : recordHorizon(window.issuedAt, now, window.windowMs);
+}
+
 /**
- * Re-checks until the ledger has the entry or the window is spent. Each re-check is its own short
- * transaction: no connection is held while waiting (on the embedded database a held transaction
- * would also hold back the projector's record).
+ * Re-checks until the ledger has the entry or the horizon passed: at most three statements, none
+ * for a value older than its horizon. Each re-check is its own short transaction: no connection is
+ * held while waiting (on the embedded database a held transaction would also hold back the
+ * projector's record).
  */
 export async function awaitRecorded(recorded: () => Promise<boolean>, window: MintWindow): Promise<boolean> {
   const sleep = window.sleep ?? realSleep;
-  for (const d of recheckDelays(window.windowMs)) {
+  for (const d of recheckDelays(waitBound(window))) {
     await sleep(d);
     if (await recorded()) return true;
   }
@@ -242,7 +268,7 @@ export async function awaitRecorded(recorded: () => Promise<boolean>, window: Mi
 
 /**
  * One search under the ledger with the mint window: an `unminted` answer is re-checked within the
- * window and, once the entry shows up, the search runs again (once; it may still be denied if a
+ * horizon and, once the entry shows up, the search runs again (once; it may still be denied if a
  * purge removed the entry in between). Any other outcome passes through unchanged.
  */
 export async function withinMintWindow<T>(
@@ -265,10 +291,15 @@ export async function isRecorded(servingPool: pg.Pool, proof: CapabilityProof): 
   return r.rows[0]?.['ok'] === true;
 }
 
-/** Readiness in ledger mode: the check function exists and the serving role may execute it. */
+/** A digest no value has (SHA-256 never yields it in practice) and an agent of the key's shape. */
+const PROBE = { digest: Buffer.alloc(32), agent: 'readyz/probe', now: 0 };
+
+/**
+ * Readiness in ledger mode: the check a search folds in runs, as the serving role: its function
+ * exists and may be executed, and what it reads is there (a dropped or renamed ledger table fails
+ * it, as it fails every search).
+ */
 export async function ledgerReachable(servingPool: pg.Pool): Promise<boolean> {
-  const r = await servingPool.query(
-    "SELECT has_function_privilege('fgentic_ledger.check_v1(bytea, text, bigint)', 'EXECUTE') AS ok",
-  );
-  return r.rows[0]?.['ok'] === true;
+  const r = await servingPool.query(CHECK_SQL, [PROBE.digest, PROBE.agent, PROBE.now]);
+  return r.rows[0]?.['ok'] === false;
 }

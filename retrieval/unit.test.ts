@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { Projection } from '../contract/index.ts';
 import { ingestCommand, serveRetrieval } from './cli.ts';
-import { ConfigError, parseConfig } from './config.ts';
+import { readConfig } from './config.ts';
 import { parseArgs } from './mcp/tool.ts';
 import { gateRequest, originAllowed } from './mcp/version-gate.ts';
 import { choosePlan, DEFAULT_PLANNER, searchStatement } from './planner.ts';
@@ -145,6 +145,11 @@ describe('config (strict)', () => {
     },
     allowedOrigins: [],
   };
+  const parseConfig = (v: unknown) => {
+    const r = readConfig(v);
+    assert.ok(r.ok, r.ok ? '' : JSON.stringify(r.problems));
+    return r.value;
+  };
   test('the documented example parses', () => {
     const c = parseConfig(good);
     assert.equal(c.agents[0]?.name, 'knowledge-agent');
@@ -166,7 +171,7 @@ describe('config (strict)', () => {
       { ...good, databaseUrl: 'postgres://x' },
       [],
     ];
-    for (const b of bad) assert.throws(() => parseConfig(b), ConfigError);
+    for (const b of bad) assert.equal(readConfig(b).ok, false, JSON.stringify(b));
   });
 });
 

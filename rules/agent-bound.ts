@@ -1,12 +1,13 @@
 /**
- * One bound on the number of RetrievalAgents, for the render (`TooManyAgents`), the projector's
- * loader and the retrieval server's loader alike. Each server reads its agent list from one
+ * One bound on the number of RetrievalAgents, for the webhook and the render (`agent-limit`,
+ * `TooManyAgents`: rules/cross-object.ts), the projector's loader and the retrieval server's loader alike. Each server reads its agent list from one
  * ConfigMap (`projector.json`, `retrieval.json`), and kube-apiserver limits a ConfigMap's data, keys
  * and values together, to 1 MiB. The bound is the largest list that fits in *both* files even when
  * every entry is as long as the CRDs allow (two 63-character DNS-1123 labels, and in the projector's
  * file the two routes built from them) and the rest of each file takes the room kept for it. So a
- * list within the bound always fits, and both servers read it; one more is refused everywhere,
- * never truncated. Pure. docs/interfaces.md describes both files.
+ * list within the bound always fits, and both servers read it. A loader refuses a longer list (never
+ * reads part of it); the webhook refuses the RetrievalAgent created past the bound, and the render
+ * leaves out only the RetrievalAgents past it. Pure. docs/interfaces.md describes both files.
  */
 import { DNS1123_LABEL_MAX } from './limits.ts';
 

@@ -5,6 +5,7 @@
  * it is refused so a stale one cannot linger after a downgrade (docs/decisions.md#adr-projection).
  */
 import { type AllowedClassifications, isAllowedClassifications } from '../contract/index.ts';
+import { charLength } from './kube.ts';
 import { at, type Problem, problem } from './result.ts';
 
 export const DEFAULT_CEILING: AllowedClassifications = ['public'];
@@ -46,7 +47,7 @@ export function checkCeiling(allowed: unknown, agreementRef: unknown, path = 'sp
     return [problem('agreement-unexpected', refPath, 'agreementRef is only valid with approved_non_public')];
   if (
     hasRef &&
-    (typeof agreementRef !== 'string' || agreementRef === '' || agreementRef.length > AGREEMENT_REF_MAX)
+    (typeof agreementRef !== 'string' || agreementRef === '' || charLength(agreementRef) > AGREEMENT_REF_MAX)
   )
     return [problem('agreement-ref', refPath, `must be a string of 1-${AGREEMENT_REF_MAX} characters`)];
   return [];

@@ -7,7 +7,6 @@
  * rule is a CEL rule beside the pattern: a host made only of digits and dots must be an IPv4 address.
  */
 import {
-  DNS1123_LABEL,
   IPV4_SOURCE,
   IPV6_BRACKETED_SOURCE,
   isFullMxid,
@@ -34,7 +33,6 @@ const ROOM_PREFIX = `!${OPAQUE_SOURCE}:`;
 export const SERVER_NAME_PATTERN = `^${SERVER}$`;
 export const MXID_PATTERN = `^${MXID_PREFIX}${SERVER}$`;
 export const ROOM_ID_PATTERN = `^(?:${V12_ROOM_ID_SOURCE}|${ROOM_PREFIX}${SERVER})$`;
-export const DNS1123_LABEL_PATTERN = DNS1123_LABEL.source;
 
 /** CEL single-quoted string literal. */
 export function celString(s: string): string {

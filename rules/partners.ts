@@ -6,7 +6,7 @@
  * the contract carries them in `client` only in that form (`contract/projection.ts` `isTokenText`),
  * so a wider value would pass apply time and then deny every request of the partner at run time.
  */
-import { isDns1123Label, isPartnerGroup, isTokenText, partnerGroupPolicy } from '../contract/index.ts';
+import { isDns1123Label, isTokenText, MAX_PARTNER_GROUPS, partnerGroupsFault } from '../contract/index.ts';
 import { checkIssuer } from './issuers.ts';
 import { MAX_LOCAL_GROUPS, MAX_PARTNER_AGENTS } from './limits.ts';
 import { at, type Problem, problem } from './result.ts';
@@ -25,7 +25,7 @@ export function isClientText(v: unknown): v is string {
 }
 
 export const PARTNER_PREFIX = 'partner/';
-export const MAX_PARTNER_GROUPS = 16;
+export { MAX_PARTNER_GROUPS };
 
 /** The registry key of a PartnerClient: its (issuer, audience, azp), unique across the cluster. */
 export function partnerKey(issuer: string, audience: string, azp: string): string {
@@ -67,21 +67,24 @@ export function checkPartnerAgents(agents: unknown, path: string): Problem[] {
   return out;
 }
 
-/** 1-16 unique groups, each `partner/<policyId>/<group>`; order does not matter here. */
+const GROUP_FAULTS = {
+  count: `must list 1 to ${MAX_PARTNER_GROUPS} groups`,
+  pattern: 'must be partner/<policyId>/<group>',
+  policy: `must start with ${PARTNER_PREFIX}<policyId>/`,
+  duplicate: 'duplicate group',
+  order: 'must be in ascending order',
+} as const;
+
+/**
+ * 1-16 unique groups, each `partner/<policyId>/<group>` (the contract's rule, `partnerGroupsFault`);
+ * order does not matter in a resource or in the projector's file (the projector sorts them).
+ */
 export function checkPartnerGroups(groups: unknown, policyId: unknown, path: string): Problem[] {
-  if (!Array.isArray(groups) || groups.length < 1 || groups.length > MAX_PARTNER_GROUPS)
-    return [problem('partner-groups', path, `must list 1 to ${MAX_PARTNER_GROUPS} groups`)];
-  const out: Problem[] = [];
-  const seen = new Set<unknown>();
-  groups.forEach((g, i) => {
-    const p = `${path}[${i}]`;
-    if (!isPartnerGroup(g)) out.push(problem('partner-groups', p, 'must be partner/<policyId>/<group>'));
-    else if (partnerGroupPolicy(g) !== policyId)
-      out.push(problem('partner-groups', p, `must start with ${PARTNER_PREFIX}<policyId>/`));
-    else if (seen.has(g)) out.push(problem('partner-groups', p, 'duplicate group'));
-    seen.add(g);
-  });
-  return out;
+  const f = partnerGroupsFault(groups, policyId, false);
+  if (!f) return [];
+  return [
+    problem('partner-groups', f.index === undefined ? path : `${path}[${f.index}]`, GROUP_FAULTS[f.fault]),
+  ];
 }
 
 /** Local group names of the RetrievalPlatform: lowercase, at most 128, never in the partner namespace. */

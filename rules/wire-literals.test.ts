@@ -12,13 +12,14 @@ import { join, relative } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
-import { IDENTITY_HEADER, IDENTITY_HEADER_NAME, RETRIEVAL_TOOL } from './wire.ts';
+import { CALLER_AGENT_HEADER, IDENTITY_HEADER, IDENTITY_HEADER_NAME, RETRIEVAL_TOOL } from './wire.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 /** The one module allowed to spell each literal. */
 const HOME: Readonly<Record<string, string>> = {
   [IDENTITY_HEADER]: 'contract/carrier.ts',
   [RETRIEVAL_TOOL]: 'rules/wire.ts',
+  [CALLER_AGENT_HEADER]: 'rules/wire.ts',
 };
 const SKIP = new Set(['node_modules', 'dist', 'data', 'results']);
 const SOURCE = /\.(ts|mts|mjs|js|cjs)$/;
@@ -137,10 +138,15 @@ describe('wire names are spelled once, in their home module', () => {
     assert.deepEqual(strays(RETRIEVAL_TOOL), []);
   });
 
+  test('the authenticated-caller header (set by the gateway, read by retrieval) appears in no other module', () => {
+    assert.deepEqual(strays(CALLER_AGENT_HEADER), []);
+  });
+
   test('each home still defines its name (the scan looks for the right strings)', () => {
     const code = (file: string | undefined) => codeOnly(readFileSync(join(root, file ?? ''), 'utf8'));
     assert.equal(count(code(HOME[IDENTITY_HEADER]), IDENTITY_HEADER), 2);
     assert.equal(count(code(HOME[RETRIEVAL_TOOL]), RETRIEVAL_TOOL), 1);
+    assert.equal(count(code(HOME[CALLER_AGENT_HEADER]), CALLER_AGENT_HEADER), 1);
   });
 });
 

@@ -9,5 +9,12 @@
 export { IDENTITY_HEADER, IDENTITY_HEADER_NAME } from '../contract/carrier.ts';
 export const ROOM_CONTEXT_HEADER = 'x-fgentic-room-context';
 export const USER_ID_HEADER = 'x-user-id';
+/**
+ * The agent the gateway authenticated on the MCP route (its API key's workload, `<ns>/<name>`). The
+ * rendered route policy sets it after authorization, overwriting anything the client sent (and its
+ * authorization refuses a client-sent one); the retrieval server denies a projection minted for
+ * another agent than this one.
+ */
+export const CALLER_AGENT_HEADER = 'x-fgentic-agent';
 export const RETRIEVAL_TOOL = 'search_knowledge';
 export const RETRIEVAL_SERVER = 'knowledge-retrieval';

@@ -158,6 +158,9 @@ export class KubeClusterView implements ClusterView {
   partners(): readonly KubeObject[] {
     return this.view().partners();
   }
+  retrievalAgentCount(): number {
+    return this.view().retrievalAgentCount();
+  }
   roomsWithId(roomId: string): readonly KubeObject[] {
     return this.view().roomsWithId(roomId);
   }

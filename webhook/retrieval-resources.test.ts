@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { MAX_AGENTS } from '../rules/index.ts';
 import {
   admissionReview,
   partner,
@@ -125,6 +126,20 @@ describe('RetrievalAgent', () => {
     deniedWith(check(retrievalAgentCr(), [foreign]), 'agent-not-managed');
     assert.equal(check(retrievalAgentCr(), [retrievalAgent()]).allowed, true);
     assert.equal(check(retrievalAgentCr(), []).allowed, true);
+  });
+
+  test('a RetrievalAgent created past the agent bound is refused (agent-limit); an update never is', () => {
+    const existing = Array.from({ length: MAX_AGENTS }, (_, i) => retrievalAgentCr(`agent-${i}`, 'team'));
+    const r = check(retrievalAgentCr(), existing);
+    deniedWith(r, 'agent-limit');
+    assert.match(r.status?.message ?? '', /metadata\.name/);
+    // At the bound the last one is admitted, and an existing one may still change.
+    assert.equal(check(retrievalAgentCr(), existing.slice(1)).allowed, true);
+    assert.equal(check(existing[0] as KubeObject, existing, 'UPDATE').allowed, true);
+  });
+
+  test('the RetrievalAgent rule: its name is a DNS-1123 label (its routes and both servers need one)', () => {
+    deniedWith(check(retrievalAgentCr('a.b'), []), 'agent-name');
   });
 
   test('DELETE is admitted; unsupported versions and kinds fail closed', () => {

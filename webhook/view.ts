@@ -73,6 +73,9 @@ export class StaticClusterView implements ClusterView {
   retrievalAgent(namespace: string, name: string): KubeObject | undefined {
     return this.retrievalAgents.get(key(namespace, name));
   }
+  retrievalAgentCount(): number {
+    return this.retrievalAgents.size;
+  }
   agent(namespace: string, name: string): KubeObject | undefined {
     return this.agents.get(key(namespace, name));
   }

@@ -189,7 +189,13 @@ export class Informer {
     }
     if (this.stopped) return;
     const seen = new Set<string>();
+    let n = 0;
     for (const item of res.items ?? []) {
+      // 100,000 objects are a while: let timers (the Lease renewal) and sockets run in between.
+      if (++n % 1000 === 0) {
+        await new Promise<void>((r) => setImmediate(r));
+        if (this.stopped) return;
+      }
       const obj = { ...item, apiVersion: this.o.apiVersion, kind: this.o.kind };
       const k = objectKey(obj);
       seen.add(k);

@@ -1,7 +1,8 @@
 /**
  * The one agent bound (rules/agent-bound.ts) at render: up to `MAX_AGENTS` agents render a
- * projector.json and a retrieval.json that both servers read; one more renders neither configuration
- * and reports `TooManyAgents` on the platform, never a shortened list.
+ * projector.json and a retrieval.json that both servers read; past it the newest RetrievalAgent is
+ * refused with `TooManyAgents` on itself, and every other agent is still served (one agent too
+ * many must not deny every agent).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -13,6 +14,19 @@ import type { Resources, RetrievalAgent } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { render, renderSharedObjects } from './index.ts';
 import { PROJECTOR_CONFIGMAP, RETRIEVAL_CONFIGMAP } from './server-config.ts';
+
+/** projector.json and its registry shards, assembled as the projector reads them. */
+function assembled(objects: { kind: string; metadata: { name: string } }[]) {
+  const shards = new Map(
+    objects
+      .filter((o) => o.metadata.name.startsWith(REGISTRY_SHARD_PREFIX))
+      .map((o) => [
+        o.metadata.name,
+        (o as unknown as { data: Record<string, string> }).data['registry.json'] as string,
+      ]),
+  );
+  return assembleConfig(projectorJson(objects) ?? '', shards);
+}
 
 function withAgents(n: number): Resources {
   const input = examples();
@@ -47,16 +61,31 @@ describe('agent bound at render', () => {
     assert.equal(parsed.config.agents.length, 1000);
   });
 
-  it('one agent over the bound: neither configuration and TooManyAgents, never a shortened list', () => {
-    const { model, conflicts } = analyse(withAgents(MAX_AGENTS + 1));
+  it('one agent over the bound: that agent refused (TooManyAgents), every other agent served', () => {
+    const input = withAgents(MAX_AGENTS + 1);
+    // The newest is the one refused, as the webhook refuses the one created past the bound.
+    input.agents.forEach((a, i) => {
+      (a.metadata as { creationTimestamp?: string }).creationTimestamp = new Date(
+        Date.UTC(2026, 0, 1, 0, 0, i),
+      ).toISOString();
+    });
+    const newest = input.agents[0] as RetrievalAgent;
+    (newest.metadata as { creationTimestamp?: string }).creationTimestamp = '2027-01-01T00:00:00Z';
+    const { model, conflicts } = analyse(input);
     assert.ok(model);
     const objects = renderSharedObjects(model, conflicts);
-    assert.equal(retrievalJson(objects), undefined);
-    assert.equal(projectorJson(objects), undefined);
     assert.deepEqual(
       conflicts.map((c) => [c.kind, c.name, c.reason]),
-      [['RetrievalPlatform', 'default', 'TooManyAgents']],
+      [['RetrievalAgent', newest.metadata.name, 'TooManyAgents']],
     );
+    const retrieval = parseConfigText(retrievalJson(objects) ?? '');
+    assert.ok(retrieval.ok, retrieval.ok ? '' : retrieval.problem);
+    assert.equal(retrieval.config.agents.length, MAX_AGENTS);
+    assert.ok(!retrieval.config.agents.some((a) => a.name === newest.metadata.name));
+    // Past the inline limit projector.json is a manifest: read it with its shards, as the projector does.
+    const served = assembled(objects);
+    assert.ok(served.ok, served.ok ? '' : served.error);
+    assert.equal(served.config.agents.length, MAX_AGENTS);
     // At the bound it is rendered, and read.
     const at = analyse(withAgents(MAX_AGENTS));
     assert.ok(at.model);

@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import { stringify } from 'yaml';
 import { CrdValidator } from '../../crds/validate.ts';
 import { validateConfig } from '../../projector/config.ts';
-import { parseConfig as parseRetrievalConfig } from '../../retrieval/config.ts';
+import { readConfig } from '../../retrieval/config.ts';
 import { admissionCheck } from '../../webhook/cli.ts';
 import { allCrds } from '../crds.ts';
 import { examples } from '../testsupport/fixtures.ts';
@@ -66,7 +66,9 @@ describe('capability in render and conflict analysis', () => {
     const parsed = validateConfig(projector);
     assert.ok(parsed.ok);
     assert.equal(parsed.config.capability, 'ledger');
-    assert.equal(parseRetrievalConfig(retrieval).capability, 'ledger');
+    const read = readConfig(retrieval);
+    assert.ok(read.ok);
+    assert.equal(read.value.capability, 'ledger');
   });
 
   it('ledger adds exactly the projector → database egress, and changes no other object', () => {

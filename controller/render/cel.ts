@@ -7,7 +7,12 @@
  * is bytes and `json()` parses it; `has(a.b.c)` errors when `a.b` is missing. No binding helpers
  * (`.with`, `default`, `coalesce`) are used (docs/decisions.md#d11-cel-subset).
  */
-import { IDENTITY_HEADER, ROOM_CONTEXT_HEADER, USER_ID_HEADER } from '../../rules/index.ts';
+import {
+  CALLER_AGENT_HEADER,
+  IDENTITY_HEADER,
+  ROOM_CONTEXT_HEADER,
+  USER_ID_HEADER,
+} from '../../rules/index.ts';
 
 export type A2AProtocol = '1.0' | '0.3';
 
@@ -23,7 +28,16 @@ export const HEADER = {
   userId: USER_ID_HEADER,
   dataClassification: 'x-fgentic-data-classification',
   retrievalAgent: 'x-retrieval-agent',
+  callerAgent: CALLER_AGENT_HEADER,
 } as const;
+
+/**
+ * The MCP route's transformation value of `x-fgentic-agent`: the workload of the API key the
+ * gateway authenticated (its authorization has already required it to be this route's agent).
+ */
+export function authenticatedWorkload(): string {
+  return 'apiKey.workload';
+}
 
 /** A CEL string literal (JSON string syntax is a subset of CEL's). */
 export function lit(s: string): string {

@@ -6,28 +6,25 @@
  * The per-resource rules are those of rules/ (the same the CRDs and the webhook apply); what is
  * left here is what needs every resource at once: one platform, unique keys, group collisions.
  */
-import { isDns1123Label } from '../../contract/index.ts';
 import {
+  agentLimit,
   agentLocalPath,
   agentPublicPath,
-  checkBridgeRegexes,
-  checkCeiling,
-  checkClient,
-  checkIssuer,
-  checkLocalGroups,
-  checkPartnerAgents,
-  checkPartnerGroups,
-  checkPublicTimeout,
+  checkAgent,
+  checkPartner,
+  checkPlatform,
+  checkRoom,
+  claimedByOthers,
+  conflictReason,
   formatProblem,
-  groupCollision,
-  isRoomId,
-  isServerName,
+  groupCollisions,
   normCeiling,
   type Problem,
   PUBLIC_TIMEOUT,
-  problem,
+  parseServiceUrl,
+  RATE_LIMIT,
+  withinAgentLimit,
 } from '../../rules/index.ts';
-import { CAPABILITY_MODES, checkLedgerTiming, isCapabilityMode } from '../../rules/ledger.ts';
 import type { Conflict, OwnKind, PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../types.ts';
 import {
   type Agent,
@@ -37,7 +34,6 @@ import {
   type Platform,
   partnerKey,
   type Room,
-  serviceFromUrl,
 } from './model.ts';
 
 type Meta = { namespace?: string; name: string };
@@ -49,57 +45,28 @@ function firstProblem(problems: readonly Problem[]): string | undefined {
   return p && formatProblem(p);
 }
 
-function agentProblem(a: RetrievalAgent): string | undefined {
-  const s = a.spec ?? ({} as RetrievalAgent['spec']);
-  if (!isDns1123Label(a.metadata.namespace ?? '') || !isDns1123Label(a.metadata.name))
-    return 'namespace and name must be DNS-1123 labels';
-  if (typeof s.modelConfig !== 'string' || s.modelConfig === '') return 'spec.modelConfig is required';
-  if (typeof s.systemMessage !== 'string' || s.systemMessage === '') return 'spec.systemMessage is required';
-  if (!s.mcpApiKeySecretRef?.name || !s.mcpApiKeySecretRef?.key) return 'spec.mcpApiKeySecretRef is required';
-  const rpm = s.rateLimit?.requestsPerMinute ?? 60;
-  if (!Number.isInteger(rpm) || rpm < 1 || rpm > 10000) return 'rateLimit.requestsPerMinute must be 1-10000';
-  return undefined;
-}
-
-/** The conflict of RetrievalRooms that claim the same room ID (render/registry-rooms.ts reports it too). */
-export function duplicateRoom(n: number, roomId: string): { reason: string; message: string } {
-  return { reason: 'DuplicateRoom', message: `${n} RetrievalRooms claim room ${roomId}` };
-}
-
+/** A room's own problem (rules/ `checkRoom`) as its condition message; render/registry-rooms.ts too. */
 export function roomProblem(r: RetrievalRoom): string | undefined {
-  const s = r.spec ?? ({} as RetrievalRoom['spec']);
-  return firstProblem([
-    ...(isRoomId(s.roomId) ? [] : [problem('room-id', 'spec.roomId', 'not a Matrix room ID')]),
-    ...checkCeiling(s.allowedClassifications, s.agreementRef),
-  ]);
+  return firstProblem(checkRoom(r));
 }
 
-function partnerProblem(p: PartnerClient): string | undefined {
-  const s = p.spec;
-  if (!s) return 'spec is required';
-  return firstProblem([
-    ...checkClient(s),
-    ...checkPartnerGroups(s.groups, s.policyId, 'spec.groups'),
-    ...checkPartnerAgents(s.agents, 'spec.agents'),
-    ...checkCeiling(s.allowedClassifications, s.agreementRef),
-  ]);
+/**
+ * The conflict of a RetrievalRoom whose room ID the rooms named `others` claim too, as `analyse`
+ * reports it (render/registry-rooms.ts reports the same, one room at a time).
+ */
+export function duplicateRoom(others: readonly string[]): { reason: string; message: string } | undefined {
+  const p = claimedByOthers(
+    'room-duplicate',
+    'spec.roomId',
+    others.map((n) => `RetrievalRoom ${n}`),
+  )[0];
+  return p && { reason: conflictReason(p), message: formatProblem(p) };
 }
 
-function platformProblem(s: Resources['platforms'][number]['spec']): string | undefined {
-  if (!s?.gateway?.localListener) return 'gateway.localListener is required';
-  return firstProblem([
-    ...checkPublicTimeout(s.publicRetrievalTimeoutSeconds, 'spec.publicRetrievalTimeoutSeconds'),
-    ...checkLocalGroups(s.localGroups, 'spec.localGroups'),
-    ...checkBridgeRegexes(s.bridge, 'spec.bridge'),
-    ...(isServerName(s.bridge?.localServer ?? '')
-      ? []
-      : [problem('server-name', 'spec.bridge.localServer', 'not a Matrix server name')]),
-    ...(s.jwt ? checkIssuer(s.jwt.issuer, 'spec.jwt.issuer') : []),
-    ...(s.capability === undefined || isCapabilityMode(s.capability)
-      ? []
-      : [problem('capability', 'spec.capability', `must be ${CAPABILITY_MODES.join(' or ')}`)]),
-    ...checkLedgerTiming(s.ledger, 'spec.ledger'),
-  ]);
+/** Reports a cross-object problem under its condition reason (rules/reasons.ts). */
+function reportCross(report: Report, kind: OwnKind, m: Meta, problems: readonly Problem[]): void {
+  const p = problems[0];
+  if (p) report(kind, m, conflictReason(p), formatProblem(p));
 }
 
 export interface Analysis {
@@ -142,30 +109,40 @@ export function analyse(input: Resources): Analysis {
 }
 
 /**
- * Items that pass `problemOf`, grouped by `key`; an invalid item is reported `Invalid`, every item of
- * a key claimed more than once is reported by `duplicate` and dropped.
+ * Items that pass `problemsOf`, grouped by `key`; an invalid item is reported `Invalid`, and every
+ * item of a key claimed more than once is reported with the cross-object rule `duplicate`
+ * (rules/cross-object.ts) and dropped.
  */
 function uniqueValid<T extends { metadata: Meta }>(
   items: readonly T[],
   kind: OwnKind,
-  problemOf: (item: T) => string | undefined,
+  problemsOf: (item: T) => readonly Problem[],
   keyOf: (item: T) => string,
-  duplicate: (list: readonly T[], key: string) => { reason: string; message: string },
+  duplicate: { reason: 'room-duplicate' | 'partner-duplicate' | 'agent-duplicate'; path: string },
   report: Report,
 ): T[] {
   const byKey = new Map<string, T[]>();
   for (const item of items) {
-    const problem = problemOf(item);
+    const problem = firstProblem(problemsOf(item));
     if (problem) report(kind, item.metadata, 'Invalid', problem);
     else byKey.set(keyOf(item), [...(byKey.get(keyOf(item)) ?? []), item]);
   }
+  const name = (m: Meta) => `${kind} ${m.namespace ? `${m.namespace}/` : ''}${m.name}`;
   const out: T[] = [];
-  for (const [key, list] of byKey) {
+  for (const list of byKey.values()) {
     if (list.length === 1) out.push(list[0] as T);
-    else {
-      const d = duplicate(list, key);
-      for (const item of list) report(kind, item.metadata, d.reason, d.message);
-    }
+    else
+      for (const item of list)
+        reportCross(
+          report,
+          kind,
+          item.metadata,
+          claimedByOthers(
+            duplicate.reason,
+            duplicate.path,
+            list.filter((x) => x !== item).map((x) => name(x.metadata)),
+          ),
+        );
   }
   return out;
 }
@@ -188,7 +165,7 @@ function choosePlatform(
   const p = platforms[0];
   if (!p) return undefined;
   const s = p.spec;
-  const problem = platformProblem(s);
+  const problem = firstProblem(checkPlatform(p));
   if (problem) {
     report('RetrievalPlatform', p.metadata, 'Invalid', problem);
     return undefined;
@@ -211,7 +188,7 @@ function choosePlatform(
   };
   if (s.jwt) {
     if (s.jwt.jwksUri) {
-      const svc = serviceFromUrl(s.jwt.jwksUri);
+      const svc = parseServiceUrl(s.jwt.jwksUri);
       if (svc) platform.jwks = svc;
       else
         report(
@@ -232,19 +209,35 @@ function choosePlatform(
   return { platform, res: p };
 }
 
-/** Valid RetrievalAgents, one per kagent Agent (namespace/name), sorted. */
+/** Creation order, then namespace/name: the order in which RetrievalAgents are kept at the bound. */
+function creationOrder(a: RetrievalAgent, b: RetrievalAgent): number {
+  const ta = (a.metadata as { creationTimestamp?: string }).creationTimestamp ?? '';
+  const tb = (b.metadata as { creationTimestamp?: string }).creationTimestamp ?? '';
+  return (
+    cmpStr(ta, tb) ||
+    cmpStr(a.metadata.namespace ?? '', b.metadata.namespace ?? '') ||
+    cmpStr(a.metadata.name, b.metadata.name)
+  );
+}
+
+/**
+ * Valid RetrievalAgents, one per kagent Agent (namespace/name), at most the agent bound, sorted.
+ * Past the bound the newest are refused, each with its own `TooManyAgents` conflict; the others
+ * are served as before (rules/cross-object.ts `withinAgentLimit`).
+ */
 function resolveAgents(items: readonly RetrievalAgent[], report: Report): Agent[] {
-  const agents = uniqueValid(
+  const valid = uniqueValid(
     items,
     'RetrievalAgent',
-    agentProblem,
+    (a) => checkAgent(a),
     (a) => `${a.metadata.namespace}/${a.metadata.name}`,
-    (list, k) => ({
-      reason: 'DuplicateAgent',
-      message: `${list.length} RetrievalAgents claim kagent Agent ${k}`,
-    }),
+    { reason: 'agent-duplicate', path: 'metadata.name' },
     report,
-  ).map((a): Agent => {
+  );
+  const { kept, refused } = withinAgentLimit(valid, creationOrder);
+  for (const a of refused)
+    reportCross(report, 'RetrievalAgent', a.metadata, agentLimit(valid.length, 'metadata.name'));
+  const agents = kept.map((a): Agent => {
     const ns = a.metadata.namespace as string;
     const name = a.metadata.name;
     return {
@@ -252,7 +245,7 @@ function resolveAgents(items: readonly RetrievalAgent[], report: Report): Agent[
       name,
       ...(a.metadata.uid ? { uid: a.metadata.uid } : {}),
       res: a,
-      rpm: a.spec.rateLimit?.requestsPerMinute ?? 60,
+      rpm: a.spec.rateLimit?.requestsPerMinute ?? RATE_LIMIT.default,
       public: a.spec.public === true,
       localPath: agentLocalPath(ns, name),
       publicPath: agentPublicPath(ns, name),
@@ -267,9 +260,9 @@ function resolveRooms(items: readonly RetrievalRoom[], report: Report): Room[] {
   return uniqueValid(
     items,
     'RetrievalRoom',
-    roomProblem,
+    (r) => checkRoom(r),
     (r) => r.spec.roomId,
-    (list, id) => duplicateRoom(list.length, id),
+    { reason: 'room-duplicate', path: 'spec.roomId' },
     report,
   )
     .map((r) => ({
@@ -290,24 +283,20 @@ function resolvePartners(
 ): Partner[] {
   const localGroups = new Set(platform.spec.localGroups ?? []);
   const valid = items.filter((p) => {
-    const invalid = partnerProblem(p);
+    const invalid = firstProblem(checkPartner(p));
     if (invalid) report('PartnerClient', p.metadata, 'Invalid', invalid);
-    const clash = invalid ? undefined : groupCollision(p.spec.groups, localGroups);
-    if (clash) report('PartnerClient', p.metadata, 'GroupCollision', `group ${clash} is also a local group`);
-    return !invalid && !clash;
+    const clash = invalid
+      ? []
+      : groupCollisions(p.spec.groups, localGroups, 'spec.groups', 'the RetrievalPlatform (localGroups)');
+    reportCross(report, 'PartnerClient', p.metadata, clash);
+    return !invalid && clash.length === 0;
   });
   return uniqueValid(
     valid,
     'PartnerClient',
-    () => undefined,
+    () => [],
     partnerKey,
-    (list) => ({
-      reason: 'DuplicateClient',
-      message: `${list.length} PartnerClients share issuer/audience/azp (${list
-        .map((x) => x.metadata.name)
-        .sort()
-        .join(', ')})`,
-    }),
+    { reason: 'partner-duplicate', path: 'spec' },
     report,
   )
     .map((p) => ({

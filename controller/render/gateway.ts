@@ -304,6 +304,11 @@ function mcpObjects(m: Model, a: Agent): K8sObject[] {
         // One bucket per policy, i.e. per Agent (the route is per Agent).
         rateLimit: { local: [{ requests: a.rpm, unit: 'Minutes' }] },
         buffer: { request: { maxBytes: MCP_BODY_LIMIT } },
+        // After authorization: the agent the gateway authenticated, for the retrieval server to bind
+        // the projection to (a client-sent value was refused above and is overwritten here).
+        transformation: {
+          request: { set: [{ name: cel.HEADER.callerAgent, value: cel.authenticatedWorkload() }] },
+        },
       },
       backend: {
         mcp: {

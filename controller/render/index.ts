@@ -1,13 +1,12 @@
 /** Pure render: all our resources in, every desired object (sorted, deterministic) and the conflicts out. */
 
-import { MAX_AGENTS } from '../../rules/index.ts';
 import type { Conflict, K8sObject, RenderResult, Resources } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { renderGatewayAgent, renderGatewayShared } from './gateway.ts';
 import { renderKagentAgent, renderKagentShared } from './kagent.ts';
 import { type Agent, cmpStr, type Model } from './model.ts';
 import { renderAgentNetworkPolicy, renderSharedNetworkPolicies } from './network-policy.ts';
-import { PROJECTOR_CONFIGMAP, RETRIEVAL_CONFIGMAP, renderServerConfig } from './server-config.ts';
+import { renderServerConfig } from './server-config.ts';
 
 const KIND_ORDER = [
   'ConfigMap',
@@ -52,15 +51,7 @@ export function renderSharedObjects(
   conflicts: Conflict[],
   o: { registry?: boolean } = {},
 ): K8sObject[] {
-  // Both servers refuse a longer agent list (rules/agent-bound.ts): neither gets a partial one.
-  const tooMany = m.agents.length > MAX_AGENTS;
-  if (tooMany)
-    conflicts.push({
-      kind: 'RetrievalPlatform',
-      name: m.platformRes.metadata.name,
-      reason: 'TooManyAgents',
-      message: `${m.agents.length} agents would be listed in ${PROJECTOR_CONFIGMAP} and ${RETRIEVAL_CONFIGMAP} (limit ${MAX_AGENTS})`,
-    });
+  // At most the agent bound: the analysis refused the RetrievalAgents past it (rules/cross-object.ts).
   const rendered = renderServerConfig(m, o);
   if (rendered.tooLarge)
     // Never a truncated registry: no projector configuration (the projector then fails closed).
@@ -70,7 +61,7 @@ export function renderSharedObjects(
       reason: 'RegistryTooLarge',
       message: rendered.tooLarge,
     });
-  const configs = tooMany ? [] : rendered.objects;
+  const configs = rendered.objects;
   return [...configs, ...renderSharedNetworkPolicies(m), ...renderGatewayShared(m), ...renderKagentShared(m)];
 }
 

@@ -79,8 +79,9 @@ export class RoomTable {
     if (problem) return { reason: 'Invalid', message: problem };
     const room = this.byName.get(name);
     if (!room) return undefined;
-    const n = this.byId.get(room.spec.roomId)?.size ?? 0;
-    return n > 1 ? duplicateRoom(n, room.spec.roomId) : undefined;
+    const claimants = this.byId.get(room.spec.roomId);
+    if (!claimants || claimants.size < 2) return undefined;
+    return duplicateRoom([...claimants].filter((n) => n !== name));
   }
 
   get(name: string): RetrievalRoom | undefined {

@@ -232,10 +232,27 @@ export function toJs(v: unknown): unknown {
 
 interface TransformationRequest {
   remove?: string[];
+  set?: { name: string; value: string }[];
 }
 export interface Transformation {
   request?: TransformationRequest;
   conditional?: { condition?: string; policy: { request?: TransformationRequest } }[];
+}
+
+/**
+ * Headers a route-level `traffic.transformation.request.set` writes: each CEL value evaluated against
+ * the authenticated request (AG:crates/agentgateway/src/http/transformation_cel.rs L266-296: set
+ * overwrites every value of the name). A value that fails to evaluate or is not a string leaves the
+ * header unset here (the upstream handling of such an error is not verified); what reads the
+ * header must then fail closed.
+ */
+export function transformationSets(t: Transformation | undefined, ctx: GatewayContext): [string, string][] {
+  const out: [string, string][] = [];
+  for (const s of t?.request?.set ?? []) {
+    const v = evaluate(s.value, ctx);
+    if (!isCelError(v) && typeof v === 'string') out.push([s.name.toLowerCase(), v]);
+  }
+  return out;
 }
 
 /**

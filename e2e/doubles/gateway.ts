@@ -5,8 +5,8 @@
  *
  *   hop-by-hop/Host removal → PreRouting policies (transformation remove) → route selection →
  *   directResponse → JWT auth → API-key auth → HTTP ext-auth → authorization (CEL) → local rate
- *   limit → request header modifier / URL rewrite → backend (A2A card rewrite, or MCP with the
- *   backend tool allowlist) under the route's request timeout.
+ *   limit → transformation (CEL `set`, `remove`) → request header modifier / URL rewrite → backend
+ *   (A2A card rewrite, or MCP with the backend tool allowlist) under the route's request timeout.
  *
  * Behaviour reproduced, each from the research notes:
  * - API key / JWT: strict mode, `Authorization: Bearer`, 401 on missing or invalid, the credential
@@ -38,6 +38,7 @@ import {
   firstFailing,
   type GatewayContext,
   transformationRemovals,
+  transformationSets,
 } from './agentgateway-cel.ts';
 
 type Obj = {
@@ -459,6 +460,15 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
         record('rateLimit', 429, routeName);
         return send(res, 429);
       }
+    }
+
+    // Route transformation (after rate limits, before the header modifier): `request.set` overwrites
+    // each named header with its CEL value (docs/upstream.md#agentgateway-header-modifier).
+    if (traffic.transformation && !traffic.transformation.conditional) {
+      for (const [name, value] of transformationSets(traffic.transformation, ctx))
+        headers = [...removeHeader(headers, name), [name, value]];
+      for (const name of traffic.transformation.request?.remove ?? []) headers = removeHeader(headers, name);
+      ctx.request.headers = headers;
     }
 
     // Route filters: header modifier then URL rewrite (docs/upstream.md#agentgateway-phase-order).

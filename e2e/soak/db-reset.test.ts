@@ -72,6 +72,7 @@ async function search(url: string): Promise<string> {
         accept: 'application/json, text/event-stream',
         'mcp-protocol-version': '2025-11-25',
         'x-fgentic-identity': header,
+        'x-fgentic-agent': `${AGENT.namespace}/${AGENT.name}`,
       },
       body: JSON.stringify({
         jsonrpc: '2.0',

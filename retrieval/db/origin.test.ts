@@ -218,6 +218,7 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
           accept: 'application/json, text/event-stream',
           'mcp-protocol-version': '2025-11-25',
           'x-fgentic-identity': matrixHeader({ caller: P.alice, audience: [P.alice] }),
+          'x-fgentic-agent': 'kagent/knowledge-agent',
         },
         body: JSON.stringify({
           jsonrpc: '2.0',

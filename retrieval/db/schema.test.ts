@@ -229,6 +229,7 @@ describe('embedded persistence', () => {
             accept: 'application/json, text/event-stream',
             'mcp-protocol-version': '2025-11-25',
             'x-fgentic-identity': matrixHeader({ caller: P.alice, audience: [P.alice] }),
+            'x-fgentic-agent': 'kagent/knowledge-agent',
           },
           body: JSON.stringify({
             jsonrpc: '2.0',

@@ -6,9 +6,11 @@
  * profile id.
  */
 import { createHash } from 'node:crypto';
+import { LOCAL_PROFILE } from '../../rules/embeddings.ts';
 import { EMBEDDING_DIMENSIONS, type Embedder } from './types.ts';
 
-export const LOCAL_PROFILE = 'local-hash-1024-v1';
+// The profile name is part of the configuration rule (a RetrievalPlatform may not name it).
+export { LOCAL_PROFILE };
 
 /**
  * Features repeat across texts (common words, trigrams), and one SHA-256 per feature was most of the

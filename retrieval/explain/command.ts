@@ -15,7 +15,8 @@ import type pg from 'pg';
 import { createLogger } from '../../common/log.ts';
 import type { ProjectorConfig } from '../../projector/config.ts';
 import type { RoomStateReader } from '../../projector/homeserver.ts';
-import { DEFAULT_DATA_DIR, startEmbeddedDatabase } from '../db/embedded.ts';
+import { dataDirTarget } from '../data-dir.ts';
+import { DatabaseInUseError, DEFAULT_DATA_DIR, type EmbeddedDatabase } from '../db/embedded.ts';
 import { createPool } from '../db/pool.ts';
 import {
   detailStatement,
@@ -204,17 +205,21 @@ export async function explainCommand(argv: string[], io: ExplainIo = defaultIo):
     io.stderr(`explain: ${err instanceof ExplainError ? err.message : 'cannot resolve the audience'}\n`);
     return 1;
   }
-  let embedded: Awaited<ReturnType<typeof startEmbeddedDatabase>> | undefined;
+  let embedded: EmbeddedDatabase | undefined;
   let pool: pg.Pool | undefined;
   try {
-    if (o.databaseUrl === undefined) {
+    let url = o.databaseUrl;
+    if (url === undefined) {
       // Read-only: never create an empty data directory where none exists.
       if (!existsSync(o.dataDir))
         throw new ExplainError('no embedded database in --data-dir; pass --database-url');
-      embedded = await startEmbeddedDatabase({ dataDir: o.dataDir });
+      // A directory the running stack holds is read through the stack's database, as ingest does.
+      const target = await dataDirTarget('explain', 'reading', o.dataDir, io.stderr);
+      url = target.url;
+      embedded = target.embedded;
     }
     pool = createPool({
-      connectionString: o.databaseUrl ?? embedded?.url ?? '',
+      connectionString: url,
       max: 1,
       statementTimeoutMs: 300_000,
       ...(o.databaseUrl ? tlsFromEnv(env) : {}),
@@ -223,7 +228,8 @@ export async function explainCommand(argv: string[], io: ExplainIo = defaultIo):
     return 0;
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
-    if (err instanceof ExplainError) io.stderr(`explain: ${err.message}\n`);
+    if (err instanceof ExplainError || err instanceof DatabaseInUseError)
+      io.stderr(`explain: ${err.message}\n`);
     else if (code === '42P01' || code === '3F000')
       io.stderr('explain: no knowledge store in this database\n');
     else {

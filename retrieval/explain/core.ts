@@ -31,6 +31,11 @@ export type Subject =
       readonly ceiling: AllowedClassifications;
       /** Content-free remarks about the room as the projector would see it. */
       readonly notes: readonly string[];
+      /**
+       * The projector's reason code when it refuses every request from this room (its own decision,
+       * projector/matrix.ts): then no chunk is retrievable there, whatever the rows say.
+       */
+      readonly refused?: string;
     }
   | {
       readonly kind: 'partner';
@@ -66,6 +71,11 @@ export type Reason =
       readonly rule: 'groups';
       readonly row_groups: readonly string[];
       readonly partner_groups: readonly string[];
+    }
+  | {
+      /** The projector refuses the room itself (its reason code). */
+      readonly rule: 'refused';
+      readonly reason: string;
     };
 
 export interface ChunkExplanation {
@@ -318,13 +328,15 @@ export function explainRows(
     const visible = asBool(row['visible']);
     if (visible !== (reasons.length === 0)) throw new ExplainError('the rules and the predicate disagree');
     const title = row['title'];
+    const refused = s.kind === 'room' ? s.refused : undefined;
     chunks.push({
       chunk_id: asString(row['chunk_id']),
       source_id: asString(row['source_id']),
       classification,
       ...(typeof title === 'string' ? { title } : {}),
-      visible,
-      reasons,
+      // A room the projector refuses never gets a projection: nothing is visible there.
+      visible: visible && refused === undefined,
+      reasons: refused === undefined ? reasons : [{ rule: 'refused', reason: refused }, ...reasons],
     });
   }
   return { chunks, truncated: rows.length > limit };
@@ -377,12 +389,19 @@ export function summarize(s: Subject, rows: readonly Record<string, unknown>[]):
     }
   }
   const ceiling = new Set<string>(s.ceiling);
+  // A room the projector refuses never gets a projection: nothing is retrievable there.
+  const refused = s.kind === 'room' && s.refused !== undefined;
   const by_classification = [...byClass.entries()]
     .sort(([a], [b]) => (CLASS_ORDER.get(a) ?? 99) - (CLASS_ORDER.get(b) ?? 99) || (a < b ? -1 : 1))
-    .map(([classification, c]) => ({ classification, in_ceiling: ceiling.has(classification), ...c }));
+    .map(([classification, c]) => ({
+      classification,
+      in_ceiling: ceiling.has(classification),
+      total: c.total,
+      visible: refused ? 0 : c.visible,
+    }));
   return {
     total,
-    visible,
+    visible: refused ? 0 : visible,
     outside_ceiling: outside,
     by_classification,
     ...(s.kind === 'room'

@@ -15,6 +15,7 @@ import type { ProjectorConfig } from '../../projector/config.ts';
 import { matrixSdkReader } from '../../projector/homeserver.ts';
 import { configJson, snapshot } from '../../projector/test-doubles/fixtures.ts';
 import { HomeserverDouble } from '../../projector/test-doubles/homeserver.ts';
+import { startEmbeddedDatabase } from '../db/embedded.ts';
 import { writeChunks } from '../ingest/store.ts';
 import { prng, randomVector, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { type ExplainIo, explainCommand } from './command.ts';
@@ -150,6 +151,34 @@ const room = (readers: MatrixPrincipal[], wide = false) => [
     wide ? { roomId: WIDE_ROOM, classifications: ['approved_non_public', 'public'] } : {},
   ),
 ];
+
+// The bridge's own user (serviceUserRegex) typed as a native reader.
+const BRIDGE_AS_READER: MatrixPrincipal = { kind: 'matrix', principal: '@a2a-bridge:org-a.example' };
+
+describe("explain runs the projector's own decision on the room", () => {
+  test('a Slack user listed as a native reader: refused: audience_kind, and nothing is visible', async () => {
+    // The row lists Bob as native too, so the predicate alone would say visible.
+    const r = await json([...room([ALICE, BOB_NATIVE]), '--chunk', 'c-bob-native']);
+    assert.equal(r.refused, 'audience_kind');
+    assert.equal(r.chunks[0].visible, false);
+    assert.deepEqual(r.chunks[0].reasons, [{ rule: 'refused', reason: 'audience_kind' }]);
+    const table = await run([...room([ALICE, BOB_NATIVE]), '--chunk', 'c-bob-native']);
+    assert.match(table.out, /refused: audience_kind/);
+    assert.match(table.out, /0 visible/);
+  });
+
+  test("the bridge's own user as a reader: refused: audience_service, nothing retrievable", async () => {
+    const r = await json([...room([ALICE, BRIDGE_AS_READER]), '--summary']);
+    assert.equal(r.refused, 'audience_service');
+    assert.equal(r.summary.visible, 0);
+    assert.ok(r.summary.by_classification.every((c: { visible: number }) => c.visible === 0));
+  });
+
+  test('a room the projector accepts carries no refusal', async () => {
+    const r = await json([...room([ALICE, BOB, GUEST]), '--chunk', 'c-all']);
+    assert.equal(r.refused, undefined);
+  });
+});
 
 describe('explain: one reason per rule', () => {
   test('a chunk every reader may read, in the ceiling, is visible with no reason', async () => {
@@ -376,6 +405,30 @@ describe('explain: usage and guards', () => {
     assert.equal(explainRows(s, [{ ...row, visible: true }], 10).chunks.length, 1);
     assert.throws(() => explainRows(s, [{ ...row, visible: false }], 10), ExplainError);
     assert.throws(() => explainRows(s, [{ ...row, reader_0: false, visible: true }], 10), ExplainError);
+  });
+
+  test('a data directory the running stack holds is read through its database, as ingest writes through it', async () => {
+    const held = join(dir, 'held');
+    const stack = await startEmbeddedDatabase({ dataDir: held });
+    try {
+      let err = '';
+      const code = await explainCommand(
+        [...room([ALICE]), '--summary', '--config', configFile, '--data-dir', held],
+        { stdout: () => {}, stderr: (s) => (err += s), env: {} },
+      );
+      // The holder's database was reached (it is empty here: no knowledge store yet).
+      assert.match(
+        err,
+        new RegExp(
+          `explain: ${held} is open by PID ${process.pid}; reading through its database at 127\\.0\\.0\\.1:\\d+`,
+        ),
+      );
+      assert.match(err, /no knowledge store in this database/);
+      assert.doesNotMatch(err, /database query failed/);
+      assert.equal(code, 1);
+    } finally {
+      await stack.close();
+    }
   });
 
   test('no embedded database is created where none exists', async () => {

@@ -15,7 +15,13 @@ export interface SummaryReport {
 
 function subjectJson(s: Subject) {
   return s.kind === 'room'
-    ? { room: s.roomId, ceiling: s.ceiling, audience: s.audience, notes: s.notes }
+    ? {
+        room: s.roomId,
+        ceiling: s.ceiling,
+        audience: s.audience,
+        notes: s.notes,
+        ...(s.refused ? { refused: s.refused } : {}),
+      }
     : { partner: s.policyId, ceiling: s.ceiling, groups: s.groups, notes: s.notes };
 }
 
@@ -51,6 +57,7 @@ function header(s: Subject): string[] {
       `room ${s.roomId}  ceiling ${s.ceiling.join(',')}  ${s.audience.length} reader(s)`,
       ...s.audience.map((a) => `  reader ${readerLabel(a)}`),
       ...s.notes.map((n) => `  note: ${n}`),
+      ...(s.refused ? [`refused: ${s.refused} (the projector denies every request from this room)`] : []),
     ];
   }
   return [
@@ -69,6 +76,7 @@ export function reasonText(r: Reason): string {
         : `; the row lists this MXID as ${r.row_lists_as.map((e) => (e.network ? `${e.kind}/${e.network}` : e.kind)).join(', ')}`;
     return `reader ${readerLabel(r.reader)} is not in allowed_principals${also}`;
   }
+  if (r.rule === 'refused') return `refused: ${r.reason}`;
   return `no group overlap: the row has [${r.row_groups.join(', ')}], the partner has [${r.partner_groups.join(', ')}]`;
 }
 
@@ -115,8 +123,9 @@ export function summaryTable(r: SummaryReport): string {
         s.readers.map((x) => [readerLabel(x.reader), num(x.blocks_alone), num(x.missing_from)]),
       ),
     );
-    // A room cannot lose its last reader, so the sentence only applies to rooms of two or more.
-    if (multi) {
+    // A room cannot lose its last reader, so the sentence only applies to rooms of two or more, and
+    // never to a room the projector refuses (it sees nothing whoever leaves).
+    if (multi && !r.subject.refused) {
       for (const x of s.readers) {
         if (x.blocks_alone > 0)
           out.push(`without ${x.reader.principal} this room would see ${num(x.blocks_alone)} more chunk(s)`);

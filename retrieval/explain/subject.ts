@@ -15,6 +15,7 @@ import {
 import type { ProjectorConfig, RoomEntry } from '../../projector/config.ts';
 import { readShardsBeside } from '../../projector/config-store.ts';
 import { matrixSdkReader, type RoomStateReader, snapshotFromState } from '../../projector/homeserver.ts';
+import { audienceDenial, ceilingDenial } from '../../projector/matrix.ts';
 import { assembleConfig } from '../../projector/registry.ts';
 import { ExplainError, type Subject } from './core.ts';
 
@@ -48,17 +49,34 @@ export function roomSubject(config: ProjectorConfig, entry: RoomEntry, snapshot:
   if (audience.length > 16)
     throw new ExplainError(`the room has ${audience.length} readers; the projector denies rooms over 16`);
   const notes: string[] = [];
-  const snap = snapshot.allowed_classifications.join(',');
-  const reg = entry.allowedClassifications.join(',');
-  if (snap !== reg)
-    notes.push(`the snapshot's ceiling (${snap}) differs from the registry's; the projector denies`);
+  // The projector's own decisions on this room state, in its order: every reader's kind against the
+  // bridge configuration, the ceiling against the registry, then the room-state policy.
+  const refusals: string[] = [];
+  const kinds = audienceDenial(config, audience);
+  if (kinds) refusals.push(kinds);
+  const ceiling = ceilingDenial(entry.allowedClassifications, snapshot.allowed_classifications);
+  if (ceiling) {
+    refusals.push(ceiling);
+    notes.push(
+      `the snapshot's ceiling (${snapshot.allowed_classifications.join(',')}) differs from the registry's`,
+    );
+  }
   const first = audience[0];
   if (first) {
     const policy = checkSnapshotPolicy(snapshot, { localServer: config.bridge.localServer, caller: first });
-    if (!policy.ok)
-      notes.push(`the projector denies this room state (${policy.reason} at ${policy.path ?? '$'})`);
+    if (!policy.ok) {
+      refusals.push(policy.reason);
+      notes.push(`the room state fails the snapshot policy (${policy.reason} at ${policy.path ?? '$'})`);
+    }
   }
-  return { kind: 'room', roomId: entry.roomId, audience, ceiling: entry.allowedClassifications, notes };
+  return {
+    kind: 'room',
+    roomId: entry.roomId,
+    audience,
+    ceiling: entry.allowedClassifications,
+    notes,
+    ...(refusals[0] ? { refused: refusals[0] } : {}),
+  };
 }
 
 export function roomFromSnapshotText(config: ProjectorConfig, roomId: string, text: string): Subject {

@@ -91,9 +91,14 @@ after(async () => {
   await t?.close();
 });
 
+/** What the gateway's MCP route adds: the agent it authenticated (retrieval/mcp/caller.ts). */
+const CALLER = { 'x-fgentic-agent': `${AGENT.namespace}/${AGENT.name}` };
+
 async function connect(headers: Record<string, string> = {}) {
   const client = new Client({ name: 'test', version: '1.0.0' });
-  const transport = new StreamableHTTPClientTransport(new URL(server.mcpUrl), { requestInit: { headers } });
+  const transport = new StreamableHTTPClientTransport(new URL(server.mcpUrl), {
+    requestInit: { headers: { ...CALLER, ...headers } },
+  });
   await client.connect(transport);
   return { client, transport };
 }
@@ -134,7 +139,7 @@ const call = (args: unknown = { query: 'alpha' }) => ({
   method: 'tools/call',
   params: { name: 'search_knowledge', arguments: args },
 });
-const V = { 'mcp-protocol-version': '2025-11-25' };
+const V = { 'mcp-protocol-version': '2025-11-25', ...CALLER };
 
 function toolError(r: RawResponse): { error: string; reason: string } {
   assert.equal(r.status, 200);
@@ -191,6 +196,39 @@ describe('protocol revision', () => {
 });
 
 const validMatrix = () => matrixHeader({ caller: P.alice, audience: [P.alice] });
+
+describe('the projection is bound to the agent the gateway authenticated', () => {
+  const protocol = { 'mcp-protocol-version': '2025-11-25' };
+  test('a value minted for this agent, called by another agent, is denied caller_mismatch', async () => {
+    const h = validMatrix();
+    assert.deepEqual(
+      toolError(
+        await raw(call(), { ...protocol, 'x-fgentic-identity': h, 'x-fgentic-agent': 'kagent/other-agent' }),
+      ),
+      {
+        error: 'denied',
+        reason: 'caller_mismatch',
+      },
+    );
+    const ok = JSON.parse((await raw(call(), { ...V, 'x-fgentic-identity': h })).body);
+    assert.notEqual(ok.result.isError, true);
+  });
+  test('no authenticated caller (absent or repeated x-fgentic-agent) is denied caller_unbound', async () => {
+    const h = validMatrix();
+    assert.deepEqual(toolError(await raw(call(), { ...protocol, 'x-fgentic-identity': h })), {
+      error: 'denied',
+      reason: 'caller_unbound',
+    });
+    const twice = [CALLER['x-fgentic-agent'], CALLER['x-fgentic-agent']];
+    assert.deepEqual(
+      toolError(await raw(call(), { ...protocol, 'x-fgentic-identity': h, 'x-fgentic-agent': twice })),
+      {
+        error: 'denied',
+        reason: 'caller_unbound',
+      },
+    );
+  });
+});
 
 describe('tools/call identity', () => {
   test('a valid Matrix projection returns only authorized chunks, structured and as text', async () => {

@@ -16,7 +16,7 @@ import type pg from 'pg';
 import { errorFields } from '../../common/error-fields.ts';
 import { createLogger } from '../../common/log.ts';
 import { type AgentRef, decodeProjection, type Projection, type Verdict } from '../../contract/index.ts';
-import { IDENTITY_HEADER } from '../../rules/index.ts';
+import { CALLER_AGENT_HEADER, IDENTITY_HEADER } from '../../rules/index.ts';
 import { type Embedder, EmbeddingError } from '../embeddings/types.ts';
 import {
   agentKey,
@@ -32,6 +32,7 @@ import {
 import type { RetrievalMetrics } from '../metrics.ts';
 import type { PlannerOptions } from '../planner.ts';
 import { searchKnowledge } from '../search.ts';
+import { callerDenial } from './caller.ts';
 import { classifySearchError } from './db-errors.ts';
 import { type ArgumentProblem, errorResult, parseArgs, renderResult, TOOL, TOOL_NAME } from './tool.ts';
 import { gateRequest, MCP_REVISION, originAllowed } from './version-gate.ts';
@@ -59,7 +60,10 @@ export interface McpContext {
     | undefined;
   /** `ledger`: every search must find its projection in the capability ledger (default `plain`). */
   readonly capability?: CapabilityMode;
-  /** Ledger mode: how long a value the ledger does not have yet is re-checked (default LEDGER_WAIT_MS). */
+  /**
+   * Ledger mode: the mint window (default LEDGER_WAIT_MS): a value the ledger does not have is
+   * re-checked until that long after its issue second (retrieval/ledger.ts `recordHorizon`).
+   */
   readonly ledgerWaitMs?: number;
 }
 
@@ -88,12 +92,16 @@ async function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
   return Buffer.concat(chunks);
 }
 
-function buildServer(
-  ctx: McpContext,
-  identity: Verdict<Projection> | undefined,
-  proof: CapabilityProof | undefined,
-  configUnavailable = false,
-): Server {
+/** What `tools/call` is decided on: the decoded projection, its binding to the caller, its proof. */
+interface CallIdentity {
+  readonly identity?: Verdict<Projection>;
+  /** The projection names another agent than the one the gateway authenticated (caller.ts). */
+  readonly callerDenied?: string;
+  readonly proof?: CapabilityProof;
+}
+
+function buildServer(ctx: McpContext, call: CallIdentity, configUnavailable = false): Server {
+  const { identity, proof } = call;
   const server = new Server(
     { name: 'fgentic-knowledge-retrieval', version: '0.1.0' },
     { capabilities: { tools: { listChanged: false } } },
@@ -122,6 +130,7 @@ function buildServer(
     if (configUnavailable) return refuse('unavailable', 'config_unavailable');
     if (!identity) return refuse('denied', 'missing');
     if (!identity.ok) return refuse('denied', identity.reason);
+    if (call.callerDenied) return refuse('denied', call.callerDenied);
     if (ctx.capability === 'ledger' && proof === undefined) return refuse('denied', UNMINTED_REASON);
     const parsed = parseArgs(request.params.arguments ?? {});
     if (!parsed.ok) return refuse('invalid_arguments', 'invalid_arguments', parsed);
@@ -161,6 +170,9 @@ function buildServer(
       const result = proof
         ? await withinMintWindow(attempt, () => isRecorded(ctx.pool, proof), {
             windowMs: ctx.ledgerWaitMs ?? LEDGER_WAIT_MS,
+            issuedAt: identity.value.iat,
+            // The contract's clock, so the value's age is measured as its expiry is.
+            ...(ctx.now ? { nowMs: () => (ctx.now as () => number)() * 1000 } : {}),
           })
         : await attempt();
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -186,6 +198,23 @@ function buildServer(
     }
   });
   return server;
+}
+
+/** The projection of a `tools/call`, decoded as the contract says, bound to the calling agent. */
+function callIdentity(req: IncomingMessage, ctx: McpContext, agents: readonly AgentRef[]): CallIdentity {
+  const values = rawHeaderValues(req, IDENTITY_HEADER);
+  if (values.length === 0) ctx.metrics.missingCarrier.inc();
+  const now = ctx.now ? ctx.now() : Math.floor(Date.now() / 1000);
+  const identity = decodeProjection(values.length === 1 ? values[0] : values, { now, agents });
+  if (!identity.ok) return { identity };
+  const callerDenied = callerDenial(identity.value.agent, rawHeaderValues(req, CALLER_AGENT_HEADER));
+  if (callerDenied) return { identity, callerDenied };
+  // The digest covers the exact bytes that were decoded (one value, or decoding denied already).
+  const proof =
+    ctx.capability === 'ledger' && values.length === 1
+      ? { digest: capabilityDigest(values[0] as string), agent: agentKey(identity.value.agent), now }
+      : undefined;
+  return { identity, ...(proof ? { proof } : {}) };
 }
 
 export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: McpContext): Promise<void> {
@@ -214,21 +243,8 @@ export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: 
   const gate = gateRequest(body, rawHeaderValues(req, 'mcp-protocol-version'));
   if (!gate.ok) return jsonRpcError(res, gate.status, gate.code, gate.message);
 
-  let identity: Verdict<Projection> | undefined;
-  let proof: CapabilityProof | undefined;
-  if (gate.method === 'tools/call') {
-    const values = rawHeaderValues(req, IDENTITY_HEADER);
-    if (values.length === 0) ctx.metrics.missingCarrier.inc();
-    const now = ctx.now ? ctx.now() : Math.floor(Date.now() / 1000);
-    identity = decodeProjection(values.length === 1 ? values[0] : values, {
-      now,
-      agents: live?.agents ?? [],
-    });
-    // The digest covers the exact bytes that were decoded (one value, or decoding denied already).
-    if (identity.ok && ctx.capability === 'ledger' && values.length === 1)
-      proof = { digest: capabilityDigest(values[0]!), agent: agentKey(identity.value.agent), now };
-  }
-  const server = buildServer(ctx, identity, proof, live === undefined);
+  const call = gate.method === 'tools/call' ? callIdentity(req, ctx, live?.agents ?? []) : {};
+  const server = buildServer(ctx, call, live === undefined);
   const transport = new StreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,

@@ -5,19 +5,14 @@
  * objects (unique room IDs and partner keys, group collisions). Pure.
  */
 import {
-  checkBridgeRegexes,
-  checkCeiling,
-  checkClient,
-  checkIssuer,
-  checkLocalGroups,
-  checkPartnerAgents,
-  checkPartnerGroups,
-  checkPublicTimeout,
-  groupCollision,
-  isRoomId,
-  isServerName,
+  agentLimit,
+  checkAgent,
+  checkPartner,
+  checkPlatform,
+  checkRoom,
+  claimedByOthers,
+  groupCollisions,
 } from '../../rules/index.ts';
-import { checkLedgerTiming } from '../../rules/ledger.ts';
 import {
   type AdmissionInput,
   type ClusterView,
@@ -55,52 +50,46 @@ function localGroups(view: ClusterView): Set<string> {
   return new Set(Array.isArray(lg) ? lg.filter((g): g is string => typeof g === 'string') : []);
 }
 
+/** Names of the other resources in `list` (the one under review excluded). */
+function others(list: readonly KubeObject[], name: string): string[] {
+  return list.filter((o) => !sameIdentity(o, name)).map(nameOf);
+}
+
 function reviewRoom(f: Findings, obj: KubeObject, view: ClusterView): void {
-  const spec = specOf(f, obj);
-  if (!spec) return;
-  const name = nameOf(obj);
-  const roomId = spec['roomId'];
-  if (!isRoomId(roomId))
-    f.deny('room-id', 'spec.roomId', 'not a Matrix room ID (legacy !opaque:server or v12 form)');
-  else
-    for (const other of view.roomsWithId(roomId)) {
-      if (sameIdentity(other, name)) continue;
-      f.deny('room-duplicate', 'spec.roomId', `room ID already declared by RetrievalRoom ${nameOf(other)}`);
-      break;
-    }
-  f.add(checkCeiling(spec['allowedClassifications'], spec['agreementRef']));
+  if (!specOf(f, obj)) return;
+  const problems = checkRoom(obj as { spec?: unknown });
+  f.add(problems);
+  const roomId = str(field(obj, 'spec'), 'roomId');
+  if (roomId !== undefined && !problems.some((p) => p.path === 'spec.roomId'))
+    f.add(
+      claimedByOthers(
+        'room-duplicate',
+        'spec.roomId',
+        others(view.roomsWithId(roomId), nameOf(obj)).map((n) => `RetrievalRoom ${n}`),
+      ),
+    );
 }
 
 function reviewPartner(f: Findings, obj: KubeObject, view: ClusterView): void {
   const spec = specOf(f, obj);
   if (!spec) return;
-  const name = nameOf(obj);
-  const issuer = str(spec, 'issuer') ?? '';
-  const audience = str(spec, 'audience') ?? '';
-  const azp = str(spec, 'azp') ?? '';
-  for (const other of view.partnersWithKey(issuer, audience, azp)) {
-    if (sameIdentity(other, name)) continue;
-    f.deny(
+  const problems = checkPartner(obj as { spec?: unknown });
+  f.add(problems);
+  const [issuer, audience, azp] = ['issuer', 'audience', 'azp'].map((k) => str(spec, k) ?? '') as [
+    string,
+    string,
+    string,
+  ];
+  f.add(
+    claimedByOthers(
       'partner-duplicate',
       'spec',
-      `(issuer, audience, azp) already mapped by PartnerClient ${nameOf(other)}; the mapping key must be unique`,
-    );
-    break;
-  }
-  f.add(checkClient(spec));
+      others(view.partnersWithKey(issuer, audience, azp), nameOf(obj)).map((n) => `PartnerClient ${n}`),
+    ),
+  );
   const groups = spec['groups'];
-  const groupProblems = checkPartnerGroups(groups, spec['policyId'], 'spec.groups');
-  f.add(groupProblems);
-  const clash =
-    groupProblems.length === 0 && Array.isArray(groups) && groupCollision(groups, localGroups(view));
-  if (clash)
-    f.deny(
-      'group-collision',
-      `spec.groups[${groups.indexOf(clash)}]`,
-      'collides with a local group of the RetrievalPlatform',
-    );
-  f.add(checkCeiling(spec['allowedClassifications'], spec['agreementRef']));
-  f.add(checkPartnerAgents(spec['agents'], 'spec.agents'));
+  if (Array.isArray(groups) && !problems.some((p) => p.path.startsWith('spec.groups')))
+    f.add(groupCollisions(groups, localGroups(view), 'spec.groups', 'the RetrievalPlatform (localGroups)'));
   const agents = spec['agents'];
   if (Array.isArray(agents))
     agents.forEach((a, i) => {
@@ -118,43 +107,35 @@ function reviewPartner(f: Findings, obj: KubeObject, view: ClusterView): void {
 }
 
 function reviewPlatform(f: Findings, obj: KubeObject, view: ClusterView): void {
-  if (nameOf(obj) !== 'default')
-    f.deny('platform-name', 'metadata.name', 'the RetrievalPlatform must be named default');
-  const spec = specOf(f, obj);
-  if (!spec) return;
-  f.add(checkPublicTimeout(spec['publicRetrievalTimeoutSeconds'], 'spec.publicRetrievalTimeoutSeconds'));
-  f.add(checkLedgerTiming(spec['ledger'], 'spec.ledger'));
-  const bridge = field(spec, 'bridge');
-  if (isObject(bridge) && !isServerName(str(bridge, 'localServer') ?? ''))
-    f.deny('server-name', 'spec.bridge.localServer', 'not a Matrix server name');
-  // The projector compiles these; one it refused would deny every request (rules/bridge.ts).
-  if (isObject(bridge)) f.add(checkBridgeRegexes(bridge, 'spec.bridge'));
-  const jwt = field(spec, 'jwt');
-  if (isObject(jwt)) f.add(checkIssuer(jwt['issuer'], 'spec.jwt.issuer'));
-  const lg = spec['localGroups'];
-  const localProblems = checkLocalGroups(lg, 'spec.localGroups');
-  f.add(localProblems);
-  if (localProblems.length > 0 || !Array.isArray(lg)) return;
-  const locals = new Set(lg as string[]);
-  for (const p of view.partners()) {
-    const clash = groupCollision(asArray(field(field(p, 'spec'), 'groups')), locals);
-    if (clash)
-      f.deny(
-        'group-collision',
-        `spec.localGroups[${lg.indexOf(clash)}]`,
-        `equals a group of PartnerClient ${nameOf(p)}`,
-      );
+  if (!specOf(f, obj)) {
+    if (nameOf(obj) !== 'default')
+      f.deny('platform-name', 'metadata.name', 'the RetrievalPlatform must be named default');
+    return;
   }
-}
-
-function asArray(v: unknown): readonly unknown[] {
-  return Array.isArray(v) ? v : [];
+  const problems = checkPlatform(obj as { metadata?: { name?: unknown }; spec?: unknown });
+  f.add(problems);
+  const lg = field(field(obj, 'spec'), 'localGroups');
+  if (!Array.isArray(lg) || problems.some((p) => p.path.startsWith('spec.localGroups'))) return;
+  for (const p of view.partners()) {
+    const groups = field(field(p, 'spec'), 'groups');
+    const theirs = new Set(
+      Array.isArray(groups) ? groups.filter((g): g is string => typeof g === 'string') : [],
+    );
+    f.add(groupCollisions(lg, theirs, 'spec.localGroups', `PartnerClient ${nameOf(p)}`));
+  }
 }
 
 function reviewRetrievalAgent(f: Findings, obj: KubeObject, view: ClusterView, input: AdmissionInput): void {
   const ns = input.namespace || namespaceOf(obj);
   const name = input.name || nameOf(obj);
-  specOf(f, obj);
+  if (!specOf(f, obj)) return;
+  const metadata = field(obj, 'metadata');
+  f.add(
+    checkAgent({
+      metadata: { namespace: ns, name: str(metadata, 'name') ?? name },
+      spec: field(obj, 'spec'),
+    }),
+  );
   const existing = view.agent(ns, name);
   if (existing) {
     const l = labels(existing);
@@ -166,7 +147,7 @@ function reviewRetrievalAgent(f: Findings, obj: KubeObject, view: ClusterView, i
       );
   }
   const other = view.retrievalAgent(ns, name);
-  const uid = str(field(obj, 'metadata'), 'uid');
+  const uid = str(metadata, 'uid');
   const otherUid = str(field(other, 'metadata'), 'uid');
   if (
     input.operation === 'CREATE' &&
@@ -176,6 +157,10 @@ function reviewRetrievalAgent(f: Findings, obj: KubeObject, view: ClusterView, i
     uid !== otherUid
   )
     f.deny('retrieval-agent-duplicate', 'metadata.name', `RetrievalAgent ${ns}/${name} already exists`);
+  // A new RetrievalAgent past the bound both servers' files hold is refused here, not left for the
+  // render to refuse (rules/cross-object.ts); an update of an existing one never is.
+  if (input.operation === 'CREATE')
+    f.add(agentLimit(view.retrievalAgentCount() + (other ? 0 : 1), 'metadata.name'));
 }
 
 export function reviewRetrievalResource(

@@ -5,7 +5,6 @@
 import {
   IDENTITY_HEADER_NAME,
   PROJECT,
-  type Problem,
   type Problems,
   RETRIEVAL_SERVER,
   RETRIEVAL_TOOL,
@@ -47,8 +46,15 @@ export interface AdmissionInput {
   username: string;
 }
 
-/** One finding is one rule problem (rules/result.ts): reason code, field path, message. */
-export type Finding = Problem;
+/**
+ * One finding: reason code, field path, message. A rule problem (rules/result.ts, whose codes are in
+ * rules/reasons.ts) is one; the kagent Agent rules add their own codes (webhook/README.md).
+ */
+export interface Finding {
+  readonly reason: string;
+  readonly path: string;
+  readonly message: string;
+}
 
 export interface Verdict {
   denials: Finding[];
@@ -58,6 +64,8 @@ export interface Verdict {
 /** The objects other than the one under review that the cross-object rules need. */
 export interface ClusterView {
   retrievalAgent(namespace: string, name: string): KubeObject | undefined;
+  /** How many RetrievalAgents exist (for the agent limit). */
+  retrievalAgentCount(): number;
   /** kagent Agent (any served version) by namespace/name. */
   agent(namespace: string, name: string): KubeObject | undefined;
   /** The cluster's RetrievalPlatform (named `default`), if any. */
