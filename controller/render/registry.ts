@@ -152,11 +152,19 @@ export class RegistryIndex {
   /** The context (platform), or undefined when there is none: then nothing is rendered. */
   setContext(ctx: RegistryContext | undefined): Set<string> {
     const before = this.layout();
+    const was = this.ctx
+      ? JSON.stringify([this.ctx.namespace, this.ctx.labels, this.ctx.ownerReferences ?? null])
+      : '';
+    const oldBase = this.baseText;
     this.ctx = ctx;
     this.baseText = ctx ? compact(ctx.base) : '';
+    const now = ctx ? JSON.stringify([ctx.namespace, ctx.labels, ctx.ownerReferences ?? null]) : '';
+    // The same context renders the same objects: nothing to write (a pass hands it over every time).
+    if (was === now && oldBase === this.baseText) return new Set();
     const changed = new Set<string>([PROJECTOR_CONFIGMAP]);
-    // A layout change (inline ↔ sharded, or none) moves every entry.
-    if (before !== this.layout()) for (let i = 0; i < REGISTRY_SHARDS; i++) changed.add(shardName(i));
+    // A layout change (inline ↔ sharded, or none), or a new namespace, labels or owner: every shard.
+    if (before !== this.layout() || was !== now)
+      for (let i = 0; i < REGISTRY_SHARDS; i++) changed.add(shardName(i));
     return changed;
   }
 
