@@ -79,6 +79,8 @@ export class LeaderElection {
   private watchdog: NodeJS.Timeout | undefined;
   private stopped = false;
   private terms = 0;
+  /** Terms lost so far. */
+  private lost = 0;
   readonly timings: LeaderTimings;
   private readonly now: () => number;
   private readonly random: () => number;
@@ -122,6 +124,7 @@ export class LeaderElection {
   private lose(reason: string): void {
     const t = this.term;
     if (!t) return;
+    this.lost++;
     this.term = undefined;
     if (this.watchdog) clearTimeout(this.watchdog);
     t.end();
@@ -143,6 +146,8 @@ export class LeaderElection {
   private async round(): Promise<void> {
     if (this.stopped) return;
     const sentAt = this.now();
+    const before = this.term;
+    const lostBefore = this.lost;
     let held = false;
     try {
       held = await this.elector.tryAcquireOrRenew(new Date(sentAt));
@@ -151,6 +156,9 @@ export class LeaderElection {
     }
     this.settleFirst();
     if (this.stopped) return;
+    // The term ended while this round was in flight (its watchdog): the owner decides what follows
+    // (exit, or `restart`); this answer must not start a new term behind its back.
+    if (this.lost !== lostBefore || this.term !== before) return;
     const { retryPeriodMs } = this.timings;
     if (this.term) {
       if (held && this.term.valid()) {
