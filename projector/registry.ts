@@ -24,7 +24,7 @@ import {
 
 export const REGISTRY_SHARD_PREFIX = 'fgentic-projector-registry-';
 export const REGISTRY_SHARD_KEY = 'registry.json';
-/** At most this many shards; with ~768 KiB each that is far beyond 100,000 rooms and 5,000 partners. */
+/** The number of shards (controller/render/registry.ts renders exactly this many above 64 KiB). */
 export const MAX_REGISTRY_SHARDS = 256;
 const MAX_SHARD_BYTES = 1_048_576;
 // The same ceiling parseConfig applies to a self-contained projector.json.
