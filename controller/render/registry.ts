@@ -138,6 +138,8 @@ function tooLargeMessage(name: string, bytes: number): string {
 export class RegistryIndex {
   private ctx: RegistryContext | undefined;
   private baseText = '';
+  /** UTF-8 length of `baseText`, kept so the layout check costs nothing per entry. */
+  private baseBytes = 0;
   private readonly shards = Array.from({ length: REGISTRY_SHARDS }, () => ({
     rooms: new Map<string, string>(),
     partners: new Map<string, string>(),
@@ -158,6 +160,7 @@ export class RegistryIndex {
     const oldBase = this.baseText;
     this.ctx = ctx;
     this.baseText = ctx ? compact(ctx.base) : '';
+    this.baseBytes = utf8Length(this.baseText);
     const now = ctx ? JSON.stringify([ctx.namespace, ctx.labels, ctx.ownerReferences ?? null]) : '';
     // The same context renders the same objects: nothing to write (a pass hands it over every time).
     if (was === now && oldBase === this.baseText) return new Set();
@@ -208,7 +211,7 @@ export class RegistryIndex {
   layout(): 'none' | 'inline' | 'sharded' {
     if (!this.ctx) return 'none';
     const commas = Math.max(0, this.entries.room - 1) + Math.max(0, this.entries.partner - 1);
-    return utf8Length(this.baseText) + this.bytes + commas <= INLINE_REGISTRY_LIMIT ? 'inline' : 'sharded';
+    return this.baseBytes + this.bytes + commas <= INLINE_REGISTRY_LIMIT ? 'inline' : 'sharded';
   }
 
   private shardParts(i: number): { rooms: RegistryEntry[]; partners: RegistryEntry[] } {
