@@ -348,7 +348,12 @@ async function revocation(): Promise<void> {
       );
       r.api.put({ ...partner, spec: { ...partner.spec, groups: [`partner/org-${j}/docs`] } });
     }
-    return (await served) - t;
+    const done = await served;
+    if (process.env['BENCH_TRACE']) {
+      const w = r.log.filter((x) => x.at >= t && x.method !== 'GET' && !x.path.includes('/leases'));
+      process.stderr.write(`  trace: ${w.slice(0, 6).map((x) => `${x.at - t}ms ${x.method} ${x.path.split('/').slice(-2).join('/')}`).join(' | ')}\n`);
+    }
+    return done - t;
   };
   let partner = 0;
   for (let n = 0; n < REPEAT; n++)

@@ -15,7 +15,7 @@ import { createLogger } from '../common/log.ts';
 import { ItemBackoff } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { KubeClient, OWN_KINDS_INFO, RENDERED_KINDS } from './kube/client.ts';
-import { Informer, type InformerOptions } from './kube/informer.ts';
+import { Informer, type InformerOptions, specOf } from './kube/informer.ts';
 import { LeaderElector } from './kube/lease.ts';
 import { DEFAULT_BURST, DEFAULT_QPS, TokenBucket } from './kube/rate-limit.ts';
 import { LEADER_DEFAULTS, LeaderElection, type LeaderTerm } from './leader.ts';
@@ -119,19 +119,6 @@ export interface ControllerHandle {
   /** Starts a full resync now (what the periodic timer does). */
   resync(): void;
   stop(): Promise<void>;
-}
-
-/** What an update to one of our resources changed, apart from status and bookkeeping. */
-function specOf(o: K8sObject): string {
-  const { status: _s, metadata, ...rest } = o as K8sObject & { status?: unknown };
-  const {
-    resourceVersion: _rv,
-    managedFields: _mf,
-    ...meta
-  } = metadata as K8sObject['metadata'] & {
-    managedFields?: unknown;
-  };
-  return JSON.stringify([rest, meta]);
 }
 
 export async function startController(o: ControllerOptions): Promise<ControllerHandle> {
@@ -352,6 +339,9 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
           // A room is the registry's work alone, per room and at once (no debounce, no pass).
           if (k.kind === 'RetrievalRoom')
             return registrySync.onRoom(obj.metadata.name, type === 'DELETED' ? undefined : (obj as never));
+          // Partners, agents and the platform change registry entries too: the registry gets them at
+          // once from its own render, not after a pass (which may be a resync still running).
+          renderRegistrySoon();
           schedule();
         }),
       );
@@ -439,6 +429,21 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     onWrite: (ok) => m.heartbeats.inc({ result: ok ? 'ok' : 'error' }),
   });
 
+  /**
+   * The registry's part of a render (validation and the model: partners' entries, the rest of
+   * projector.json), between passes, coalesced over 20 ms. No I/O: the JWKS is the last pass's read.
+   */
+  let registryTimer: NodeJS.Timeout | undefined;
+  const renderRegistrySoon = () => {
+    if (registryTimer) return;
+    registryTimer = setTimeout(() => {
+      registryTimer = undefined;
+      const t = term;
+      if (t && synced) t.registry.renderFrom(stateOf(t), t.reconciler.jwks);
+    }, 20);
+    registryTimer.unref();
+  };
+
   const resync = () => {
     const t = term;
     t?.reconciler.resync();
@@ -446,7 +451,9 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     // The registry objects and room statuses are checked again too, after any change waiting.
     if (t) {
       for (const k of t.registry.allKeys()) t.queue.add(k, RESYNC);
-      for (const r of t.registry.rooms.names()) t.queue.add(`room-status/${r}`, RESYNC);
+      // Room statuses: only rooms whose object changed since their status was last verified.
+      for (const r of t.own.get('RetrievalRoom')?.list() ?? [])
+        if (!t.registry.verified(r)) t.queue.add(`room-status/${r.metadata.name}`, RESYNC);
     }
   };
 

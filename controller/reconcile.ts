@@ -99,6 +99,8 @@ export class Reconciler {
   private readonly now: () => Date;
   private readonly incremental: boolean;
   private readonly registry: RegistryHooks | undefined;
+  /** What the last pass read of the JWKS Secret, for the registry's own renders between passes. */
+  jwks: Pick<Resources, 'jwksInline' | 'jwksProblem'> = {};
   /** The render, its memos and the hashed objects (render-stage.ts). */
   private readonly stage: RenderStage;
   /** Backoff key → the desired hash that failed: a new desired state is tried at once. */
@@ -243,6 +245,7 @@ export class Reconciler {
    * `JwksUnresolved` conflict, never a failed pass.
    */
   private async resolveJwks(platform: RetrievalPlatform | undefined, input: Resources): Promise<void> {
+    this.jwks = {};
     const ref = platform?.spec.jwt?.jwksSecretRef;
     if (!platform || !ref) return;
     const ns = platform.spec.gateway?.namespace;
@@ -254,6 +257,10 @@ export class Reconciler {
     } catch (e) {
       input.jwksProblem = `cannot read ${where}: ${reasonOf(e)} (the jwks-secret-reader component grants it)`;
     }
+    this.jwks = {
+      ...(input.jwksInline !== undefined ? { jwksInline: input.jwksInline } : {}),
+      ...(input.jwksProblem !== undefined ? { jwksProblem: input.jwksProblem } : {}),
+    };
   }
 
   /**

@@ -22,11 +22,22 @@ import type { ClusterState } from './cluster.ts';
 import { conditionsFor, sameConditions } from './conditions.ts';
 import { objKey, upToDate, withHash } from './desired.ts';
 import type { WriteOptions } from './kube/client.ts';
+import { analyse } from './render/conflicts.ts';
 import type { Model } from './render/model.ts';
 import { PROJECTOR_CONFIGMAP, RegistryIndex, roomKey, shardOf } from './render/registry.ts';
 import { RoomTable } from './render/registry-rooms.ts';
 import { registryContext, registryEntries } from './render/server-config.ts';
-import type { Conflict, K8sObject, OwnResource, RetrievalRoom } from './types.ts';
+import type {
+  Conflict,
+  K8sObject,
+  OwnKind,
+  OwnResource,
+  PartnerClient,
+  Resources,
+  RetrievalAgent,
+  RetrievalPlatform,
+  RetrievalRoom,
+} from './types.ts';
 import { URGENT, type WorkQueue } from './workqueue.ts';
 
 const log = createLogger('controller');
@@ -114,6 +125,23 @@ export class RegistrySync {
     this.enqueue(changed);
     if (had !== this.hasPlatform)
       for (const r of this.rooms.names()) this.queue.add(`room-status/${r}`, URGENT);
+  }
+
+  /**
+   * The registry's part of a render between passes: validation and the model from the cached
+   * platform, agents and partners (no rooms), with the JWKS as the last pass read it. No I/O.
+   */
+  renderFrom(state: ClusterState, jwks: Pick<Resources, 'jwksInline' | 'jwksProblem'>): void {
+    const live = <T extends OwnResource>(kind: OwnKind) =>
+      state.own<T>(kind).filter((r) => !r.metadata.deletionTimestamp);
+    const { model } = analyse({
+      platforms: live<RetrievalPlatform>('RetrievalPlatform'),
+      agents: live<RetrievalAgent>('RetrievalAgent'),
+      rooms: [],
+      partners: live<PartnerClient>('PartnerClient'),
+      ...jwks,
+    });
+    this.onModel(model);
   }
 
   /** True for the ConfigMaps this sync owns (the pass neither applies nor prunes them). */
@@ -264,6 +292,7 @@ export class RegistrySync {
       sameConditions(room.status?.conditions, conditions) &&
       room.status?.observedGeneration === room.metadata.generation
     ) {
+      if (error === undefined) this.verifiedRooms.add(room);
       this.queue.forget(key);
       return;
     }
@@ -287,6 +316,14 @@ export class RegistrySync {
       if ((e as { fenced?: boolean }).fenced) return;
       this.queue.addRateLimited(key, URGENT);
     }
+  }
+
+  /** Room objects (by identity: the cache replaces an object on every change) whose status is as computed. */
+  private verifiedRooms = new WeakSet<object>();
+
+  /** True when this very room object's status was found as computed (a resync skips it). */
+  verified(room: object): boolean {
+    return this.verifiedRooms.has(room);
   }
 
   /** Each room's conditions as last computed, for the conditions metric. */
