@@ -369,7 +369,7 @@ async function revocation(): Promise<void> {
     }
   // During a resync: each resync re-checks every object and room status and re-asserts every MCP
   // key mirror (about a minute of writes at the limiter's rate); changes land at different moments.
-  for (let n = 0; n < Math.max(1, Math.round(REPEAT / 2)); n++) {
+  for (let n = 0; n < Number(process.env['BENCH_RESYNCS'] ?? 5); n++) {
     r.ctl.resync();
     for (const kind of kinds) {
       await sleep(300);
