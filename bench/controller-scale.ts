@@ -351,7 +351,12 @@ async function revocation(): Promise<void> {
     const done = await served;
     if (process.env['BENCH_TRACE']) {
       const w = r.log.filter((x) => x.at >= t && x.method !== 'GET' && !x.path.includes('/leases'));
-      process.stderr.write(`  trace: ${w.slice(0, 6).map((x) => `${x.at - t}ms ${x.method} ${x.path.split('/').slice(-2).join('/')}`).join(' | ')}\n`);
+      process.stderr.write(
+        `  trace: ${w
+          .slice(0, 6)
+          .map((x) => `${x.at - t}ms ${x.method} ${x.path.split('/').slice(-2).join('/')}`)
+          .join(' | ')}\n`,
+      );
     }
     return done - t;
   };
