@@ -229,8 +229,8 @@ async function rig(input: Resources, timing?: { leaseS: number; deadlineS: numbe
     // The double shares this process and the machine is shared: a Lease renewal can wait for the CPU
     // behind the double serving 100,000 rooms. Longer than client-go's timing, so the run measures
     // the controller, not the double; every loss is still reported (lostLeadershipAfterMs).
-    leaseDurationSeconds: timing?.leaseS ?? Number(process.env['BENCH_LEASE_S'] ?? 60),
-    renewDeadlineMs: (timing?.deadlineS ?? Number(process.env['BENCH_RENEW_DEADLINE_S'] ?? 40)) * 1000,
+    leaseDurationSeconds: timing?.leaseS ?? Number(process.env['BENCH_LEASE_S'] ?? 300),
+    renewDeadlineMs: (timing?.deadlineS ?? Number(process.env['BENCH_RENEW_DEADLINE_S'] ?? 200)) * 1000,
     onLostLeadership: () => {
       lost.at = Date.now();
     },
