@@ -57,7 +57,14 @@ describe('the mint window: bounded by the real race, cheap to deny', () => {
             checks++;
             return false;
           },
-          { windowMs, issuedAt: T0, nowMs: () => nowMs, sleep: async (ms) => void (slept += ms) },
+          {
+            windowMs,
+            issuedAt: T0,
+            nowMs: () => nowMs,
+            sleep: async (ms) => {
+              slept += ms;
+            },
+          },
         );
         assert.equal(found, false);
         assert.ok(checks <= 3, `${checks} re-checks`);
@@ -115,7 +122,14 @@ describe('the mint window: bounded by the real race, cheap to deny', () => {
             return 'served';
           },
           async () => elapsed >= visibleAfter,
-          { windowMs, issuedAt: T0, nowMs: () => nowMs, sleep: async (ms) => void (elapsed += ms) },
+          {
+            windowMs,
+            issuedAt: T0,
+            nowMs: () => nowMs,
+            sleep: async (ms) => {
+              elapsed += ms;
+            },
+          },
         );
         assert.equal(served, 'served');
         assert.equal(attempts, 2);
