@@ -9,45 +9,17 @@ import { createServer, type Server } from 'node:http';
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import type * as k8s from '@kubernetes/client-node';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { apiServerProblem, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
-import { ItemBackoff } from './backoff.ts';
-import { KubeClient, OWN_KINDS_INFO, RENDERED_KINDS } from './kube/client.ts';
-import { Informer, type InformerOptions } from './kube/informer.ts';
+import { KubeClient } from './kube/client.ts';
+import type { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/lease.ts';
-import {
-  type ClusterState,
-  type ClusterWriter,
-  PASS_STAGES,
-  type PassStage,
-  Reconciler,
-  selectPlatform,
-} from './reconcile.ts';
-import { PRUNE_SELECTOR } from './render/model.ts';
-import type { K8sObject, OwnKind, OwnResource, RetrievalAgent, RetrievalPlatform } from './types.ts';
+import { createControllerMetrics, recordPass } from './metrics.ts';
+import type { ClusterWriter, PassStage } from './reconcile.ts';
+import { clusterState, followRetrievalNamespace, informersOf, startTerm, type Term } from './term.ts';
 
 const log = createLogger('controller');
-
-/** One leadership term: its caches and its reconciler (backoff, remembered mirrors, memos). */
-interface Term {
-  own: Map<OwnKind, Informer>;
-  /** Caches of the rendered kinds the controller may write in every namespace. */
-  rendered: Map<string, Informer>;
-  /** Caches of the rendered kinds it may write in the retrieval namespace only, in that namespace. */
-  scoped: Map<string, Informer>;
-  make: (
-    k: { apiVersion: string; kind: string; plural: string },
-    onEvent: InformerOptions['onEvent'],
-    labelSelector?: string,
-    namespace?: string,
-  ) => Informer;
-  reconciler: Reconciler;
-  ready: Promise<void>;
-}
-
-const informersOf = (t: Term | undefined): Informer[] =>
-  t ? [...t.own.values(), ...t.rendered.values(), ...t.scoped.values()] : [];
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -95,94 +67,11 @@ export interface ControllerHandle {
   stop(): Promise<void>;
 }
 
-/** What an update to one of our resources changed, apart from status and bookkeeping. */
-function specOf(o: K8sObject): string {
-  const { status: _s, metadata, ...rest } = o as K8sObject & { status?: unknown };
-  const {
-    resourceVersion: _rv,
-    managedFields: _mf,
-    ...meta
-  } = metadata as K8sObject['metadata'] & {
-    managedFields?: unknown;
-  };
-  return JSON.stringify([rest, meta]);
-}
-
 export async function startController(o: ControllerOptions): Promise<ControllerHandle> {
   const client = new KubeClient(o.kubeConfig);
   const writer = o.writer ? o.writer(client) : client;
   const registry = new Registry();
-  const m = {
-    reconciles: new Counter({
-      name: 'fgentic_controller_reconciles_total',
-      help: 'Reconcile passes',
-      labelNames: ['result'],
-      registers: [registry],
-    }),
-    duration: new Histogram({
-      name: 'fgentic_controller_reconcile_seconds',
-      help: 'Reconcile duration',
-      registers: [registry],
-    }),
-    applied: new Gauge({
-      name: 'fgentic_controller_rendered_objects',
-      help: 'Objects rendered in the last pass (applied, or already up to date)',
-      registers: [registry],
-    }),
-    writes: new Counter({
-      name: 'fgentic_controller_api_writes_total',
-      help: 'Writes to the API server by the reconciler',
-      labelNames: ['op'],
-      registers: [registry],
-    }),
-    skipped: new Counter({
-      name: 'fgentic_controller_unchanged_objects_total',
-      help: 'Desired objects not applied because the live object already matched',
-      registers: [registry],
-    }),
-    failing: new Gauge({
-      name: 'fgentic_controller_failing_objects',
-      help: 'Objects whose apply or delete failed and waits for its retry',
-      registers: [registry],
-    }),
-    watchRetries: new Counter({
-      name: 'fgentic_controller_watch_retries_total',
-      help: 'Failed lists and watches of the informers, retried after a backoff',
-      labelNames: ['kind', 'what'],
-      registers: [registry],
-    }),
-    conflicts: new Gauge({
-      name: 'fgentic_controller_conflicts',
-      help: 'Conflicting resources in the last pass',
-      registers: [registry],
-    }),
-    leader: new Gauge({
-      name: 'fgentic_controller_leader',
-      help: '1 when this replica holds the Lease',
-      registers: [registry],
-    }),
-    // Alerts need conditions as series (RegistryTooLarge, Conflict, ...): the API server holds them
-    // only in each resource's status.
-    conditions: new Gauge({
-      name: 'fgentic_controller_resource_conditions',
-      help: 'Our resources by condition type, status and reason, as computed in the last pass',
-      labelNames: ['kind', 'type', 'status', 'reason'],
-      registers: [registry],
-    }),
-    stage: new Histogram({
-      name: 'fgentic_controller_pass_stage_seconds',
-      help: 'Time spent in each stage of a reconcile pass',
-      labelNames: ['stage'],
-      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers: [registry],
-    }),
-    queued: new Histogram({
-      name: 'fgentic_controller_pass_wait_seconds',
-      help: 'From the event that asked for a pass to its start (debounce and the pass before it)',
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: [registry],
-    }),
-  };
+  const m = createControllerMetrics(registry);
   const elector = new LeaderElector(client.coordination, {
     name: o.leaseName ?? 'fgentic-retrieval-controller',
     namespace: o.leaseNamespace,
@@ -212,58 +101,6 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }
   };
 
-  const stateOf = (t: Term): ClusterState => {
-    const renderedOf = (apiVersion: string, kind: string, namespace?: string) => {
-      const k = `${apiVersion}|${kind}`;
-      const scoped = t.scoped.get(k);
-      if (!scoped) return t.rendered.get(k);
-      // Outside the namespace the controller may write this kind in, nothing is cached.
-      return namespace === undefined || namespace === scoped.namespace ? scoped : undefined;
-    };
-    return {
-      own: <T extends OwnResource>(kind: OwnKind) => (t.own.get(kind)?.list() ?? []) as unknown as T[],
-      rendered: (apiVersion, kind) => {
-        const inf = renderedOf(apiVersion, kind);
-        return inf?.isSynced() ? inf.list() : undefined;
-      },
-      live: (apiVersion, kind, namespace, name) =>
-        renderedOf(apiVersion, kind, namespace ?? '')?.get(namespace, name),
-      stored: (obj) => {
-        if (obj.apiVersion === OWN_KINDS_INFO[0]?.apiVersion) t.own.get(obj.kind as OwnKind)?.upsert(obj);
-        else renderedOf(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '')?.upsert(obj);
-      },
-      removed: (obj) =>
-        renderedOf(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '')?.drop(
-          obj.metadata.namespace,
-          obj.metadata.name,
-        ),
-    };
-  };
-
-  /**
-   * The caches of the kinds the controller may write in the retrieval namespace only (ConfigMaps:
-   * a namespaced Role there) follow the namespace the live RetrievalPlatform names; without one they
-   * do not exist, and nothing of those kinds is pruned. Resolves once each has been listed once.
-   */
-  const followRetrievalNamespace = async (t: Term): Promise<void> => {
-    const platforms = (t.own.get('RetrievalPlatform')?.list() ?? []) as unknown as RetrievalPlatform[];
-    const ns = selectPlatform(platforms)?.spec?.namespaces?.retrieval;
-    for (const k of RENDERED_KINDS) {
-      if (k.scope !== 'retrieval') continue;
-      const key = `${k.apiVersion}|${k.kind}`;
-      const current = t.scoped.get(key);
-      if (current && current.namespace === ns) continue;
-      current?.stop();
-      t.scoped.delete(key);
-      if (ns === undefined) continue;
-      const inf = t.make(k, () => schedule(), PRUNE_SELECTOR, ns);
-      t.scoped.set(key, inf);
-      inf.start();
-      log.info('watching rendered objects in the retrieval namespace', { kind: k.kind, namespace: ns });
-    }
-    await Promise.all([...t.scoped.values()].map((i) => i.settled()));
-  };
-
   const runPass = async () => {
     const t = term;
     if (!t) return;
@@ -274,7 +111,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       log.warn('reconcile deferred: resources not listed yet');
       return;
     }
-    await followRetrievalNamespace(t);
+    await followRetrievalNamespace(t, schedule);
     if (term !== t) return;
     const end = m.duration.startTimer();
     const startedAt = performance.now();
@@ -282,8 +119,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     requestedAt = undefined;
     m.queued.observe((startedAt - asked) / 1000);
     try {
-      const r = await t.reconciler.pass(stateOf(t));
-      for (const s of PASS_STAGES) m.stage.observe({ stage: s }, r.stages[s] / 1000);
+      const r = await t.reconciler.pass(clusterState(t));
       o.onPass?.({
         requestedAt: asked,
         startedAt,
@@ -293,24 +129,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
         applied: r.applied,
         statusWrites: r.statusWrites,
       });
-      m.reconciles.inc({ result: r.errors.length ? 'error' : 'ok' });
-      m.applied.set(r.applied + r.unchanged);
-      m.writes.inc({ op: 'apply' }, r.applied);
-      m.writes.inc({ op: 'delete' }, r.pruned);
-      m.writes.inc({ op: 'status' }, r.statusWrites);
-      m.skipped.inc(r.unchanged);
-      m.failing.set(t.reconciler.backoff.size);
-      m.conflicts.set(r.conflicts.length);
-      const counts = new Map<string, number>();
-      for (const c of r.conditions) {
-        const key = JSON.stringify([c.kind, c.type, c.status, c.reason]);
-        counts.set(key, (counts.get(key) ?? 0) + 1);
-      }
-      m.conditions.reset();
-      for (const [key, n] of counts) {
-        const [kind, type, status, reason] = JSON.parse(key) as string[];
-        m.conditions.set({ kind, type, status, reason }, n);
-      }
+      recordPass(m, r, t.reconciler.backoff.size);
       synced = true;
       if (retryTimer) clearTimeout(retryTimer);
       retryTimer = undefined;
@@ -354,58 +173,6 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }, o.debounceMs ?? 200);
   };
 
-  const startTerm = () => {
-    const reconciler = new Reconciler(writer, {
-      concurrency: o.concurrency ?? 8,
-      backoff: new ItemBackoff(),
-      ...(o.incremental !== undefined ? { incremental: o.incremental } : {}),
-    });
-    const make: Term['make'] = (k, onEvent, labelSelector, namespace) =>
-      new Informer({
-        kubeConfig: o.kubeConfig,
-        apiVersion: k.apiVersion,
-        kind: k.kind,
-        plural: k.plural,
-        ...(labelSelector ? { labelSelector } : {}),
-        ...(namespace ? { namespace } : {}),
-        onEvent,
-        onRetry: (what) => m.watchRetries.inc({ kind: k.kind, what }),
-      });
-    const own = new Map<OwnKind, Informer>();
-    for (const k of OWN_KINDS_INFO)
-      own.set(
-        k.kind,
-        make(k, (type, obj, prev) => {
-          // A status-only update (ours, mostly) changes nothing the render reads.
-          if (type === 'MODIFIED' && prev && specOf(prev) === specOf(obj)) return;
-          // A changed RetrievalAgent or platform may name another Secret, or a rotated one: read again.
-          if (k.kind === 'RetrievalAgent') {
-            const ref = (obj as unknown as RetrievalAgent).spec?.mcpApiKeySecretRef;
-            if (ref) reconciler.secrets.forget(obj.metadata.namespace, ref.name);
-          }
-          if (k.kind === 'RetrievalPlatform') {
-            const ns = (obj as unknown as RetrievalPlatform).spec?.gateway?.namespace;
-            if (ns) reconciler.secrets.forget(ns);
-          }
-          schedule();
-        }),
-      );
-    const rendered = new Map<string, Informer>();
-    for (const k of RENDERED_KINDS.filter((x) => x.scope === 'cluster'))
-      rendered.set(
-        `${k.apiVersion}|${k.kind}`,
-        make(k, () => schedule(), PRUNE_SELECTOR),
-      );
-    const all = [...own.values(), ...rendered.values()];
-    // Wait for every cache to be listed once (or to have failed once) before the first pass.
-    const ready = Promise.all(all.map((i) => i.settled())).then(() => undefined);
-    term = { own, rendered, scoped: new Map(), make, reconciler, ready };
-    for (const i of all) i.start();
-    // A kind whose first list failed and later succeeds with no objects sends no event: its
-    // synchronisation alone must start the pass that was deferred for it.
-    for (const i of own.values()) void i.synced().then(() => schedule());
-  };
-
   const stopTerm = () => {
     for (const i of informersOf(term)) i.stop();
     term = undefined;
@@ -431,7 +198,16 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       leader = true;
       m.leader.set(1);
       log.info('became leader');
-      startTerm();
+      term = startTerm(
+        o.kubeConfig,
+        writer,
+        schedule,
+        (kind: string, what: 'list' | 'watch') => m.watchRetries.inc({ kind, what }),
+        {
+          concurrency: o.concurrency ?? 8,
+          ...(o.incremental !== undefined ? { incremental: o.incremental } : {}),
+        },
+      );
       schedule();
     } else if (!now && leader) {
       leader = false;
@@ -450,20 +226,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   const renew = setInterval(() => void elect(), o.renewIntervalMs ?? 5000);
   const resyncTimer = setInterval(resync, o.resyncIntervalMs ?? 300_000);
 
-  const server: Server = createServer(async (req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
-    } else if (path === '/readyz') {
-      const ready = electedOnce && (!leader || synced);
-      res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ok\n' : 'not ready\n');
-    } else if (path === '/metrics') {
-      res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
-    } else res.writeHead(404).end();
-  });
-  await new Promise<void>((r) => server.listen(o.port, r));
-  const addr = server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : o.port;
+  const { server, port } = await startProbeServer(o.port, registry, () => electedOnce && (!leader || synced));
 
   return {
     port,
@@ -489,6 +252,28 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
+}
+
+/** /healthz, /readyz (`ready()`) and /metrics on `port` (0: any free port). */
+async function startProbeServer(
+  port: number,
+  registry: Registry,
+  ready: () => boolean,
+): Promise<{ server: Server; port: number }> {
+  const server: Server = createServer(async (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+    } else if (path === '/readyz') {
+      const ok = ready();
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'not ready\n');
+    } else if (path === '/metrics') {
+      res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
+    } else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(port, r));
+  const addr = server.address();
+  return { server, port: typeof addr === 'object' && addr ? addr.port : port };
 }
 
 export async function serveController(argv: string[]): Promise<number> {
