@@ -5,7 +5,7 @@
 // Node 20's `--test` does not expand globs, so the files are discovered here: every folder is walked
 // except dependencies, build output and run-time data, so a test added anywhere always runs. A file is
 // database-facing when it takes its database from the engine-aware helpers (`startTestDatabase`,
-// `startEmptyTestDatabase`, common/testing/database.ts); those run once with FGENTIC_TEST_ENGINE=pglite
+// `startEmptyTestDatabase`, retrieval/testing.ts) or imports `ENGINE` from there; those run once with FGENTIC_TEST_ENGINE=pglite
 // (with every other file) and once with FGENTIC_TEST_ENGINE=postgres against a throwaway cluster that
 // this runner starts on loopback and removes at the end, whatever the outcome. Without PostgreSQL +
 // pgvector the second run is skipped with one line saying so; FGENTIC_REQUIRE_POSTGRES=1 (.ci/run)
@@ -24,7 +24,8 @@ const SKIP = new Set(['node_modules', '.git', 'dist', 'data', 'results']);
 // Node 20 applies --test-timeout to each test and to each file's run as a whole, so the default leaves
 // room for the longest file on a loaded 2-core machine while still ending a hang.
 const timeoutMs = Number(process.env['FGENTIC_TEST_TIMEOUT_MS'] ?? 600_000);
-const ENGINE_FILE = /\bstart(Empty)?TestDatabase\(/;
+// A file is on the matrix when it takes a database from the helpers or imports the engine under test.
+const ENGINE_FILE = /\bstart(Empty)?TestDatabase\(|\bimport\s*\{[^}]*\bENGINE\b[^}]*\}\s*from/;
 
 const args = process.argv.slice(2);
 let only: 'pglite' | 'postgres' | undefined;
