@@ -140,6 +140,8 @@ const TEST_SETTINGS: Readonly<Record<string, string | number>> = {
   synchronous_commit: 'off',
   max_connections: 200,
   shared_buffers: '128MB',
+  // Autovacuum acts within a second or two, so a test sees the statistics it would see in production.
+  autovacuum_naptime: '1s',
 };
 
 function bind(info: ClusterInfo, settings: Readonly<Record<string, string | number>>): Cluster {
