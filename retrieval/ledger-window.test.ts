@@ -34,6 +34,8 @@ import {
   meta,
   NOW,
   P,
+  seedTestCorpus,
+  servingUrl,
   startTestDatabase,
   type TestDatabase,
 } from './testing.ts';
@@ -198,18 +200,18 @@ describe('the folded check against the database', () => {
   let server: RetrievalServer;
   before(async () => {
     t = await startTestDatabase();
+    await seedTestCorpus(t, [
+      { content: 'alpha handbook for alice', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
+      { content: 'beta notes for bob', metadata: meta({ source: 'docs/b.md', principals: [P.bob] }) },
+    ]);
     server = await startRetrievalServer({
       agents: [AGENT],
-      databaseUrl: t.db.url,
+      databaseUrl: servingUrl(t),
       pool: { max: 3 },
       port: 0,
       now: () => NOW,
       capability: 'ledger',
     });
-    await server.seed([
-      { content: 'alpha handbook for alice', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
-      { content: 'beta notes for bob', metadata: meta({ source: 'docs/b.md', principals: [P.bob] }) },
-    ]);
   });
   after(async () => {
     await server?.close();
