@@ -5,7 +5,7 @@
  * a module that throws while loading, a missing relative import, a missing production dependency —
  * is a real fault and is shown as one, so it is not misread as an installation step.
  */
-import { readFileSync } from 'node:fs';
+import { packageInfo } from './package-info.ts';
 
 export interface LoadFailure {
   readonly exitCode: number;
@@ -41,12 +41,5 @@ export function startLoadFailure(err: unknown, devDependencies: readonly string[
  * build output) nothing counts as a dev dependency, so a load failure is shown as the fault it is.
  */
 export function devDependencies(): string[] {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
-      devDependencies?: Record<string, string>;
-    };
-    return Object.keys(pkg.devDependencies ?? {});
-  } catch {
-    return [];
-  }
+  return Object.keys(packageInfo()?.devDependencies ?? {});
 }

@@ -6,8 +6,8 @@
  * `--version` prints the package version.
  */
 
-import { readFileSync } from 'node:fs';
 import { IDENTITY_HEADER_NAME } from '../rules/wire.ts';
+import { packageInfo } from './package-info.ts';
 
 type Run = (argv: string[]) => Promise<number>;
 
@@ -178,11 +178,9 @@ function commandHelp(name: string): string {
   return `usage: fgentic-retrieval ${c.synopsis}\n\n${c.summary}\n\n${c.details}\n`;
 }
 
-function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
-    version: string;
-  };
-  return pkg.version;
+/** The version of the package.json found from this module (source checkout and compiled build alike). */
+function version(): string | undefined {
+  return packageInfo()?.version;
 }
 
 /** Echo a word the user typed only when it looks like a command word, never arbitrary input. */
@@ -220,7 +218,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (first === '--version') {
-    process.stdout.write(`fgentic-retrieval ${version()}\n`);
+    const v = version();
+    if (v === undefined) {
+      process.stderr.write(
+        'fgentic-retrieval: no package.json of fgentic-retrieval above the CLI; version unknown\n',
+      );
+      return 1;
+    }
+    process.stdout.write(`fgentic-retrieval ${v}\n`);
     return 0;
   }
   if (first === 'help') {

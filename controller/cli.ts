@@ -12,54 +12,26 @@ import type * as k8s from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { apiServerProblem, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
-import { ItemBackoff } from './backoff.ts';
 import { startHeartbeat } from './heartbeat.ts';
-import { KubeClient, OWN_KINDS_INFO, RENDERED_KINDS } from './kube/client.ts';
-import { Informer, type InformerOptions, specOf } from './kube/informer.ts';
+import { KubeClient } from './kube/client.ts';
+import type { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/lease.ts';
 import { DEFAULT_BURST, DEFAULT_QPS, TokenBucket } from './kube/rate-limit.ts';
-import { LEADER_DEFAULTS, LeaderElection, type LeaderTerm } from './leader.ts';
-import { controllerMetrics } from './metrics.ts';
+import { LEADER_DEFAULTS, LeaderElection } from './leader.ts';
+import { createControllerMetrics, recordConditions, recordPass } from './metrics.ts';
+import { type ClusterWriter, type PassStage, type ReconcileResult, selectPlatform } from './reconcile.ts';
 import {
-  type ClusterState,
-  type ClusterWriter,
-  PASS_STAGES,
-  type PassStage,
-  type ReconcileResult,
-  Reconciler,
-  selectPlatform,
-} from './reconcile.ts';
-import { RegistrySync } from './registry-sync.ts';
-import { PRUNE_SELECTOR } from './render/model.ts';
-import type { K8sObject, OwnKind, OwnResource, RetrievalAgent, RetrievalPlatform } from './types.ts';
-import { RESYNC, runWorkers, WorkQueue } from './workqueue.ts';
+  clusterState,
+  followRetrievalNamespace,
+  informersOf,
+  resyncTerm,
+  startTerm,
+  stopTerm as stopTermCaches,
+  type Term,
+} from './term.ts';
+import type { RetrievalPlatform } from './types.ts';
 
 const log = createLogger('controller');
-
-/** One leadership term: its caches and its reconciler (backoff, remembered mirrors, memos). */
-interface Term {
-  own: Map<OwnKind, Informer>;
-  /** Caches of the rendered kinds the controller may write in every namespace. */
-  rendered: Map<string, Informer>;
-  /** Caches of the rendered kinds it may write in the retrieval namespace only, in that namespace. */
-  scoped: Map<string, Informer>;
-  make: (
-    k: { apiVersion: string; kind: string; plural: string },
-    onEvent: InformerOptions['onEvent'],
-    labelSelector?: string,
-    namespace?: string,
-  ) => Informer;
-  reconciler: Reconciler;
-  ready: Promise<void>;
-  /** The registry's per-key work (registry-sync.ts) and its queue and workers. */
-  queue: WorkQueue;
-  registry: RegistrySync;
-  workers: Promise<void>;
-  lease: LeaderTerm;
-}
-
-const informersOf = (t: Term | undefined): Informer[] =>
-  t ? [...t.own.values(), ...t.rendered.values(), ...t.scoped.values()] : [];
 
 export interface ControllerOptions {
   kubeConfig: k8s.KubeConfig;
@@ -132,7 +104,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   };
   const writer = o.writer ? o.writer(client) : client;
   const registry = new Registry();
-  const m = controllerMetrics(registry);
+  const m = createControllerMetrics(registry);
   const identity = o.identity ?? `${hostname()}-${process.pid}`;
   const leaseDurationSeconds = o.leaseDurationSeconds ?? LEADER_DEFAULTS.leaseDurationMs / 1000;
   const elector = new LeaderElector(o.kubeConfig, {
@@ -141,8 +113,8 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     identity,
     leaseDurationSeconds,
   });
-
   let passConditions: ReconcileResult['conditions'] = [];
+
   let leader = false;
   let electedOnce = false;
   let synced = false;
@@ -165,60 +137,6 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }
   };
 
-  const stateOf = (t: Term): ClusterState => {
-    const renderedOf = (apiVersion: string, kind: string, namespace?: string) => {
-      const k = `${apiVersion}|${kind}`;
-      const scoped = t.scoped.get(k);
-      if (!scoped) return t.rendered.get(k);
-      // Outside the namespace the controller may write this kind in, nothing is cached.
-      return namespace === undefined || namespace === scoped.namespace ? scoped : undefined;
-    };
-    return {
-      own: <T extends OwnResource>(kind: OwnKind) => (t.own.get(kind)?.list() ?? []) as unknown as T[],
-      ownOne: <T extends OwnResource>(kind: OwnKind, namespace: string | undefined, name: string) =>
-        t.own.get(kind)?.get(namespace, name) as unknown as T | undefined,
-      rendered: (apiVersion, kind) => {
-        const inf = renderedOf(apiVersion, kind);
-        return inf?.isSynced() ? inf.list() : undefined;
-      },
-      live: (apiVersion, kind, namespace, name) =>
-        renderedOf(apiVersion, kind, namespace ?? '')?.get(namespace, name),
-      stored: (obj) => {
-        if (obj.apiVersion === OWN_KINDS_INFO[0]?.apiVersion) t.own.get(obj.kind as OwnKind)?.upsert(obj);
-        else renderedOf(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '')?.upsert(obj);
-      },
-      removed: (obj) =>
-        renderedOf(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '')?.drop(
-          obj.metadata.namespace,
-          obj.metadata.name,
-        ),
-    };
-  };
-
-  /**
-   * The caches of the kinds the controller may write in the retrieval namespace only (ConfigMaps:
-   * a namespaced Role there) follow the namespace the live RetrievalPlatform names; without one they
-   * do not exist, and nothing of those kinds is pruned. Resolves once each has been listed once.
-   */
-  const followRetrievalNamespace = async (t: Term): Promise<void> => {
-    const platforms = (t.own.get('RetrievalPlatform')?.list() ?? []) as unknown as RetrievalPlatform[];
-    const ns = selectPlatform(platforms)?.spec?.namespaces?.retrieval;
-    for (const k of RENDERED_KINDS) {
-      if (k.scope !== 'retrieval') continue;
-      const key = `${k.apiVersion}|${k.kind}`;
-      const current = t.scoped.get(key);
-      if (current && current.namespace === ns) continue;
-      current?.stop();
-      t.scoped.delete(key);
-      if (ns === undefined) continue;
-      const inf = t.make(k, () => schedule(), PRUNE_SELECTOR, ns);
-      t.scoped.set(key, inf);
-      inf.start();
-      log.info('watching rendered objects in the retrieval namespace', { kind: k.kind, namespace: ns });
-    }
-    await Promise.all([...t.scoped.values()].map((i) => i.settled()));
-  };
-
   const runPass = async () => {
     const t = term;
     if (!t) return;
@@ -229,7 +147,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       log.warn('reconcile deferred: resources not listed yet');
       return;
     }
-    await followRetrievalNamespace(t);
+    await followRetrievalNamespace(t, schedule);
     if (term !== t) return;
     const end = m.duration.startTimer();
     const startedAt = performance.now();
@@ -237,8 +155,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     requestedAt = undefined;
     m.queued.observe((startedAt - asked) / 1000);
     try {
-      const r = await t.reconciler.pass(stateOf(t));
-      for (const s of PASS_STAGES) m.stage.observe({ stage: s }, r.stages[s] / 1000);
+      const r = await t.reconciler.pass(clusterState(t));
       o.onPass?.({
         requestedAt: asked,
         startedAt,
@@ -248,14 +165,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
         applied: r.applied,
         statusWrites: r.statusWrites,
       });
-      m.reconciles.inc({ result: r.errors.length ? 'error' : 'ok' });
-      m.applied.set(r.applied + r.unchanged);
-      m.writes.inc({ op: 'apply' }, r.applied);
-      m.writes.inc({ op: 'delete' }, r.pruned);
-      m.writes.inc({ op: 'status' }, r.statusWrites);
-      m.skipped.inc(r.unchanged);
-      m.failing.set(t.reconciler.backoff.size);
-      m.conflicts.set(r.conflicts.length);
+      recordPass(m, r, t.reconciler.backoff.size);
       passConditions = r.conditions;
       synced = true;
       if (retryTimer) clearTimeout(retryTimer);
@@ -300,82 +210,8 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     }, o.debounceMs ?? 200);
   };
 
-  const startTerm = (lease: LeaderTerm) => {
-    const queue = new WorkQueue();
-    const registrySync = new RegistrySync(writer, queue, () => (term ? stateOf(term) : undefined));
-    const reconciler = new Reconciler(writer, {
-      concurrency: o.concurrency ?? 8,
-      backoff: new ItemBackoff(),
-      ...(o.incremental !== undefined ? { incremental: o.incremental } : {}),
-      registry: registrySync,
-    });
-    const make: Term['make'] = (k, onEvent, labelSelector, namespace) =>
-      new Informer({
-        kubeConfig: o.kubeConfig,
-        apiVersion: k.apiVersion,
-        kind: k.kind,
-        plural: k.plural,
-        ...(labelSelector ? { labelSelector } : {}),
-        ...(namespace ? { namespace } : {}),
-        onEvent,
-        onRetry: (what) => m.watchRetries.inc({ kind: k.kind, what }),
-      });
-    const own = new Map<OwnKind, Informer>();
-    for (const k of OWN_KINDS_INFO)
-      own.set(
-        k.kind,
-        make(k, (type, obj, prev) => {
-          // A status-only update (ours, mostly) changes nothing the render reads.
-          if (type === 'MODIFIED' && prev && specOf(prev) === specOf(obj)) return;
-          // A changed RetrievalAgent or platform may name another Secret, or a rotated one: read again.
-          if (k.kind === 'RetrievalAgent') {
-            const ref = (obj as unknown as RetrievalAgent).spec?.mcpApiKeySecretRef;
-            if (ref) reconciler.secrets.forget(obj.metadata.namespace, ref.name);
-          }
-          if (k.kind === 'RetrievalPlatform') {
-            const ns = (obj as unknown as RetrievalPlatform).spec?.gateway?.namespace;
-            if (ns) reconciler.secrets.forget(ns);
-          }
-          // A room is the registry's work alone, per room and at once (no debounce, no pass).
-          if (k.kind === 'RetrievalRoom')
-            return registrySync.onRoom(obj.metadata.name, type === 'DELETED' ? undefined : (obj as never));
-          // Partners, agents and the platform change registry entries too: the registry gets them at
-          // once from its own render, not after a pass (which may be a resync still running).
-          renderRegistrySoon();
-          schedule();
-        }),
-      );
-    const rendered = new Map<string, Informer>();
-    for (const k of RENDERED_KINDS.filter((x) => x.scope === 'cluster'))
-      rendered.set(
-        `${k.apiVersion}|${k.kind}`,
-        make(k, () => schedule(), PRUNE_SELECTOR),
-      );
-    const all = [...own.values(), ...rendered.values()];
-    // Wait for every cache to be listed once (or to have failed once) before the first pass.
-    const ready = Promise.all(all.map((i) => i.settled())).then(() => undefined);
-    const workers = runWorkers(queue, o.concurrency ?? 8, (key) => registrySync.handle(key));
-    term = {
-      own,
-      rendered,
-      scoped: new Map(),
-      make,
-      reconciler,
-      ready,
-      queue,
-      registry: registrySync,
-      workers,
-      lease,
-    };
-    for (const i of all) i.start();
-    // A kind whose first list failed and later succeeds with no objects sends no event: its
-    // synchronisation alone must start the pass that was deferred for it.
-    for (const i of own.values()) void i.synced().then(() => schedule());
-  };
-
   const stopTerm = () => {
-    for (const i of informersOf(term)) i.stop();
-    term?.queue.shutDown();
+    stopTermCaches(term);
     term = undefined;
     if (retryTimer) clearTimeout(retryTimer);
     retryTimer = undefined;
@@ -390,7 +226,17 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       leader = true;
       m.leader.set(1);
       log.info('became leader', { term: lease.id });
-      startTerm(lease);
+      term = startTerm(
+        o.kubeConfig,
+        writer,
+        schedule,
+        (kind: string, what: 'list' | 'watch') => m.watchRetries.inc({ kind, what }),
+        {
+          concurrency: o.concurrency ?? 8,
+          ...(o.incremental !== undefined ? { incremental: o.incremental } : {}),
+        },
+        lease,
+      );
       schedule();
     },
     onStopped: (lease, reason) => {
@@ -429,32 +275,9 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     onWrite: (ok) => m.heartbeats.inc({ result: ok ? 'ok' : 'error' }),
   });
 
-  /**
-   * The registry's part of a render (validation and the model: partners' entries, the rest of
-   * projector.json), between passes, coalesced over 20 ms. No I/O: the JWKS is the last pass's read.
-   */
-  let registryTimer: NodeJS.Timeout | undefined;
-  const renderRegistrySoon = () => {
-    if (registryTimer) return;
-    registryTimer = setTimeout(() => {
-      registryTimer = undefined;
-      const t = term;
-      if (t && synced) t.registry.renderFrom(stateOf(t), t.reconciler.jwks);
-    }, 20);
-    registryTimer.unref();
-  };
-
   const resync = () => {
-    const t = term;
-    t?.reconciler.resync();
+    if (term) resyncTerm(term);
     schedule();
-    // The registry objects and room statuses are checked again too, after any change waiting.
-    if (t) {
-      for (const k of t.registry.allKeys()) t.queue.add(k, RESYNC);
-      // Room statuses: only rooms whose object changed since their status was last verified.
-      for (const r of t.own.get('RetrievalRoom')?.list() ?? [])
-        if (!t.registry.verified(r)) t.queue.add(`room-status/${r.metadata.name}`, RESYNC);
-    }
   };
 
   election.start();
@@ -462,31 +285,13 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   electedOnce = true;
   const resyncTimer = setInterval(resync, o.resyncIntervalMs ?? 300_000);
 
-  const server: Server = createServer(async (req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
-    } else if (path === '/readyz') {
-      const ready = electedOnce && (!leader || synced);
-      res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ok\n' : 'not ready\n');
-    } else if (path === '/metrics') {
-      // Conditions as series: the pass's resources and the registry's rooms (kept per room).
-      const counts = new Map<string, number>();
-      for (const c of [...passConditions, ...(term?.registry.roomConditions() ?? [])]) {
-        const key = JSON.stringify([c.kind, c.type, c.status, c.reason]);
-        counts.set(key, (counts.get(key) ?? 0) + 1);
-      }
-      m.conditions.reset();
-      for (const [key, n] of counts) {
-        const [kind, type, status, reason] = JSON.parse(key) as string[];
-        m.conditions.set({ kind, type, status, reason }, n);
-      }
-      res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
-    } else res.writeHead(404).end();
-  });
-  await new Promise<void>((r) => server.listen(o.port, r));
-  const addr = server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : o.port;
+  const { server, port } = await startProbeServer(
+    o.port,
+    registry,
+    () => electedOnce && (!leader || synced),
+    // Conditions as series: the pass's resources and the registry's rooms.
+    () => recordConditions(m, [...passConditions, ...(term?.registry.roomConditions() ?? [])]),
+  );
 
   return {
     port,
@@ -522,6 +327,30 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
+}
+
+/** /healthz, /readyz (`ready()`) and /metrics on `port` (0: any free port). */
+async function startProbeServer(
+  port: number,
+  registry: Registry,
+  ready: () => boolean,
+  beforeScrape: () => void = () => undefined,
+): Promise<{ server: Server; port: number }> {
+  const server: Server = createServer(async (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+    } else if (path === '/readyz') {
+      const ok = ready();
+      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'not ready\n');
+    } else if (path === '/metrics') {
+      beforeScrape();
+      res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
+    } else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(port, r));
+  const addr = server.address();
+  return { server, port: typeof addr === 'object' && addr ? addr.port : port };
 }
 
 export async function serveController(argv: string[]): Promise<number> {

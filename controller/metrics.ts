@@ -1,7 +1,8 @@
-/** The controller's Prometheus metrics (cli.ts registers them on its /metrics registry). */
+/** The controller's metrics (docs/runbooks.md lists each) and what one pass adds to them. */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { PASS_STAGES, type ReconcileResult } from './reconcile.ts';
 
-export function controllerMetrics(registry: Registry) {
+export function createControllerMetrics(registry: Registry) {
   return {
     reconciles: new Counter({
       name: 'fgentic_controller_reconciles_total',
@@ -79,4 +80,36 @@ export function controllerMetrics(registry: Registry) {
       registers: [registry],
     }),
   };
+}
+
+export type ControllerMetrics = ReturnType<typeof createControllerMetrics>;
+
+/** Records one finished pass: its stages, writes, failures, conflicts and the conditions it computed. */
+export function recordPass(m: ControllerMetrics, r: ReconcileResult, failingObjects: number): void {
+  for (const s of PASS_STAGES) m.stage.observe({ stage: s }, r.stages[s] / 1000);
+  m.reconciles.inc({ result: r.errors.length ? 'error' : 'ok' });
+  m.applied.set(r.applied + r.unchanged);
+  m.writes.inc({ op: 'apply' }, r.applied);
+  m.writes.inc({ op: 'delete' }, r.pruned);
+  m.writes.inc({ op: 'status' }, r.statusWrites);
+  m.skipped.inc(r.unchanged);
+  m.failing.set(failingObjects);
+  m.conflicts.set(r.conflicts.length);
+}
+
+/**
+ * Our resources by condition as series: the pass's resources and the registry's rooms (kept per
+ * room, registry-sync.ts), counted when /metrics is scraped.
+ */
+export function recordConditions(m: ControllerMetrics, conditions: ReconcileResult['conditions']): void {
+  const counts = new Map<string, number>();
+  for (const c of conditions) {
+    const key = JSON.stringify([c.kind, c.type, c.status, c.reason]);
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  m.conditions.reset();
+  for (const [key, n] of counts) {
+    const [kind, type, status, reason] = JSON.parse(key) as string[];
+    m.conditions.set({ kind, type, status, reason }, n);
+  }
 }

@@ -1,7 +1,8 @@
 /**
  * The image's contents without a container engine: production code imports production dependencies
  * only, every dependency is pinned and used, and the compiled dist/ runs with nothing but the
- * production dependency tree installed (the deps stage of deploy/Dockerfile, rebuilt from the lockfile).
+ * production dependency tree installed (`npm ci --omit=dev` from the lockfile, as the deps stage of
+ * deploy/Dockerfile does): every command the image's entrypoint serves does what the checkout does.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -14,11 +15,16 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { freePort, startProcess, waitFor } from '../common/testing/index.ts';
+import { loadMigrations } from '../retrieval/db/migrate.ts';
+import { TOOL } from '../retrieval/mcp/tool.ts';
 
 const repo = resolve(import.meta.dirname, '..');
 const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as {
@@ -162,17 +168,19 @@ describe('compiled dist/ with production dependencies only', () => {
     assert.equal(build.status, 0, `npm run build failed:\n${build.stdout}\n${build.stderr}`);
     for (const f of ['package.json', 'package-lock.json', 'bin', 'examples'])
       cpSync(join(repo, f), join(app, f), { recursive: true });
-    // `npm ci --omit=dev` installs exactly the lockfile entries without `dev: true`. Hard links keep
-    // the copy fast; they are real files, so Node cannot resolve through them back into the checkout.
-    for (const [key, entry] of Object.entries(lock.packages)) {
-      if (!key.startsWith('node_modules/') || entry.dev) continue;
-      const name = key.slice('node_modules/'.length);
-      if (name.includes('/node_modules/')) continue; // nested: copied with its parent
-      const dst = join(app, 'node_modules', name);
-      mkdirSync(dirname(dst), { recursive: true });
-      const cp = spawnSync('cp', ['-al', join(repo, key), dst]);
-      if (cp.status !== 0) cpSync(join(repo, key), dst, { recursive: true });
-    }
+    // The deps stage of deploy/Dockerfile: production dependencies only, from the lockfile. From
+    // npm's cache when it holds them (CI installed the same lockfile just before), else the registry.
+    const ci = spawnSync(
+      'npm',
+      ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund'],
+      {
+        cwd: app,
+        encoding: 'utf8',
+        timeout: 300_000,
+        env: { ...process.env, NODE_ENV: 'production', npm_config_update_notifier: 'false' },
+      },
+    );
+    assert.equal(ci.status, 0, `npm ci --omit=dev failed:\n${ci.stdout}\n${ci.stderr}`);
   });
   after(() => {
     if (app) rmSync(app, { recursive: true, force: true });
@@ -245,6 +253,133 @@ describe('compiled dist/ with production dependencies only', () => {
   it('admission check -f examples passes (the image README command)', () => {
     const r = node(['bin/fgentic-retrieval.mjs', 'admission', 'check', '-f', 'examples']);
     assert.equal(r.status, 0, r.stderr);
+  });
+
+  /** The same command in the checkout (TypeScript through tsx), for comparison. */
+  const checkout = (args: string[]) =>
+    spawnSync(process.execPath, [join(repo, 'bin/fgentic-retrieval.mjs'), ...args], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { PATH: process.env.PATH ?? '', HOME: app, FGENTIC_LOG_LEVEL: 'silent' },
+    });
+
+  it('--version prints the package version, as the checkout does', () => {
+    const r = node(['bin/fgentic-retrieval.mjs', '--version']);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, `fgentic-retrieval ${(pkg as unknown as { version: string }).version}\n`);
+    assert.equal(r.stdout, checkout(['--version']).stdout);
+  });
+
+  it('--help and help COMMAND print what the checkout prints', () => {
+    for (const args of [['--help'], ['help', 'serve', 'retrieval'], ['migrate', '--help']]) {
+      const r = node(['bin/fgentic-retrieval.mjs', ...args]);
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout, checkout(args).stdout, args.join(' '));
+    }
+  });
+
+  it("migrate --data-dir migrates the embedded database with the checkout's migrations", () => {
+    const r = node(['bin/fgentic-retrieval.mjs', 'migrate', '--data-dir', join(app, 'data')]);
+    assert.equal(r.status, 0, r.stderr);
+    const result = JSON.parse(r.stdout) as { applied: number[]; skipped: number[] };
+    // Every migration of the source tree ran (or was skipped by its own condition), none else.
+    assert.deepEqual(
+      [...result.applied, ...result.skipped].sort((a, b) => a - b),
+      loadMigrations().map((m) => m.version),
+    );
+    assert.ok(result.applied.length > 0);
+  });
+
+  /** The configuration files `render -f examples` writes into the two ConfigMaps. */
+  function renderedConfigs(): { projector: string; retrieval: string } {
+    const out = node(['bin/fgentic-retrieval.mjs', 'render', '-f', 'examples']);
+    assert.equal(out.status, 0, out.stderr);
+    const docs = parseAllDocuments(out.stdout).map(
+      (d) => d.toJS() as { metadata?: { name?: string }; data?: Record<string, string> },
+    );
+    const data = (name: string, key: string) => {
+      const text = docs.find((d) => d?.metadata?.name === name)?.data?.[key];
+      assert.ok(text, `${name} ${key} rendered`);
+      return text;
+    };
+    const dir = join(app, 'config');
+    mkdirSync(dir, { recursive: true });
+    const projector = join(dir, 'projector.json');
+    const retrieval = join(dir, 'retrieval.json');
+    writeFileSync(projector, data('fgentic-projector-config', 'projector.json'));
+    writeFileSync(retrieval, data('fgentic-retrieval-config', 'retrieval.json'));
+    return { projector, retrieval };
+  }
+
+  /** Starts a server from `bin` (compiled, in app/) or the checkout; resolves with its base URL once /readyz is 200. */
+  async function serve(where: 'compiled' | 'checkout', args: string[]) {
+    const port = await freePort();
+    const bin =
+      where === 'compiled' ? join(app, 'bin/fgentic-retrieval.mjs') : join(repo, 'bin/fgentic-retrieval.mjs');
+    const svc = startProcess(
+      process.execPath,
+      [bin, ...args, '--port', String(port), '--host', '127.0.0.1'],
+      {
+        cwd: where === 'compiled' ? app : repo,
+        env: { PATH: process.env.PATH ?? '', HOME: app, FGENTIC_LOG_LEVEL: 'silent', DATABASE_URL: '' },
+        ready: ({ stdout, stderr }) => /listening on/.test(stdout + stderr),
+      },
+    );
+    await svc.ready;
+    const base = `http://127.0.0.1:${port}`;
+    await waitFor(
+      `${where} ${args[1]} ready`,
+      async () => (await fetch(`${base}/readyz`)).status === 200,
+      60_000,
+    );
+    return { base, svc };
+  }
+
+  it('serve projector with the rendered projector.json: ready, and it decides as the checkout does', async () => {
+    const { projector } = renderedConfigs();
+    const check = async (base: string) => {
+      const r = await fetch(`${base}/api/a2a/kagent/knowledge-agent`, { method: 'POST' });
+      return `${r.status} ${await r.text()}`;
+    };
+    const compiled = await serve('compiled', ['serve', 'projector', '--config', projector]);
+    const source = await serve('checkout', ['serve', 'projector', '--config', projector]);
+    try {
+      const verdict = await check(compiled.base);
+      assert.match(verdict, /^403 /);
+      assert.equal(verdict, await check(source.base));
+    } finally {
+      await compiled.svc.stop();
+      await source.svc.stop();
+    }
+  });
+
+  it("serve retrieval with the rendered retrieval.json: ready, and MCP discovery lists the checkout's tool", async () => {
+    const { retrieval } = renderedConfigs();
+    const compiled = await serve('compiled', [
+      'serve',
+      'retrieval',
+      '--config',
+      retrieval,
+      '--data-dir',
+      join(app, 'data'),
+    ]);
+    try {
+      const r = await fetch(`${compiled.base}/mcp`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-11-25',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+      assert.equal(r.status, 200);
+      const listed = (await r.json()) as { result: { tools: unknown[] } };
+      assert.deepEqual(listed.result.tools, [JSON.parse(JSON.stringify(TOOL))]);
+    } finally {
+      await compiled.svc.stop();
+    }
   });
 
   it('snapshot digest reproduces the contract vector', () => {

@@ -10,6 +10,7 @@ import { request } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { waitFor } from '../common/testing/index.ts';
+import { PROJECTOR_ROLE } from '../retrieval/db/roles.ts';
 import { CHECK_SQL, capabilityDigest } from '../retrieval/ledger.ts';
 import { startTestDatabase, type TestDatabase } from '../retrieval/testing.ts';
 import { type RunningProjector, startProjector } from './index.ts';
@@ -131,7 +132,7 @@ async function assertRefused(p: RunningProjector): Promise<void> {
 
 describe('ledger mode (worker): the writer thread records what the projector answered', () => {
   test('a local-route allow is recorded, with readiness and metrics from the shared words', async () => {
-    const ledger = create(t.db.url);
+    const ledger = create(t.db.urlAs(PROJECTOR_ROLE));
     await ready(ledger);
     await withProjector(ledger, async (p) => {
       const r = await sendCheck(p.url, localRequest());
@@ -148,7 +149,7 @@ describe('ledger mode (worker): the writer thread records what the projector ans
   });
 
   test('values admitted in one turn are all recorded; a malformed one is refused without a fault', async () => {
-    const ledger = create(t.db.url);
+    const ledger = create(t.db.urlAs(PROJECTOR_ROLE));
     await ready(ledger);
     const values = Array.from({ length: 50 }, (_, i) => value(i));
     await Promise.all(values.map((v) => ledger.admit(v, AGENT, NOW + 600)));
@@ -161,7 +162,7 @@ describe('ledger mode (worker): the writer thread records what the projector ans
   });
 
   test('the ring wraps: records of several agents, many times its size, each recorded with its own agent', async () => {
-    const ledger = create(t.db.url, { maxQueue: 8 });
+    const ledger = create(t.db.urlAs(PROJECTOR_ROLE), { maxQueue: 8 });
     await ready(ledger);
     const agents = ['kagent/knowledge-agent', 'kagent/private-agent', 'team-b/helper'];
     const written: { v: string; agent: string }[] = [];
@@ -195,7 +196,7 @@ describe('ledger mode (worker): the writer thread records what the projector ans
 
 describe('ledger mode (worker): fail closed at mint', () => {
   test('the writer thread ends: refused at once, its records count as failed, a new writer restores minting', async () => {
-    const relay = await startRelay(t.db.url);
+    const relay = await startRelay(t.db.urlAs(PROJECTOR_ROLE));
     const ledger = create(relay.url, { respawnMs: 50 });
     const errors: number[] = [];
     ledger.onWrite((result, n) => {
@@ -226,7 +227,7 @@ describe('ledger mode (worker): fail closed at mint', () => {
   });
 
   test('a hung database: the record deadline stops minting, a late success does not restore it, a probe does', async () => {
-    const relay = await startRelay(t.db.url);
+    const relay = await startRelay(t.db.urlAs(PROJECTOR_ROLE));
     const ledger = create(relay.url, { recordDeadlineMs: 50 });
     await ready(ledger);
     await withProjector(ledger, async (p) => {
@@ -253,7 +254,7 @@ describe('ledger mode (worker): fail closed at mint', () => {
   test('a writer that does not take its records in time: the answering thread stops minting on its own', async () => {
     // The writer lingers past the deadline, so no batch (and no watchdog of its own) is running:
     // only the age of the record in the ring can tell, and the answering thread judges it.
-    const ledger = create(t.db.url, { recordDeadlineMs: 50, lingerMs: 3_600_000 });
+    const ledger = create(t.db.urlAs(PROJECTOR_ROLE), { recordDeadlineMs: 50, lingerMs: 3_600_000 });
     await ready(ledger);
     await withProjector(ledger, async (p) => {
       const r = await sendCheck(p.url, localRequest());
@@ -270,7 +271,7 @@ describe('ledger mode (worker): fail closed at mint', () => {
   });
 
   test('a full queue refuses until the writer settles what it holds', async () => {
-    const relay = await startRelay(t.db.url);
+    const relay = await startRelay(t.db.urlAs(PROJECTOR_ROLE));
     const ledger = create(relay.url, { maxQueue: 3, recordDeadlineMs: 3_600_000 });
     await ready(ledger);
     relay.hold();
@@ -290,7 +291,7 @@ describe('ledger mode (worker): fail closed at mint', () => {
   });
 
   test('the grant is withdrawn: the failed batch stops minting; the probe restores it only once granted again', async () => {
-    const ledger = create(t.db.url);
+    const ledger = create(t.db.urlAs(PROJECTOR_ROLE));
     await ready(ledger);
     await withProjector(ledger, async (p) => {
       await t.pool.query(

@@ -21,6 +21,7 @@ import { searchKnowledge } from './search.ts';
 import {
   cosineDistance,
   decodeFixture,
+  flushStatistics,
   matrixHeader,
   meta,
   oauthHeader,
@@ -313,7 +314,7 @@ describe('plans', () => {
     const p = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
     const scans = async () => {
       // Statistics of the index as seen by the superuser; flushed so this backend's counts show.
-      await t.pool.query('SELECT pg_stat_force_next_flush()');
+      await flushStatistics(t.pool, t.retrieval);
       const r = await t.pool.query(
         "SELECT idx_scan::int AS n FROM pg_stat_user_indexes WHERE indexrelname = 'chunks_embedding_hnsw_idx'",
       );

@@ -28,7 +28,17 @@ import {
 import { fileRetrievalConfigStore } from './config-store.ts';
 import { createLocalEmbedder } from './embeddings/local.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
-import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from './testing.ts';
+import {
+  AGENT,
+  matrixHeader,
+  meta,
+  NOW,
+  P,
+  seedTestCorpus,
+  servingUrl,
+  startTestDatabase,
+  type TestDatabase,
+} from './testing.ts';
 
 const RETRIEVAL_SA = serviceAccountUser('knowledge', 'knowledge-retrieval');
 const NS = 'knowledge';
@@ -101,7 +111,7 @@ async function startServer(
   const server = await startRetrievalServer({
     config: store,
     embedder: createLocalEmbedder(),
-    databaseUrl: t.db.url,
+    databaseUrl: servingUrl(t),
     pool: { max: 2 },
     port: 0,
     now: () => NOW,
@@ -118,10 +128,10 @@ describe('retrieval configuration through the Kubernetes API', () => {
   before(async () => {
     api = await new ApiServerDouble().start();
     api.put(configMap({ ...base, agents: [AGENT] }));
-    ({ store, server } = await startServer(api, 60_000));
-    await server.seed([
+    await seedTestCorpus(t, [
       { content: 'alpha notes', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
     ]);
+    ({ store, server } = await startServer(api, 60_000));
   });
   after(async () => {
     await server?.close();
@@ -257,7 +267,7 @@ describe('file source through the server', () => {
     const server = await startRetrievalServer({
       config: store,
       embedder: createLocalEmbedder(),
-      databaseUrl: t.db.url,
+      databaseUrl: servingUrl(t),
       pool: { max: 2 },
       port: 0,
       now: () => NOW,

@@ -202,12 +202,19 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       get profileOk() {
         return profileOk;
       },
-      // Ingestion path: record the profile if the store has none, then write under the lease.
+      // Ingestion path: record the profile if the store has none, then write under the lease. On an
+      // external database the serving connections are read-only, so the write goes through a pool of
+      // its own on the same URL (whose login must be able to act as the ingestion role).
       async seed(records) {
-        const claimed = await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
-        if (!claimed.ok) throw new Error(`embedding profile mismatch (${claimed.reason})`);
-        profileOk = (await ensureProfile(servingPool, embedder.profile, false)).ok;
-        return withIngestionLease(pool, (writer) => ingestRecords(writer, embedder, records));
+        const writable = embedded ? pool : createPool({ connectionString: url, max: 2 });
+        try {
+          const claimed = await ensureProfile(asRole(writable, INGESTION_ROLE), embedder.profile, true);
+          if (!claimed.ok) throw new Error(`embedding profile mismatch (${claimed.reason})`);
+          profileOk = (await ensureProfile(servingPool, embedder.profile, false)).ok;
+          return await withIngestionLease(writable, (writer) => ingestRecords(writer, embedder, records));
+        } finally {
+          if (writable !== pool) await writable.end().catch(() => {});
+        }
       },
       async close() {
         await new Promise<void>((r) => {

@@ -10,7 +10,17 @@ import { after, before, describe, test } from 'node:test';
 import { asRole, PROJECTOR_ROLE } from './db/roles.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import { capabilityDigest, PURGE_SQL, RECORD_SQL } from './ledger.ts';
-import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from './testing.ts';
+import {
+  AGENT,
+  matrixHeader,
+  meta,
+  NOW,
+  P,
+  seedTestCorpus,
+  servingUrl,
+  startTestDatabase,
+  type TestDatabase,
+} from './testing.ts';
 
 let t: TestDatabase;
 let server: RetrievalServer;
@@ -18,18 +28,18 @@ const AGENT_KEY = `${AGENT.namespace}/${AGENT.name}`;
 
 before(async () => {
   t = await startTestDatabase();
+  await seedTestCorpus(t, [
+    { content: 'alpha handbook for alice', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
+    { content: 'alpha notes for alice', metadata: meta({ source: 'docs/b.md', principals: [P.alice] }) },
+  ]);
   server = await startRetrievalServer({
     agents: [AGENT],
-    databaseUrl: t.db.url,
+    databaseUrl: servingUrl(t),
     pool: { max: 3 },
     port: 0,
     now: () => NOW,
     capability: 'ledger',
   });
-  await server.seed([
-    { content: 'alpha handbook for alice', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
-    { content: 'alpha notes for alice', metadata: meta({ source: 'docs/b.md', principals: [P.alice] }) },
-  ]);
 });
 after(async () => {
   await server?.close();

@@ -34,6 +34,8 @@ import {
   meta,
   NOW,
   P,
+  seedTestCorpus,
+  servingUrl,
   startTestDatabase,
   type TestDatabase,
 } from './testing.ts';
@@ -57,7 +59,14 @@ describe('the mint window: bounded by the real race, cheap to deny', () => {
             checks++;
             return false;
           },
-          { windowMs, issuedAt: T0, nowMs: () => nowMs, sleep: async (ms) => void (slept += ms) },
+          {
+            windowMs,
+            issuedAt: T0,
+            nowMs: () => nowMs,
+            sleep: async (ms) => {
+              slept += ms;
+            },
+          },
         );
         assert.equal(found, false);
         assert.ok(checks <= 3, `${checks} re-checks`);
@@ -115,7 +124,14 @@ describe('the mint window: bounded by the real race, cheap to deny', () => {
             return 'served';
           },
           async () => elapsed >= visibleAfter,
-          { windowMs, issuedAt: T0, nowMs: () => nowMs, sleep: async (ms) => void (elapsed += ms) },
+          {
+            windowMs,
+            issuedAt: T0,
+            nowMs: () => nowMs,
+            sleep: async (ms) => {
+              elapsed += ms;
+            },
+          },
         );
         assert.equal(served, 'served');
         assert.equal(attempts, 2);
@@ -184,18 +200,18 @@ describe('the folded check against the database', () => {
   let server: RetrievalServer;
   before(async () => {
     t = await startTestDatabase();
+    await seedTestCorpus(t, [
+      { content: 'alpha handbook for alice', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
+      { content: 'beta notes for bob', metadata: meta({ source: 'docs/b.md', principals: [P.bob] }) },
+    ]);
     server = await startRetrievalServer({
       agents: [AGENT],
-      databaseUrl: t.db.url,
+      databaseUrl: servingUrl(t),
       pool: { max: 3 },
       port: 0,
       now: () => NOW,
       capability: 'ledger',
     });
-    await server.seed([
-      { content: 'alpha handbook for alice', metadata: meta({ source: 'docs/a.md', principals: [P.alice] }) },
-      { content: 'beta notes for bob', metadata: meta({ source: 'docs/b.md', principals: [P.bob] }) },
-    ]);
   });
   after(async () => {
     await server?.close();

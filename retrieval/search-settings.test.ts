@@ -14,6 +14,7 @@ import { DEFAULT_PLANNER, type Plan, searchStatement } from './planner.ts';
 import { searchArguments } from './predicate.ts';
 import {
   decodeFixture,
+  flushStatistics,
   matrixHeader,
   meta,
   oauthHeader,
@@ -119,7 +120,7 @@ test("after a search, the caller's transaction has its own planner settings back
 // statistics: rows read from knowledge.chunks by sequential and index scans during one search.
 test("a small audience's exact search reads its own rows, not the table", async () => {
   const rowsRead = async () => {
-    await t.pool.query('SELECT pg_catalog.pg_stat_force_next_flush()');
+    await flushStatistics(t.pool, t.retrieval);
     const r = await t.pool.query<{ n: string }>(
       `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n
        FROM pg_catalog.pg_stat_user_tables WHERE schemaname = 'knowledge' AND relname = 'chunks'`,

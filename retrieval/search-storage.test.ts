@@ -5,8 +5,9 @@
  * Storage is invisible to ranking: every path returns the same ids and distances over mixed and
  * rewritten tables.
  *
- * `pg_column_toast_chunk_id` (PostgreSQL 17, the embedded engine) is NULL exactly for a value stored
- * in its row.
+ * Whether a value is in its row: on PGlite (PostgreSQL 18) `pg_column_toast_chunk_id` is NULL exactly
+ * then; PostgreSQL 15 has no such function, so there the tuple's own bytes are read with pageinspect
+ * (an out-of-line value is an 18-byte TOAST pointer: header byte 0x01, tag 18, VARTAG_ONDISK).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
 import { searchKnowledge } from './search.ts';
 import {
   decodeFixture,
+  ENGINE,
   matrixHeader,
   meta,
   P,
@@ -40,12 +42,42 @@ const chunk = (i: number, prefix: string) => ({
   metadata: meta({ principals: i % 4 === 3 ? [P.bob] : [P.alice] }),
 });
 
-/** chunk_id → stored in its row (true) or out of line (false). */
-async function inline(): Promise<Map<string, boolean>> {
-  const r = await t.pool.query<{ chunk_id: string; inline: boolean }>(
-    'SELECT chunk_id, pg_column_toast_chunk_id(embedding) IS NULL AS inline FROM knowledge.chunks',
+/** For each row: is each of `columns` stored in the row (true) or out of line (false)? */
+async function inRow(columns: readonly string[], where = 'true'): Promise<Map<string, boolean[]>> {
+  if (ENGINE === 'pglite') {
+    const r = await t.pool.query<{ chunk_id: string; inline: boolean[] }>(
+      `SELECT chunk_id, ARRAY[${columns.map((c) => `pg_column_toast_chunk_id(${c}) IS NULL`).join(', ')}] AS inline
+         FROM knowledge.chunks WHERE ${where}`,
+    );
+    return new Map(r.rows.map((row) => [row.chunk_id, row.inline]));
+  }
+  await t.pool.query('CREATE EXTENSION IF NOT EXISTS pageinspect');
+  const attnums = (
+    await t.pool.query<{ n: number }>(
+      `SELECT attnum::int AS n FROM pg_attribute WHERE attrelid = 'knowledge.chunks'::regclass
+         AND attname = ANY($1) ORDER BY array_position($1, attname::text)`,
+      [columns],
+    )
+  ).rows.map((r) => r.n);
+  const r = await t.pool.query<{ chunk_id: string; inline: boolean[] }>(
+    `WITH tuples AS (
+       SELECT i.t_ctid, i.t_attrs
+         FROM generate_series(0, pg_relation_size('knowledge.chunks') / current_setting('block_size')::int - 1) AS b(blkno),
+              LATERAL heap_page_item_attrs(get_raw_page('knowledge.chunks', b.blkno::int), 'knowledge.chunks'::regclass) AS i
+        WHERE i.t_attrs IS NOT NULL)
+     SELECT c.chunk_id,
+            ARRAY(SELECT NOT (get_byte(t.t_attrs[n], 0) = 1 AND get_byte(t.t_attrs[n], 1) = 18)
+                    FROM unnest($1::int[]) WITH ORDINALITY AS a(n, o) ORDER BY o) AS inline
+       FROM knowledge.chunks c JOIN tuples t ON t.t_ctid = c.ctid
+      WHERE ${where}`,
+    [attnums],
   );
   return new Map(r.rows.map((row) => [row.chunk_id, row.inline]));
+}
+
+/** chunk_id → its vector stored in its row (true) or out of line (false). */
+async function inline(): Promise<Map<string, boolean>> {
+  return new Map([...(await inRow(['embedding']))].map(([id, [v]]) => [id, v === true]));
 }
 
 async function rankings(): Promise<string> {
@@ -113,12 +145,8 @@ test('a row too large for its page moves its content out of line, not its vector
     String.fromCharCode(97 + Math.floor(letters() * 26)),
   ).join('');
   await writeChunks(t.pool, { chunks: [{ ...chunk(0, 'big'), content }] });
-  const r = await t.pool.query<{ vector_inline: boolean; content_inline: boolean }>(
-    `SELECT pg_column_toast_chunk_id(embedding) IS NULL AS vector_inline,
-       pg_column_toast_chunk_id(content) IS NULL AS content_inline
-     FROM knowledge.chunks WHERE chunk_id = 'big-000'`,
-  );
-  assert.deepEqual(r.rows, [{ vector_inline: true, content_inline: false }]);
+  const r = await inRow(['embedding', 'content'], "chunk_id = 'big-000'");
+  assert.deepEqual(r.get('big-000'), [true, false], 'vector in the row, content out of line');
 });
 
 // With the default threshold (~2 KB) every row holding a 1024-d vector is over it, so the toaster
@@ -128,12 +156,12 @@ test('a row that fits its page is stored as written: content and metadata uncomp
   await writeChunks(t.pool, { chunks: [{ ...chunk(1, 'page'), content }] });
   const r = await t.pool.query(
     `SELECT pg_column_compression(content) AS content_compression,
-       pg_column_compression(metadata) AS metadata_compression,
-       pg_column_toast_chunk_id(content) IS NULL AS content_inline,
-       pg_column_toast_chunk_id(embedding) IS NULL AS vector_inline
+       pg_column_compression(metadata) AS metadata_compression
      FROM knowledge.chunks WHERE chunk_id = 'page-001'`,
   );
-  assert.deepEqual(r.rows, [
-    { content_compression: null, metadata_compression: null, content_inline: true, vector_inline: true },
+  assert.deepEqual(r.rows, [{ content_compression: null, metadata_compression: null }]);
+  assert.deepEqual((await inRow(['content', 'embedding'], "chunk_id = 'page-001'")).get('page-001'), [
+    true,
+    true,
   ]);
 });

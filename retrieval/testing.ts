@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type pg from 'pg';
+import { type Cluster, clusterFromEnv, createDatabase } from '../common/testing/postgres.ts';
 import {
   type AllowedClassifications,
   type ChunkMetadata,
@@ -14,23 +15,100 @@ import {
   type MatrixPrincipal,
   type Projection,
 } from '../contract/index.ts';
-import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
+import { startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
-import { asRole, bootstrapDatabase, INGESTION_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
+import {
+  asRole,
+  bootstrapDatabase,
+  type DbRole,
+  INGESTION_ROLE,
+  OWNER_ROLE,
+  RETRIEVAL_ROLE,
+} from './db/roles.ts';
+import type { Embedder } from './embeddings/types.ts';
+import { seedCorpus } from './index.ts';
+import type { IngestRecord, IngestStats } from './ingest/jsonl.ts';
 
 export const AGENT = { namespace: 'kagent', name: 'knowledge-agent' } as const;
 export const NOW = 1_784_116_900;
 
+/**
+ * The database engine this test process runs on: `pglite` (the embedded PGlite, always) or `postgres`
+ * (a database on the throwaway PostgreSQL + pgvector cluster the test runner started,
+ * scripts/run-tests.ts). A file that takes its database from `startTestDatabase` or
+ * `startEmptyTestDatabase` runs on both.
+ */
+export type Engine = 'pglite' | 'postgres';
+export const ENGINE: Engine = process.env['FGENTIC_TEST_ENGINE'] === 'postgres' ? 'postgres' : 'pglite';
+
+/** node:test `skip` for a test that only means something on one engine (false: run it). */
+export function onlyOn(engine: Engine, why: string): false | string {
+  return ENGINE === engine ? false : `${engine} only: ${why}`;
+}
+
+/** A database of the engine under test, before this project's bootstrap and migrations. */
+export interface EmptyTestDatabase {
+  readonly engine: Engine;
+  /** The superuser's URL (fixtures) and the pool size that fits the engine. */
+  readonly url: string;
+  readonly poolSize: number;
+  /**
+   * A URL that logs in as `role`: on PostgreSQL that login role with its password (the cluster's
+   * roles are LOGIN NOINHERIT, as the origin's cluster makes them); on PGlite, which has one session
+   * for every connection, the same URL as `url` (roles are then switched per transaction, asRole).
+   */
+  urlAs(role: string): string;
+  /** PostgreSQL: the cluster, for tests that stop or restart the server. */
+  readonly cluster?: Cluster;
+  /** The database's name (PostgreSQL) or 'postgres' (PGlite). */
+  readonly name: string;
+  close(): Promise<void>;
+}
+
 export interface TestDatabase {
-  readonly db: EmbeddedDatabase;
-  /** The embedded superuser session: fixtures only. */
+  readonly db: EmptyTestDatabase;
+  /** The superuser session: fixtures only. */
   readonly pool: pg.Pool;
   /** The same database as knowledge_retrieval, as the server uses it. */
   readonly retrieval: pg.Pool;
   /** The same database as knowledge_ingestion. */
   readonly ingestion: pg.Pool;
   close(): Promise<void>;
+}
+
+function callerFile(): string {
+  const line = (new Error().stack ?? '').split('\n').find((l) => l.includes('.test.ts'));
+  return /([\w.-]+)\.test\.ts/.exec(line ?? '')?.[1] ?? 'test';
+}
+
+/** A database of the engine under test with nothing in it but what the engine brings. */
+export async function startEmptyTestDatabase(): Promise<EmptyTestDatabase> {
+  if (ENGINE === 'pglite') {
+    const db = await startEmbeddedDatabase();
+    return {
+      engine: 'pglite',
+      url: db.url,
+      poolSize: db.poolSize,
+      urlAs: () => db.url,
+      name: 'postgres',
+      close: () => db.close(),
+    };
+  }
+  const cluster = clusterFromEnv();
+  if (cluster === undefined) {
+    throw new Error('FGENTIC_TEST_ENGINE=postgres without a cluster: run the tests through npm test');
+  }
+  const database = await createDatabase(cluster, callerFile());
+  return {
+    engine: 'postgres',
+    url: cluster.url(database.name),
+    poolSize: 8,
+    urlAs: (role) => cluster.url(database.name, role),
+    cluster,
+    name: database.name,
+    close: () => database.drop(),
+  };
 }
 
 /**
@@ -115,8 +193,11 @@ export function interceptingPool(pool: pg.Pool, on: (text: string) => Error | st
 }
 
 /**
- * A 1024-d vector a·e_i + b·e_j: rows built this way on different axes j have bit-identical distances
- * to e_0 (the same two non-zero terms), which is how the tie tests make exact ties.
+ * A 1024-d vector a·e_i + b·e_j. Rows built as axisVector(0, a, j, b) on different odd axes j have
+ * bit-identical distances to e_0, which is how the tie tests make exact ties. Odd, because pgvector
+ * on PostgreSQL sums squares in SIMD lanes with fused multiply-add: a j in the same lane as axis 0
+ * (j a multiple of the lane count, 4 to 16) adds b² to a² in one rounding instead of two, and its
+ * distance differs in the last bit.
  */
 export function axisVector(i: number, a: number, j: number, b: number): number[] {
   const v = new Array<number>(1024).fill(0);
@@ -138,27 +219,85 @@ export function nearRows(metadata: ChunkMetadata) {
   }));
 }
 
-/** A project-first database: bootstrap (roles, vector, owner) and this project's migrations. */
+/**
+ * A project-first database of the engine under test: bootstrap (roles, vector, owner) and this
+ * project's migrations. On PostgreSQL the migrations run logged in as knowledge_owner and the
+ * `retrieval`/`ingestion` pools log in as their roles; on PGlite every pool shares the one session.
+ */
 export async function startTestDatabase(): Promise<TestDatabase> {
-  const db = await startEmbeddedDatabase();
+  const db = await startEmptyTestDatabase();
   const pool = createPool({ connectionString: db.url, max: db.poolSize });
-  await bootstrapDatabase(pool);
-  await migrate(pool);
-  // Small graph parameters keep inserts fast in tests (docs/upstream.md#deps-pglite).
-  await pool.query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
-  await pool.query(
-    'CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',
-  );
+  const rolePool = (role: DbRole) =>
+    db.engine === 'pglite' ? pool : createPool({ connectionString: db.urlAs(role), max: 4 });
+  const own = new Set<pg.Pool>();
+  const login = (role: DbRole) => {
+    const p = rolePool(role);
+    if (p !== pool) own.add(p);
+    return p;
+  };
+  try {
+    await bootstrapDatabase(pool);
+    const owner = login(OWNER_ROLE);
+    await migrate(owner);
+    // Small graph parameters keep inserts fast in tests (docs/upstream.md#deps-pglite).
+    await asRole(owner, OWNER_ROLE).query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
+    await asRole(owner, OWNER_ROLE).query(
+      'CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',
+    );
+  } catch (err) {
+    for (const p of own) await p.end().catch(() => {});
+    await pool.end().catch(() => {});
+    await db.close();
+    throw err;
+  }
   return {
     db,
     pool,
-    retrieval: asRole(pool, RETRIEVAL_ROLE),
-    ingestion: asRole(pool, INGESTION_ROLE),
+    retrieval: asRole(login(RETRIEVAL_ROLE), RETRIEVAL_ROLE),
+    ingestion: asRole(login(INGESTION_ROLE), INGESTION_ROLE),
     async close() {
+      for (const p of own) await p.end().catch(() => {});
       await pool.end().catch(() => {});
       await db.close();
     },
   };
+}
+
+/**
+ * Makes every connection of `pools` publish its pending statistics (pg_stat_* views), so that a test
+ * counting index or table reads sees what the searches it ran did. PostgreSQL keeps each backend's
+ * counts local until the backend reports them (at most once a second, or when idle), and the
+ * searches run on the serving role's own connections; PGlite's one session reports on the next
+ * statement. Each pool's connections are all checked out at once, so every one of them is reached.
+ */
+export async function flushStatistics(...pools: pg.Pool[]): Promise<void> {
+  for (const pool of pools) {
+    const clients = await Promise.all(
+      Array.from({ length: Math.max(1, pool.totalCount) }, () => pool.connect()),
+    );
+    try {
+      for (const c of clients) await c.query('SELECT pg_catalog.pg_stat_force_next_flush()');
+    } finally {
+      for (const c of clients) c.release();
+    }
+  }
+}
+
+/**
+ * What a test's retrieval server connects with: the serving role's own login on PostgreSQL (its
+ * startup options then make it read-only, as in production); the one session on PGlite.
+ */
+export function servingUrl(t: TestDatabase): string {
+  return t.db.urlAs(RETRIEVAL_ROLE);
+}
+
+/** Writes records as the ingestion role under the lease (what `ingest` does), claiming the profile. */
+export function seedTestCorpus(
+  t: TestDatabase,
+  records: readonly IngestRecord[],
+  embedder?: Embedder,
+): Promise<IngestStats> {
+  return seedCorpus(t.db.urlAs(INGESTION_ROLE), records, embedder);
 }
 
 /** Deterministic PRNG (mulberry32). */

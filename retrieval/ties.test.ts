@@ -56,7 +56,7 @@ before(async () => {
     ...tiedOrder.map((id) => ({
       chunk_id: id,
       content: `tied ${id}`,
-      embedding: axis(0, 0.8, 1 + tiedIds.indexOf(id), 0.6),
+      embedding: axis(0, 0.8, 1 + 2 * tiedIds.indexOf(id), 0.6),
       metadata: m,
     })),
     // Unrelated rows: random directions, nearly orthogonal to the query.

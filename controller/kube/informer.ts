@@ -40,19 +40,6 @@ export interface InformerOptions {
   listTimeoutMs?: number;
 }
 
-/** What an update to one of our resources changed, apart from status and bookkeeping. */
-export function specOf(o: K8sObject): string {
-  const { status: _s, metadata, ...rest } = o as K8sObject & { status?: unknown };
-  const {
-    resourceVersion: _rv,
-    managedFields: _mf,
-    ...meta
-  } = metadata as K8sObject['metadata'] & {
-    managedFields?: unknown;
-  };
-  return JSON.stringify([rest, meta]);
-}
-
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }) =>
   `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 

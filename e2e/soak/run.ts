@@ -19,10 +19,12 @@ import type { MatrixPrincipal, RoomSnapshot } from '../../contract/index.ts';
 import { encodeRoomContext, roomContextFromSnapshot } from '../../contract/index.ts';
 import { parseConfig } from '../../projector/config.ts';
 import { snapshotFromState } from '../../projector/homeserver.ts';
+import { RETRIEVAL_ROLE } from '../../retrieval/db/roles.ts';
 import { matrixHeader, oauthHeader } from '../../retrieval/testing.ts';
 import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../../rules/index.ts';
 import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM, roomSnapshot, sendParams } from '../helpers.ts';
 import { ChildServer } from './child-server.ts';
+import type { SoakEngine } from './database.ts';
 import {
   type Classification,
   MembershipHistory,
@@ -39,6 +41,8 @@ export interface SoakOptions {
   readonly ratePerSec?: number;
   readonly seed?: number;
   readonly progress?: (line: string) => void;
+  /** The database engine (default PGlite); PostgreSQL adds a server restart and terminated connections. */
+  readonly engine?: SoakEngine;
 }
 
 type OpKind = 'matrix' | 'partner' | 'mcp';
@@ -259,13 +263,44 @@ async function postJson(url: string, headers: Record<string, string>, body: unkn
   return { status: res.status, text: await res.text() };
 }
 
+/** Faults only a real database server has: a restart of the server, and its connections ended. */
+function postgresFaults(
+  s: SoakStack,
+  hold: (ms: number) => Promise<void>,
+): { name: string; run: () => Promise<string | undefined> }[] {
+  const cluster = s.db.cluster!;
+  return [
+    {
+      name: 'PostgreSQL server stopped (fast shutdown), then started',
+      run: async () => {
+        cluster.stopServer();
+        await hold(10_000);
+        cluster.startServer();
+        return undefined;
+      },
+    },
+    {
+      name: 'serving connections terminated (pg_terminate_backend)',
+      run: async () => {
+        const ended = await s.db.terminateServing!();
+        await hold(2_000);
+        const again = await s.db.terminateServing!();
+        return `${ended} then ${again} connections ended`;
+      },
+    },
+  ];
+}
+
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const say = options.progress ?? (() => {});
   const concurrency = options.concurrency ?? 4;
   const rate = options.ratePerSec ?? 3;
   const rand = prng(options.seed ?? 11);
-  say('starting the stack (embedded database, homeserver double, projector and retrieval processes)');
-  const s = await startSoakStack();
+  const engine = options.engine ?? 'pglite';
+  say(
+    `starting the stack (${engine === 'pglite' ? 'embedded database' : 'PostgreSQL cluster'}, homeserver double, projector and retrieval processes)`,
+  );
+  const s = await startSoakStack({ engine });
   const ops: Op[] = [];
   const faults: FaultWindow[] = [];
   try {
@@ -646,7 +681,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
               '127.0.0.1',
               '--no-migrate',
             ],
-            { DATABASE_URL: `postgres://postgres@${s.dbProxy.url}/postgres?sslmode=disable` },
+            { DATABASE_URL: s.db.urlAs(RETRIEVAL_ROLE, s.dbProxy.url) },
           );
           const ready = await replica.start(30_000);
           await replica.kill();
@@ -675,6 +710,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       { name: 'retrieval restart (SIGTERM, SIGKILL after 10 s)', run: () => restart(s.retrieval, 'sigterm') },
       { name: 'retrieval crash (SIGKILL)', run: () => restart(s.retrieval, 'sigkill') },
       { name: 'MCP route rate limit filled', run: fillRateLimit },
+      ...(s.db.cluster ? postgresFaults(s, hold) : []),
     ];
     const slot = options.durationMs / (schedule.length + 1);
     const runSchedule = async () => {

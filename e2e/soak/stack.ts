@@ -2,7 +2,7 @@
  * The local stack for the soak: the same render and the same front (issuer, gateway double,
  * agent-runtime double) as `e2e/stack.ts`, from its `renderExamples` and `startFront`, but the projector and the retrieval server run as child processes through the real
  * CLI (so they can be stopped with signals and come back on the same port), the retrieval server
- * reaches the embedded database through a fault proxy, and the projector's live room-state check
+ * reaches the database (PGlite, or a PostgreSQL cluster of its own) through a fault proxy, and the projector's live room-state check
  * reads a homeserver double whose latency and availability the soak controls.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,15 +10,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentCard } from '@a2a-js/sdk';
 import { HomeserverDouble } from '../../projector/test-doubles/homeserver.ts';
-import { type EmbeddedDatabase, startEmbeddedDatabase } from '../../retrieval/db/embedded.ts';
+import { INGESTION_ROLE, RETRIEVAL_ROLE } from '../../retrieval/db/roles.ts';
 import { LOCAL_PROFILE } from '../../retrieval/embeddings/local.ts';
-import { startRetrievalServer } from '../../retrieval/index.ts';
+import { seedCorpus } from '../../retrieval/index.ts';
 import { demoRecords } from '../demo-corpus.ts';
 import type { AgentRuntime } from '../doubles/agent-runtime.ts';
 import type { GatewayDouble } from '../doubles/gateway.ts';
 import { configMapJson, renderExamples, startFront } from '../stack.ts';
 import { ChildServer, freePort } from './child-server.ts';
-import { prepareDatabase } from './database.ts';
+import { type SoakDatabase, type SoakEngine, startSoakDatabase } from './database.ts';
 import { FaultProxy } from './fault-proxy.ts';
 
 export const HOMESERVER_TOKEN = 'syt_soak_bridge_token';
@@ -29,7 +29,7 @@ export const LIVE_CHECK_TIMEOUT_MS = 500;
 
 export interface SoakStack {
   readonly dir: string;
-  readonly db: EmbeddedDatabase;
+  readonly db: SoakDatabase;
   readonly dbProxy: FaultProxy;
   readonly homeserver: HomeserverDouble;
   readonly projector: ChildServer;
@@ -55,7 +55,7 @@ export interface SoakStack {
 const configObject = (...args: Parameters<typeof configMapJson>): Record<string, any> =>
   JSON.parse(configMapJson(...args));
 
-export async function startSoakStack(): Promise<SoakStack> {
+export async function startSoakStack(options: { engine?: SoakEngine } = {}): Promise<SoakStack> {
   const closers: (() => Promise<void>)[] = [];
   const close = async () => {
     for (const c of closers.reverse()) await c().catch(() => {});
@@ -65,24 +65,15 @@ export async function startSoakStack(): Promise<SoakStack> {
     closers.push(async () => rmSync(dir, { recursive: true, force: true }));
     const { objects, platform } = renderExamples();
 
-    // Database: embedded PGlite, migrated and seeded once, reached by the server through the proxy.
-    const db = await startEmbeddedDatabase({ maxConnections: 24 });
+    // Database: migrated and seeded once by the ingestion role, reached by the server through the proxy.
+    const db = await startSoakDatabase(options.engine ?? 'pglite');
     closers.push(() => db.close());
     const retrievalConfig: Record<string, any> = {
       ...configObject(objects, 'fgentic-retrieval-config', 'retrieval.json'),
       embeddings: { profile: LOCAL_PROFILE },
     };
-    await prepareDatabase(db.url);
-    const seeder = await startRetrievalServer({
-      agents: retrievalConfig['agents'],
-      databaseUrl: db.url,
-      pool: { max: 2 },
-      port: 0,
-    });
-    await seeder.seed(demoRecords());
-    await seeder.close();
-    const dbPort = Number(new URL(db.url).port);
-    const dbProxy = new FaultProxy('127.0.0.1', dbPort);
+    await seedCorpus(db.urlAs(INGESTION_ROLE), demoRecords());
+    const dbProxy = new FaultProxy(db.target.host, db.target.port);
     await dbProxy.up();
     closers.push(() => dbProxy.down());
 
@@ -135,7 +126,7 @@ export async function startSoakStack(): Promise<SoakStack> {
       ],
       {
         ...CHILD_SHUTDOWN,
-        DATABASE_URL: `postgres://postgres@${dbProxy.url}/postgres?sslmode=disable`,
+        DATABASE_URL: db.urlAs(RETRIEVAL_ROLE, dbProxy.url),
       },
     );
     closers.push(() => projector.kill());

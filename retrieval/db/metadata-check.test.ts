@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { P, startTestDatabase, type TestDatabase } from '../testing.ts';
-import { startEmbeddedDatabase } from './embedded.ts';
+import { P, startEmptyTestDatabase, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { migrate } from './migrate.ts';
 import { applyOriginSchema, ORIGIN_SKIP } from './origin-fixture.ts';
 import { createPool } from './pool.ts';
+import { OWNER_ROLE } from './roles.ts';
 
 let t: TestDatabase;
 before(async () => {
@@ -361,10 +361,10 @@ describe('metadata CHECK (migration 0011)', () => {
   });
 
   test("on the origin database the constraint stays the origin's own", { skip: ORIGIN_SKIP }, async () => {
-    const db = await startEmbeddedDatabase();
+    const db = await startEmptyTestDatabase();
     const pool = createPool({ connectionString: db.url, max: db.poolSize });
     try {
-      await applyOriginSchema(pool);
+      await applyOriginSchema(pool, [1, 2, 3], db.engine === 'postgres' ? db.urlAs(OWNER_ROLE) : undefined);
       const before = await constraint(pool);
       await migrate(pool);
       assert.equal(await constraint(pool), before);

@@ -15,7 +15,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type pg from 'pg';
+import pg from 'pg';
+
+const PgClient = pg.Client;
+
 import { sharedSkip } from '../../common/testing/index.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -65,9 +68,33 @@ export async function prepareOriginCluster(pool: pg.Pool): Promise<string> {
   return db;
 }
 
-/** Step 3: the origin's v1, v2, v3 as knowledge_owner, each in the transaction its SQL opens. */
-export async function applyOriginSchema(pool: pg.Pool, versions: readonly (1 | 2 | 3)[] = [1, 2, 3]) {
+/**
+ * Step 3: the origin's v1, v2, v3 as knowledge_owner, each in the transaction its SQL opens. With
+ * `ownerUrl` (PostgreSQL) the SQL runs logged in as knowledge_owner, as the origin's Job does;
+ * without it, on the superuser's connection under SET ROLE (PGlite, whose one session is every login).
+ */
+export async function applyOriginSchema(
+  pool: pg.Pool,
+  versions: readonly (1 | 2 | 3)[] = [1, 2, 3],
+  ownerUrl?: string,
+) {
   const db = await prepareOriginCluster(pool);
+  if (ownerUrl !== undefined) {
+    const owner = new PgClient({ connectionString: ownerUrl });
+    await owner.connect();
+    try {
+      for (const v of versions) {
+        try {
+          await owner.query(originSchemaSql(v, db));
+        } finally {
+          await owner.query('ROLLBACK').catch(() => {});
+        }
+      }
+    } finally {
+      await owner.end();
+    }
+    return;
+  }
   const client = await pool.connect();
   try {
     for (const v of versions) {

@@ -15,7 +15,7 @@ import {
   type Classification,
   type MatrixPrincipal,
 } from '../../contract/index.ts';
-import { startRetrievalServer } from '../index.ts';
+import { seedCorpus, startRetrievalServer } from '../index.ts';
 import { withIngestionLease } from '../ingest/lease.ts';
 import { writeChunks } from '../ingest/store.ts';
 import { DEFAULT_PLANNER } from '../planner.ts';
@@ -23,6 +23,7 @@ import { searchKnowledge } from '../search.ts';
 import {
   AGENT,
   decodeFixture,
+  type EmptyTestDatabase,
   matrixHeader,
   meta,
   NOW,
@@ -30,29 +31,31 @@ import {
   P,
   prng,
   randomVector,
+  startEmptyTestDatabase,
   startTestDatabase,
   type TestDatabase,
 } from '../testing.ts';
-import { type EmbeddedDatabase, startEmbeddedDatabase } from './embedded.ts';
 import { loadMigrations, migrate } from './migrate.ts';
 import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
-import { asRole, INGESTION_ROLE, RETRIEVAL_ROLE, ServingPrivilegeError } from './roles.ts';
+import { asRole, INGESTION_ROLE, OWNER_ROLE, RETRIEVAL_ROLE, ServingPrivilegeError } from './roles.ts';
 
 const ORIGIN_VERSIONS = [1, 2, 3];
+/** The origin's schema Job logs in as knowledge_owner; PGlite has one session for every login. */
+const ownerUrl = (db: EmptyTestDatabase) => (db.engine === 'postgres' ? db.urlAs(OWNER_ROLE) : undefined);
 const PERMISSION_DENIED = (err: unknown) => (err as { code?: string }).code === '42501';
 
 interface OriginDb {
-  readonly db: EmbeddedDatabase;
+  readonly db: EmptyTestDatabase;
   readonly pool: pg.Pool;
   close(): Promise<void>;
 }
 
 async function startOriginDatabase(): Promise<OriginDb> {
-  const db = await startEmbeddedDatabase();
+  const db = await startEmptyTestDatabase();
   const pool = createPool({ connectionString: db.url, max: db.poolSize });
   try {
-    await applyOriginSchema(pool);
+    await applyOriginSchema(pool, [1, 2, 3], ownerUrl(db));
   } catch (err) {
     await pool.end();
     await db.close();
@@ -189,8 +192,14 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
   });
 
   test('a replayed origin v1 Job re-grants SELECT; the server then refuses to start until migrate runs', async () => {
-    await applyOriginSchema(o.pool, [1]);
-    const options = { agents: [AGENT], databaseUrl: o.db.url, pool: { max: 2 }, port: 0, now: () => NOW };
+    await applyOriginSchema(o.pool, [1], ownerUrl(o.db));
+    const options = {
+      agents: [AGENT],
+      databaseUrl: o.db.urlAs(RETRIEVAL_ROLE),
+      pool: { max: 2 },
+      port: 0,
+      now: () => NOW,
+    };
     await assert.rejects(startRetrievalServer(options), ServingPrivilegeError);
     await migrate(o.pool);
     const server = await startRetrievalServer(options);
@@ -198,19 +207,20 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
   });
 
   test('the server serves as knowledge_retrieval: ingestion under the lease, search through the functions', async () => {
+    // Ingestion first, as the origin's ingestion login (the `ingest` path), then the server.
+    await seedCorpus(o.db.urlAs(INGESTION_ROLE), [
+      { content: 'origin alpha notes', metadata: meta({ source: 'docs/alpha.md', principals: [P.alice] }) },
+      { content: 'origin beta notes', metadata: meta({ source: 'docs/beta.md', principals: [P.bob] }) },
+    ]);
     const server = await startRetrievalServer({
       agents: [AGENT],
-      databaseUrl: o.db.url,
+      databaseUrl: o.db.urlAs(RETRIEVAL_ROLE),
       pool: { max: 2 },
       port: 0,
       now: () => NOW,
     });
     try {
       assert.equal((await server.servingPool.query('SELECT current_user AS u')).rows[0]?.u, RETRIEVAL_ROLE);
-      await server.seed([
-        { content: 'origin alpha notes', metadata: meta({ source: 'docs/alpha.md', principals: [P.alice] }) },
-        { content: 'origin beta notes', metadata: meta({ source: 'docs/beta.md', principals: [P.bob] }) },
-      ]);
       const r = await fetch(server.mcpUrl, {
         method: 'POST',
         headers: {
@@ -260,7 +270,7 @@ describe('project first: this project on an empty database, the origin Jobs afte
   });
 
   test("the origin's v1–v3 still apply on top; migrate then restores the function path", async () => {
-    await applyOriginSchema(t.pool);
+    await applyOriginSchema(t.pool, [1, 2, 3], ownerUrl(t.db));
     assert.deepEqual(await originVersions(t.pool), ORIGIN_VERSIONS);
     await migrate(t.pool);
     await assert.rejects(t.retrieval.query('SELECT 1 FROM knowledge.chunks'), PERMISSION_DENIED);
@@ -314,7 +324,7 @@ describe('project first: this project on an empty database, the origin Jobs afte
       await client.query('RESET ROLE');
       client.release();
     }
-    await applyOriginSchema(t.pool, [1]);
+    await applyOriginSchema(t.pool, [1], ownerUrl(t.db));
     const redefined = await constraint();
     assert.equal(redefined, 'CHECK (knowledge.is_valid_metadata(metadata))');
     await migrate(t.pool);

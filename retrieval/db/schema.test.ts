@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { validateChunkMetadata } from '../../contract/index.ts';
+import { isBoundedCleanText, validateChunkMetadata } from '../../contract/index.ts';
 import { migrateCommand } from '../cli.ts';
 import { ensureProfile } from '../embeddings/profile.ts';
 import { startRetrievalServer } from '../index.ts';
@@ -90,11 +90,24 @@ describe('metadata CHECK = contract validateChunkMetadata', () => {
   };
   const mutation = fc.oneof(
     fc
-      .constantFrom<unknown>(' docs', 'docs ', '', 'a\u0001b', 'x'.repeat(513), 7, 'docs/b.md')
+      .constantFrom<unknown>(
+        ' docs',
+        'docs ',
+        '',
+        'a\u0001b',
+        'x'.repeat(513),
+        7,
+        'docs/b.md',
+        // E'\v' is the letter v before PostgreSQL 18 (migration 0020).
+        'v/docs.md',
+        'docs/dev',
+        '\u000bdocs',
+        'docs\u000b',
+      )
       .map((v) => (m: M) => {
         if (m.source) m.source['id'] = v;
       }),
-    fc.constantFrom<unknown>('', 'x'.repeat(600), 'Title', 3).map((v) => (m: M) => {
+    fc.constantFrom<unknown>('', 'x'.repeat(600), 'Title', 'Dev', 3).map((v) => (m: M) => {
       if (m.source) m.source['title'] = v;
     }),
     fc.constant((m: M) => {
@@ -150,15 +163,55 @@ describe('metadata CHECK = contract validateChunkMetadata', () => {
     await fc.assert(
       fc.asyncProperty(metadata, async (m) => {
         const ts = validateChunkMetadata(m).ok;
-        const r = await t.pool.query('SELECT coalesce(knowledge.is_valid_metadata($1::jsonb), false) AS ok', [
-          JSON.stringify(m),
-        ]);
+        // 0001's function and the table's CHECK (0011's function, migration 0020).
+        const r = await t.pool.query(
+          `SELECT coalesce(knowledge.is_valid_metadata($1::jsonb), false) AS ok,
+                  coalesce(fgentic_checks.metadata_valid($1::jsonb), false) AS checked`,
+          [JSON.stringify(m)],
+        );
         assert.equal(r.rows[0]?.ok, ts, JSON.stringify(m).slice(0, 300));
+        assert.equal(r.rows[0]?.checked, ts, JSON.stringify(m).slice(0, 300));
         if (ts) valid++;
       }),
       { numRuns: 600, seed: 17 },
     );
     assert.ok(valid > 5);
+  });
+});
+
+describe('chunk id CHECK = contract isBoundedCleanText', () => {
+  test('ids with edge characters, v at either end included: the database and the contract agree', async () => {
+    const edge = fc.constantFrom(
+      'v',
+      'V',
+      ' ',
+      '\t',
+      '\u000b',
+      '\f',
+      '\r',
+      '\n',
+      '\u0001',
+      '\u007f',
+      'a',
+      '/',
+      'é',
+    );
+    const id = fc.array(edge, { minLength: 0, maxLength: 4 }).map((cs) => cs.join(''));
+    await fc.assert(
+      fc.asyncProperty(id, async (v) => {
+        const r = await t.pool.query(
+          'SELECT coalesce(knowledge.is_bounded_clean_text($1, 512), false) AS ok',
+          [v],
+        );
+        assert.equal(r.rows[0]?.ok, isBoundedCleanText(v, 512), JSON.stringify(v));
+      }),
+      { numRuns: 300, seed: 23 },
+    );
+    // The named cases: a leading or trailing v is text, not whitespace.
+    for (const v of ['v1', '1v', 'dev', 'v']) {
+      const r = await t.pool.query('SELECT knowledge.is_bounded_clean_text($1, 512) AS ok', [v]);
+      assert.equal(r.rows[0]?.ok, true, v);
+    }
   });
 });
 

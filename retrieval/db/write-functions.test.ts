@@ -12,6 +12,7 @@ import { writeChunks } from '../ingest/store.ts';
 import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
+  flushStatistics,
   installOldFunctions,
   matrixHeader,
   meta,
@@ -204,7 +205,7 @@ describe('migration 0016: the same ids and keys as 0007 and 0009', () => {
       })),
     });
     const aclIndexReads = async () => {
-      await t.pool.query('SELECT pg_catalog.pg_stat_force_next_flush()');
+      await flushStatistics(t.pool, t.retrieval);
       const r = await t.pool.query<{ n: string }>(
         `SELECT coalesce(idx_tup_read, 0) AS n FROM pg_catalog.pg_stat_user_indexes
           WHERE schemaname = 'knowledge' AND indexrelname = 'chunks_fgentic_acl_gin_idx'`,

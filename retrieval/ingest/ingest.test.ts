@@ -8,6 +8,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { MatrixPrincipal } from '../../contract/index.ts';
 import { ingestCommand } from '../cli.ts';
+import { INGESTION_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import type { Embedder } from '../embeddings/types.ts';
 import { searchKnowledge } from '../search.ts';
@@ -170,7 +171,7 @@ describe('JSONL ingestion', () => {
     const out = process.stdout.write;
     process.stdout.write = () => true;
     try {
-      assert.equal(await ingestCommand(['--jsonl', file, '--database-url', t.db.url]), 0);
+      assert.equal(await ingestCommand(['--jsonl', file, '--database-url', t.db.urlAs(INGESTION_ROLE)]), 0);
     } finally {
       process.stdout.write = out;
     }

@@ -21,6 +21,8 @@ import {
   NOW,
   oauthHeader,
   P,
+  seedTestCorpus,
+  servingUrl,
   startTestDatabase,
   type TestDatabase,
 } from '../testing.ts';
@@ -61,30 +63,34 @@ function boundaryHeader(): { header: string; audience: MatrixPrincipal[] } {
 
 before(async () => {
   t = await startTestDatabase();
+  const { audience } = boundaryHeader();
+  await seedTestCorpus(
+    t,
+    [
+      {
+        content: 'alpha release notes for the platform',
+        metadata: meta({ source: 'docs/alpha.md', principals: [P.alice] }),
+      },
+      { content: 'beta secret roadmap', metadata: meta({ source: 'docs/beta.md', principals: [P.bob] }) },
+      {
+        content: 'partner alpha guide',
+        metadata: meta({ source: 'docs/partner.md', groups: ['partner/org-b/docs'] }),
+      },
+      {
+        content: 'alpha boundary document',
+        metadata: meta({ source: 'docs/boundary.md', principals: audience }),
+      },
+    ],
+    embedder,
+  );
   server = await startRetrievalServer({
     agents: [AGENT],
     embedder,
-    databaseUrl: t.db.url,
+    databaseUrl: servingUrl(t),
     pool: { max: 3 },
     port: 0,
     now: () => NOW,
   });
-  const { audience } = boundaryHeader();
-  await server.seed([
-    {
-      content: 'alpha release notes for the platform',
-      metadata: meta({ source: 'docs/alpha.md', principals: [P.alice] }),
-    },
-    { content: 'beta secret roadmap', metadata: meta({ source: 'docs/beta.md', principals: [P.bob] }) },
-    {
-      content: 'partner alpha guide',
-      metadata: meta({ source: 'docs/partner.md', groups: ['partner/org-b/docs'] }),
-    },
-    {
-      content: 'alpha boundary document',
-      metadata: meta({ source: 'docs/boundary.md', principals: audience }),
-    },
-  ]);
 });
 after(async () => {
   await server?.close();
