@@ -209,6 +209,10 @@ async function rig(input: Resources, timing?: { leaseS: number; deadlineS: numbe
   const api = await new ApiServerDouble({ latencyMs: LATENCY, rbac: rbac() }).start();
   api.historyLimit = 1_000_000;
   await seed(api, input);
+  // Forget the seeding's history (as etcd compaction would): 200,000 object versions held in this
+  // process would cost the controller and the double their heap.
+  api.compact();
+  api.historyLimit = 100_000;
   const log: Req[] = [];
   let fault: ApiServerDouble['fault'];
   api.fault = (r: RequestInfo) => {

@@ -80,7 +80,7 @@ describe('a controller that loses its Lease', () => {
     const api = await new ApiServerDouble().start();
     const input = examples();
     for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners]) api.put(r);
-    let lostAt: number | undefined;
+    const lost: { at?: number } = {};
     const ctl = await startController({
       kubeConfig: api.kubeConfig(),
       port: 0,
@@ -92,14 +92,14 @@ describe('a controller that loses its Lease', () => {
       debounceMs: 20,
       heartbeatPeriodMs: 100,
       onLostLeadership: () => {
-        lostAt = Date.now();
+        lost.at = Date.now();
       },
     });
     try {
       await waitFor('leader with the registry written', () =>
         api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-controller-heartbeat'),
       );
-      assert.equal(lostAt, undefined, 'the term was not lost before the fault');
+      assert.equal(lost.at, undefined, 'the term was not lost before the fault');
       // The Lease API fails from now on; writes to everything else still succeed.
       const writesAfter: { at: number; what: string }[] = [];
       api.fault = (r) => {
@@ -113,13 +113,13 @@ describe('a controller that loses its Lease', () => {
       const churn = setInterval(() => {
         api.put({ ...r, spec: { ...r.spec, description: `c${Date.now()}` } });
       }, 50);
-      await waitFor('the loss reported', () => lostAt !== undefined, 10_000);
+      await waitFor('the loss reported', () => lost.at !== undefined, 10_000);
       clearInterval(churn);
       assert.equal(ctl.isLeader(), false);
       // The term ended at most renewDeadline after its last renewal (which was before the fault).
       assert.ok(
-        (lostAt as number) - failedAt <= 3_000 + 1_000,
-        `lost ${(lostAt as number) - failedAt} ms after`,
+        (lost.at as number) - failedAt <= 3_000 + 1_000,
+        `lost ${(lost.at as number) - failedAt} ms after`,
       );
       await new Promise((res) => setTimeout(res, 500));
       // Arrival times: a write the fence let through just before the deadline may arrive a little later.
