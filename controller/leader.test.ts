@@ -117,10 +117,7 @@ describe('a controller that loses its Lease', () => {
       clearInterval(churn);
       assert.equal(ctl.isLeader(), false);
       // The term ended at most renewDeadline after its last renewal (which was before the fault).
-      assert.ok(
-        (lost.at as number) - failedAt <= 3_000 + 1_000,
-        `lost ${(lost.at as number) - failedAt} ms after`,
-      );
+      assert.ok(Number(lost.at) - failedAt <= 3_000 + 1_000, `lost ${Number(lost.at) - failedAt} ms after`);
       await new Promise((res) => setTimeout(res, 500));
       // Arrival times: a write the fence let through just before the deadline may arrive a little later.
       const late = writesAfter.filter((w) => w.at > failedAt + 3_000 + 250 && !w.what.includes('/leases'));
