@@ -210,10 +210,11 @@ export class WorkQueue {
 /** Runs `n` workers until the queue shuts down; `handle` must not throw (it reports its own errors). */
 export function runWorkers(q: WorkQueue, n: number, handle: (key: string) => Promise<void>): Promise<void> {
   const worker = async () => {
-    for (let n = 1; ; n++) {
-      // Keys that need no I/O resolve as microtasks only: yield to timers and sockets now and then
-      // (a Lease renewal must never wait behind 100,000 room checks).
-      if (n % 32 === 0) await new Promise<void>((r) => setImmediate(r));
+    for (;;) {
+      // Keys that need no I/O resolve as microtasks only, and one key can cost milliseconds (a
+      // shard serialised): yield to timers and sockets before every key, so a Lease renewal never
+      // waits behind a batch of them.
+      await new Promise<void>((r) => setImmediate(r));
       const key = await q.get();
       if (key === undefined) return;
       try {
