@@ -259,7 +259,8 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       const t = term;
       const platforms = (t?.own.get('RetrievalPlatform')?.list() ?? []) as unknown as RetrievalPlatform[];
       const ns = selectPlatform(platforms)?.spec?.namespaces?.retrieval;
-      if (!t || !ns) return undefined;
+      // No heartbeat before a pass has rendered the registry (an unsupported upstream renders nothing).
+      if (!t || !ns || !t.registry.rendered) return undefined;
       const owner = t.registry.index.object('fgentic-projector-config')?.metadata.ownerReferences;
       return { namespace: ns, ...(owner ? { ownerReferences: owner } : {}) };
     },

@@ -62,6 +62,8 @@ export class RegistrySync {
   readonly index = new RegistryIndex();
   private namespace: string | undefined;
   private hasPlatform = false;
+  /** A pass has handed over its model (it renders only on a supported upstream). */
+  private passSeen = false;
   /** Nothing is deleted before the pass has said what the platform is (its first model). */
   private modelSeen = false;
   /** Failing registry ConfigMaps: name → first error of this failure (stable, content-free). */
@@ -112,6 +114,16 @@ export class RegistrySync {
 
   /** The pass's model: the rest of `projector.json` and the partner entries (undefined: no platform). */
   onModel(model: Model | undefined): void {
+    this.passSeen = true;
+    this.apply(model);
+  }
+
+  /** True once a pass has handed over its model (the heartbeat and `renderFrom` wait for it). */
+  get rendered(): boolean {
+    return this.passSeen;
+  }
+
+  private apply(model: Model | undefined): void {
     const had = this.hasPlatform;
     this.modelSeen = true;
     this.hasPlatform = model !== undefined;
@@ -132,6 +144,8 @@ export class RegistrySync {
    * platform, agents and partners (no rooms), with the JWKS as the last pass read it. No I/O.
    */
   renderFrom(state: ClusterState, jwks: Pick<Resources, 'jwksInline' | 'jwksProblem'>): void {
+    // Only once a pass has rendered (on a supported upstream): before that nothing new is written.
+    if (!this.passSeen) return;
     const live = <T extends OwnResource>(kind: OwnKind) =>
       state.own<T>(kind).filter((r) => !r.metadata.deletionTimestamp);
     const { model } = analyse({
@@ -141,7 +155,7 @@ export class RegistrySync {
       partners: live<PartnerClient>('PartnerClient'),
       ...jwks,
     });
-    this.onModel(model);
+    this.apply(model);
   }
 
   /** True for the ConfigMaps this sync owns (the pass neither applies nor prunes them). */
