@@ -127,7 +127,7 @@ test('hundreds of copies of one vector: the default plan never loses the closer 
     ];
     let trapped = 0;
     for (let build = 0; build < 8; build++) {
-      await many.pool.query('DROP INDEX IF EXISTS knowledge.chunks_embedding_hnsw_idx');
+      await many.pool.query('DROP INDEX IF EXISTS fgentic.chunks_embedding_hnsw_idx');
       await many.pool.query(
         'CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',
       );

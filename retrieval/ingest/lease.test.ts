@@ -89,7 +89,7 @@ describe('the ingestion role does only its job', () => {
       "SELECT has_table_privilege('knowledge_retrieval', 'knowledge.chunks', 'SELECT') AS g",
     );
     assert.equal(granted.rows[0]?.g, false);
-    await assert.rejects(t.ingestion.query('DELETE FROM knowledge.fgentic_retrieval_migrations'), denied);
-    await assert.rejects(t.ingestion.query('DELETE FROM knowledge.embedding_profile'), denied);
+    await assert.rejects(t.ingestion.query('DELETE FROM fgentic.migrations'), denied);
+    await assert.rejects(t.ingestion.query('DELETE FROM fgentic.embedding_profile'), denied);
   });
 });
