@@ -68,7 +68,7 @@ after(async () => {
 });
 
 async function load(rows: { id: string; m: ChunkMetadata; v: number[] }[]): Promise<void> {
-  await t.pool.query('DELETE FROM knowledge.chunks');
+  await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
   await writeChunks(t.pool, {
     chunks: rows.map((r) => ({
       chunk_id: r.id,

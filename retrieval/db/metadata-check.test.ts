@@ -1,6 +1,6 @@
 /**
  * The metadata CHECK of a knowledge.chunks this project created (fgentic.metadata_valid) on generated
- * metadata, valid and near-valid: it lets in exactly what the contract's validateChunkMetadata lets in,
+ * metadata, valid and near-valid: it lets in everything the contract's validateChunkMetadata lets in,
  * and never a row the origin's own CHECK function (knowledge.is_valid_metadata, from the origin's v1
  * schema SQL, on a database of its own) refuses. And the origin's own table keeps the origin's constraint.
  */
@@ -337,20 +337,24 @@ const metadata = fc.oneof(
 );
 
 describe('metadata CHECK', () => {
-  test("property: this project's CHECK lets in what the contract does, never what the origin's refuses", {
+  test("property: this project's CHECK lets in what the contract does and nothing the origin's refuses", {
     skip: ORIGIN_SKIP,
   }, async () => {
     let accepted = 0;
     let refused = 0;
+    let between = 0;
     await fc.assert(
       fc.asyncProperty(metadata, async (m) => {
         const json = JSON.stringify(m);
         const origin = await originalAccepts(json);
         const got = await replacement(json);
         assert.equal(typeof got, 'boolean', 'never NULL, never an error');
-        // The contract's rule exactly; never a row the origin's CHECK refuses (its MXID grammar
-        // admits more server names than the contract does: retrieval/db/mxid.test.ts).
-        assert.equal(got, validateChunkMetadata(m).ok, `contract: ${json.slice(0, 400)}`);
+        // Everything the contract lets in (so an ingest that passed validation never fails here),
+        // and never a row the origin's CHECK refuses. Between the two lie the origin's wider MXID
+        // grammar (retrieval/db/mxid.test.ts) and strings that begin or end with a non-ASCII space,
+        // which the contract's trim() refuses and both CHECKs, like the origin's, let in.
+        if (validateChunkMetadata(m).ok) assert.equal(got, true, `contract: ${json.slice(0, 400)}`);
+        else if (got) between++;
         if (got) assert.equal(origin, true, `origin: ${json.slice(0, 400)}`);
         if (got) accepted++;
         else refused++;
@@ -360,6 +364,7 @@ describe('metadata CHECK', () => {
     // Both answers are common: a generator that only produced one kind would prove little.
     assert.ok(accepted > 150, `accepted ${accepted}`);
     assert.ok(refused > 150, `refused ${refused}`);
+    assert.ok(between < accepted / 10, `${between} rows only the database lets in`);
   });
 
   test('on a table this project created, the CHECK calls fgentic.metadata_valid; a bad row is refused by name', async () => {

@@ -2,9 +2,11 @@
  * `migrate` runs online on the origin's database: while it installs the project on a populated
  * origin table (20,000 rows by default; FGENTIC_ONLINE_ROWS for a larger run), the origin's own
  * searches (knowledge.search_authorized_matrix as knowledge_retrieval) and writes (upserts as
- * knowledge_ingestion) go on in a loop, each on its own login, and none of them waits: the longest
- * is under a second. The longest of each is printed (`# online migrate …`). PostgreSQL only: PGlite
- * runs one statement at a time, so nothing there can run beside `migrate`.
+ * knowledge_ingestion) go on in a loop, each on its own login. A sampler watches their backends in
+ * pg_stat_activity every 20 ms: the longest time either spent waiting for a lock is the stall
+ * `migrate` caused, and it must stay under a second (the slowest operation of each loop is printed
+ * too: on a busy machine it also counts CPU shared with `migrate`'s graph build). PostgreSQL only:
+ * PGlite runs one statement at a time, so nothing there can run beside `migrate`.
  *
  * The fixture builds the origin's rows server-side and leaves out the origin's HNSW index (its
  * searches rank exactly and never use it); neither changes what `migrate` locks.
@@ -51,6 +53,7 @@ after(async () => {
 });
 
 interface Loop {
+  readonly pid: Promise<number>;
   readonly done: Promise<void>;
   readonly longest: () => number;
   readonly count: () => number;
@@ -62,9 +65,14 @@ function loop(url: string, op: (c: pg.Client, i: number) => Promise<unknown>): L
   let running = true;
   let longest = 0;
   let n = 0;
+  let pid: (n: number) => void = () => {};
+  const pidKnown = new Promise<number>((resolve) => {
+    pid = resolve;
+  });
   const done = (async () => {
     const c = new pg.Client({ connectionString: url });
     await c.connect();
+    pid(Number((await c.query('SELECT pg_backend_pid() AS p')).rows[0]?.p));
     try {
       while (running) {
         const t0 = performance.now();
@@ -76,7 +84,7 @@ function loop(url: string, op: (c: pg.Client, i: number) => Promise<unknown>): L
       await c.end();
     }
   })();
-  return { done, longest: () => longest, count: () => n, stop: () => (running = false) };
+  return { pid: pidKnown, done, longest: () => longest, count: () => n, stop: () => (running = false) };
 }
 
 test(`migrate on a ${ROWS.toLocaleString('en')}-row origin table: the origin's searches and writes never wait`, {
@@ -102,6 +110,27 @@ test(`migrate on a ${ROWS.toLocaleString('en')}-row origin table: the origin's s
   // Both loops running before migrate starts, and their quiet-time latency for the record.
   while (searches.count() < 3 || writes.count() < 3) await new Promise((r) => setTimeout(r, 20));
   const quiet = { search: searches.longest(), write: writes.longest() };
+  // The sampler: per backend, how long it has been waiting for a lock without a break.
+  const pids = await Promise.all([searches.pid, writes.pid]);
+  let sampling = true;
+  let longestLockWait = 0;
+  const sampler = (async () => {
+    const since = new Map<number, number>();
+    while (sampling) {
+      const r = await admin.query<{ pid: number }>(
+        "SELECT pid FROM pg_stat_activity WHERE pid = ANY ($1) AND wait_event_type = 'Lock'",
+        [pids],
+      );
+      const now = performance.now();
+      const waiting = new Set(r.rows.map((x) => x.pid));
+      for (const p of pids) {
+        if (!waiting.has(p)) since.delete(p);
+        else if (!since.has(p)) since.set(p, now);
+        else longestLockWait = Math.max(longestLockWait, now - (since.get(p) as number));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
   const owner = createPool({ connectionString: db.urlAs(OWNER_ROLE), max: 1, statementTimeoutMs: 0 });
   const t0 = performance.now();
   let result: Awaited<ReturnType<typeof migrate>>;
@@ -111,15 +140,18 @@ test(`migrate on a ${ROWS.toLocaleString('en')}-row origin table: the origin's s
     await owner.end();
     searches.stop();
     writes.stop();
-    await Promise.all([searches.done, writes.done]);
+    sampling = false;
+    await Promise.all([searches.done, writes.done, sampler]);
   }
   const seconds = (performance.now() - t0) / 1000;
   console.log(
-    `# online migrate, ${ROWS} rows: ${seconds.toFixed(1)} s; longest origin search ${Math.round(searches.longest())} ms (${searches.count()} run, ${Math.round(quiet.search)} ms before), longest origin write ${Math.round(writes.longest())} ms (${writes.count()} run, ${Math.round(quiet.write)} ms before)`,
+    `# online migrate, ${ROWS} rows: ${seconds.toFixed(1)} s; longest lock wait of an origin search or write ${Math.round(longestLockWait)} ms; longest origin search ${Math.round(searches.longest())} ms (${searches.count()} run, ${Math.round(quiet.search)} ms before), longest origin write ${Math.round(writes.longest())} ms (${writes.count()} run, ${Math.round(quiet.write)} ms before)`,
   );
   assert.ok(result.synced >= ROWS, `the derived rows were written (${result.synced})`);
   assert.equal(result.vectorIndexBuilt, true);
   assert.ok(searches.count() > 10 && writes.count() > 10, 'the loops ran during migrate');
-  assert.ok(searches.longest() < 1_000, `an origin search waited ${Math.round(searches.longest())} ms`);
-  assert.ok(writes.longest() < 1_000, `an origin write waited ${Math.round(writes.longest())} ms`);
+  assert.ok(
+    longestLockWait < 1_000,
+    `an origin search or write waited ${Math.round(longestLockWait)} ms for a lock`,
+  );
 });

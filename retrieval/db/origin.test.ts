@@ -424,7 +424,7 @@ describe("differential: this project's search = the origin's search_authorized_*
               }) as ChunkMetadata,
               embedding: randomVector(rand),
             }));
-          await o.pool.query('DELETE FROM knowledge.chunks');
+          await o.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
           await withIngestionLease(o.pool, (writer) => writeChunks(writer, { chunks: rows }));
           const q = randomVector(rand);
           const qv = toVectorParam(q);

@@ -232,7 +232,7 @@ describe('embedding profile', () => {
     );
     assert.equal((await ensureProfile(t.pool, 'local-hash-1024-v1', true)).ok, false);
     assert.equal((await ensureProfile(t.pool, 'bge-m3-1024-v1', true)).ok, true);
-    await t.pool.query('DELETE FROM knowledge.chunks');
+    await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
     await t.pool.query('DELETE FROM fgentic.embedding_profile');
   });
 });

@@ -313,8 +313,12 @@ async function deferredIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> 
   return r.rows as RecordedIndex[];
 }
 
-async function tableRows(client: pg.PoolClient): Promise<number> {
-  return Number((await client.query('SELECT count(*) AS n FROM fgentic.chunks')).rows[0]?.n ?? 0);
+/** Rows of the derived table (as the owner), or of the origin's table (as the writer, who may read it). */
+async function tableRows(
+  client: pg.PoolClient,
+  table: 'fgentic.chunks' | 'knowledge.chunks' = 'fgentic.chunks',
+) {
+  return Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n ?? 0);
 }
 
 /**
@@ -369,8 +373,8 @@ async function finishBulk(
   onPhase?: (label: string, total: number) => void,
   onProgress?: (done: number) => void,
 ): Promise<number> {
-  const rows = await tableRows(client);
   return asOwner(client, async () => {
+    const rows = await tableRows(client);
     const build = indexes.filter((ix) => !VECTOR_INDEX_METHODS.has(ix.am));
     const defer = indexes.filter((ix) => VECTOR_INDEX_METHODS.has(ix.am));
     onPhase?.('indexing', build.length);
@@ -487,7 +491,7 @@ export async function writeChunks(
     // (retrieval/README.md, "Large writes"). The table is counted only when the write could pay.
     const weighted = bulkWeight(full.length, aclOnly.length);
     if (plan.chunks.length > 0 && (mode === 'bulk' || (mode === 'auto' && weighted >= BULK_MIN_ROWS))) {
-      const n = await tableRows(client);
+      const n = await tableRows(client, 'knowledge.chunks');
       if (mode === 'bulk' || bulkPays(full.length, n, aclOnly.length)) rebuild = await beginBulk(client);
     }
     // Every origin row this transaction writes or deletes; its derived row follows before COMMIT.
