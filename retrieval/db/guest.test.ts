@@ -11,7 +11,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { type EmptyTestDatabase, meta, P, prng, randomVector, startEmptyTestDatabase } from '../testing.ts';
+import {
+  type EmptyTestDatabase,
+  meta,
+  onlyOn,
+  P,
+  prng,
+  randomVector,
+  startEmptyTestDatabase,
+} from '../testing.ts';
 import { migrate } from './migrate.ts';
 import { applyOriginSchema, ORIGIN_SKIP } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
@@ -129,6 +137,24 @@ describe('a guest in the origin database', { skip: ORIGIN_SKIP }, () => {
     origin = await database();
     await originJobs(origin);
     await originRows(origin);
+  });
+
+  test('without its own roles, migrate refuses before writing anything, naming each role and the step', {
+    skip: onlyOn('pglite', 'roles are cluster-wide on PostgreSQL, and the test cluster has them all'),
+  }, async () => {
+    const before = await originSnapshot(origin.pool);
+    await assert.rejects(migrateAsOwner(origin, 'ledger'), (err: Error) => {
+      assert.equal(err.name, 'MigratePrerequisiteError');
+      assert.match(err.message, /role fgentic_retrieval does not exist/);
+      assert.match(err.message, /role knowledge_projector does not exist/);
+      assert.match(err.message, /migrate --bootstrap/);
+      return true;
+    });
+    assert.deepEqual(await originSnapshot(origin.pool), before);
+    const ours = await origin.pool.query("SELECT to_regnamespace('fgentic') IS NULL AS none");
+    assert.equal(ours.rows[0]?.none, true, 'nothing of the project was created');
+    // The administrator's step (roles only, on the origin's database).
+    await bootstrapDatabase(origin.pool);
   });
   after(async () => {
     await origin?.close();

@@ -19,7 +19,7 @@ import {
 import { migrate } from './migrate.ts';
 import { applyOriginSchema, ORIGIN_SKIP } from './origin-fixture.ts';
 import { createPool } from './pool.ts';
-import { OWNER_ROLE } from './roles.ts';
+import { bootstrapDatabase, OWNER_ROLE } from './roles.ts';
 
 let t: TestDatabase;
 let origin: { db: EmptyTestDatabase; pool: pg.Pool } | undefined;
@@ -391,6 +391,7 @@ describe('metadata CHECK', () => {
     const pool = createPool({ connectionString: db.url, max: db.poolSize });
     try {
       await applyOriginSchema(pool, [1, 2, 3], db.engine === 'postgres' ? db.urlAs(OWNER_ROLE) : undefined);
+      await bootstrapDatabase(pool);
       const before = await constraint(pool);
       await migrate(pool);
       assert.equal(await constraint(pool), before);

@@ -39,7 +39,14 @@ import {
 import { loadMigrations, migrate, syncAll } from './migrate.ts';
 import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
-import { asRole, INGESTION_ROLE, ORIGIN_READER_ROLE, OWNER_ROLE, RETRIEVAL_ROLE } from './roles.ts';
+import {
+  asRole,
+  bootstrapDatabase,
+  INGESTION_ROLE,
+  ORIGIN_READER_ROLE,
+  OWNER_ROLE,
+  RETRIEVAL_ROLE,
+} from './roles.ts';
 
 const ORIGIN_VERSIONS = [1, 2, 3];
 /** The origin's schema Job logs in as knowledge_owner; PGlite has one session for every login. */
@@ -57,6 +64,8 @@ async function startOriginDatabase(): Promise<OriginDb> {
   const pool = createPool({ connectionString: db.url, max: db.poolSize });
   try {
     await applyOriginSchema(pool, [1, 2, 3], ownerUrl(db));
+    // The database administrator's one step for this project: its roles (a no-op for the origin's).
+    await bootstrapDatabase(pool);
   } catch (err) {
     await pool.end();
     await db.close();
