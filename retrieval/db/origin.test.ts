@@ -193,10 +193,17 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
       'SELECT 1 FROM fgentic.migrations',
       'SELECT 1 FROM fgentic_ledger.capabilities',
       'SELECT 1 FROM knowledge.schema_migrations',
-      `SELECT * FROM knowledge.search_authorized_matrix(${unitVector}, ARRAY['public']::text[],
-         '[{"kind":"matrix","principal":"@alice:org-a.example"}]'::jsonb, 1)`,
     ])
       await assert.rejects(retrieval.query(sql), PERMISSION_DENIED, sql);
+    // The origin's search functions too (the vector as a parameter: the role may not even name
+    // pgvector's type, since the origin revokes `public` from PUBLIC).
+    await assert.rejects(
+      retrieval.query(`SELECT * FROM knowledge.search_authorized_matrix($1, ARRAY['public'], $2, 1)`, [
+        toVectorParam([1, ...new Array<number>(1023).fill(0)]),
+        JSON.stringify([P.alice]),
+      ]),
+      PERMISSION_DENIED,
+    );
     const origin = asRole(o.pool, ORIGIN_READER_ROLE as never);
     await origin.query('SELECT count(*) FROM knowledge.chunks');
     await origin.query(

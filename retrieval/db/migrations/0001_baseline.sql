@@ -705,7 +705,8 @@ BEGIN
       set_config('enable_sort', 'on', true),
       set_config('enable_incremental_sort', 'on', true);
 
-    -- The origin's typed test on what the walk found, in rank order (primary-key probes).
+    -- The origin's typed test on what the walk found, in rank order: one primary-key probe per row
+    -- (OFFSET 0 keeps each EXISTS a probe; as a semi-join it could become a scan of the table).
     SELECT coalesce(array_agg(f.id ORDER BY f.n), ARRAY[]::text[]),
       coalesce(array_agg(f.d ORDER BY f.n), ARRAY[]::double precision[])
     INTO passed_ids, passed_distances
@@ -716,7 +717,8 @@ BEGIN
       WHERE c.chunk_id = f.id AND c.xmin = f.v
         AND (c.metadata->>'classification') = ANY (allowed_classifications)
         AND (audience IS NULL OR (c.metadata->'allowed_principals') @> audience)
-        AND (groups IS NULL OR (c.metadata->'allowed_groups') ?| groups));
+        AND (groups IS NULL OR (c.metadata->'allowed_groups') ?| groups)
+      OFFSET 0);
 
     IF cardinality(passed_ids) < depth
        AND (cardinality(coalesce(found_ids, ARRAY[]::text[])) >= fetch_rows OR cardinality(passed_ids) < authorized) THEN
@@ -800,8 +802,13 @@ BEGIN
   END IF;
 
   -- Exact, step 1: the integer-authorized rows ranked by (distance, chunk_id). The CTE keeps the
-  -- ranking off the HNSW index (it has no ORDER BY of its own).
-  PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+  -- ranking off the HNSW index (it has no ORDER BY of its own), and the scan is a bitmap of the ACL
+  -- index: the exact path runs for at most the bound's rows, and neither a sequential scan nor a
+  -- walk of the primary key (which a small table or the level id's estimate can make look cheaper)
+  -- reads only those.
+  PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),
+    set_config('enable_seqscan', 'off', true),
+    set_config('enable_indexscan', 'off', true);
   WITH authorized_rows AS MATERIALIZED (
     SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance, d.origin_xmin
     FROM fgentic.chunks d
@@ -818,7 +825,9 @@ BEGIN
   ) r;
 
   -- Step 2: the origin's typed test on those rows, in rank order (primary-key probes).
-  PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+  PERFORM set_config('plan_cache_mode', 'force_generic_plan', true),
+    set_config('enable_seqscan', 'on', true),
+    set_config('enable_indexscan', 'on', true);
   SELECT array_agg(f.id ORDER BY f.n), array_agg(f.d ORDER BY f.n)
   INTO passed_ids, passed_distances
   FROM unnest(coalesce(found_ids, ARRAY[]::text[]), coalesce(found_distances, ARRAY[]::double precision[]),
@@ -828,7 +837,8 @@ BEGIN
     WHERE c.chunk_id = f.id AND c.xmin = f.v
       AND (c.metadata->>'classification') = ANY (allowed_classifications)
       AND (audience IS NULL OR (c.metadata->'allowed_principals') @> audience)
-      AND (groups IS NULL OR (c.metadata->'allowed_groups') ?| groups));
+      AND (groups IS NULL OR (c.metadata->'allowed_groups') ?| groups)
+    OFFSET 0);
 
   IF ranked < fetch_rows OR cardinality(passed_ids) >= depth THEN
     -- Every integer-authorized row was ranked, or depth of the best ones passed the typed test.
@@ -841,7 +851,9 @@ BEGIN
 
   -- Collisions or rows changed since their sync pushed rows the typed test refuses into the integer
   -- ranking: the typed test on every integer-authorized row.
-  PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+  PERFORM set_config('plan_cache_mode', 'force_custom_plan', true),
+    set_config('enable_seqscan', 'off', true),
+    set_config('enable_indexscan', 'off', true);
   RETURN QUERY
     WITH authorized_rows AS MATERIALIZED (
       SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance
@@ -855,6 +867,8 @@ BEGIN
     SELECT 'exact'::text, a.chunk_id, a.distance FROM authorized_rows a
     ORDER BY a.distance, a.chunk_id
     LIMIT depth;
+  PERFORM set_config('enable_seqscan', 'on', true),
+    set_config('enable_indexscan', 'on', true);
 END;
 $function$;
 REVOKE ALL ON FUNCTION fgentic.rank_v1(
@@ -926,11 +940,14 @@ BEGIN
     SELECT 'vector'::text, (row_number() OVER (ORDER BY r.distance, r.chunk_id))::integer, r.plan,
       c.chunk_id, c.content, jsonb_build_object('source', c.metadata->'source', 'classification', c.metadata->'classification'), r.distance
     FROM fgentic.rank_v1(query_embedding, allowed_classifications, audience, NULL, all_ids, NULL,
-      depth, plan_hint, exact_threshold, ef_search, max_scan_tuples) r
-    JOIN knowledge.chunks c ON c.chunk_id = r.chunk_id
-    -- Each statement reads its own snapshot: the rows returned are re-checked as read here.
-    WHERE (c.metadata->>'classification') = ANY (allowed_classifications)
-      AND (c.metadata->'allowed_principals') @> audience
+      depth, plan_hint, exact_threshold, ef_search, max_scan_tuples) r,
+      -- One primary-key probe per row (OFFSET 0: never a join that scans the table). Each statement
+      -- reads its own snapshot: the rows returned are re-checked as read here.
+      LATERAL (SELECT c.chunk_id, c.content, c.metadata FROM knowledge.chunks c
+        WHERE c.chunk_id = r.chunk_id
+          AND (c.metadata->>'classification') = ANY (allowed_classifications)
+          AND (c.metadata->'allowed_principals') @> audience
+        OFFSET 0) c
     ORDER BY r.distance, r.chunk_id;
 
   IF query_text IS NOT NULL THEN
@@ -1022,10 +1039,12 @@ BEGIN
     SELECT 'vector'::text, (row_number() OVER (ORDER BY r.distance, r.chunk_id))::integer, r.plan,
       c.chunk_id, c.content, jsonb_build_object('source', c.metadata->'source', 'classification', c.metadata->'classification'), r.distance
     FROM fgentic.rank_v1(query_embedding, allowed_classifications, NULL, groups, level_ids,
-      group_ids, depth, plan_hint, exact_threshold, ef_search, max_scan_tuples) r
-    JOIN knowledge.chunks c ON c.chunk_id = r.chunk_id
-    WHERE (c.metadata->>'classification') = ANY (allowed_classifications)
-      AND (c.metadata->'allowed_groups') ?| groups
+      group_ids, depth, plan_hint, exact_threshold, ef_search, max_scan_tuples) r,
+      LATERAL (SELECT c.chunk_id, c.content, c.metadata FROM knowledge.chunks c
+        WHERE c.chunk_id = r.chunk_id
+          AND (c.metadata->>'classification') = ANY (allowed_classifications)
+          AND (c.metadata->'allowed_groups') ?| groups
+        OFFSET 0) c
     ORDER BY r.distance, r.chunk_id;
 
   IF query_text IS NOT NULL THEN
