@@ -65,7 +65,7 @@ async function main() {
   const pool = createPool({ connectionString: db.url, max: 1, statementTimeoutMs: 600_000 });
   try {
     await migrate(pool);
-    await pool.query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
+    await pool.query('DROP INDEX fgentic.chunks_embedding_hnsw_idx');
     const started = Date.now();
     for (let i = 0; i < N; i += 1000) {
       const chunks = Array.from({ length: Math.min(1000, N - i) }, (_, k) => ({

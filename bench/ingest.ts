@@ -376,7 +376,7 @@ async function searchLatency(sizes: readonly number[], queries = 30) {
       have = n;
       const indexAtLoad = stats.deferredIndexes > 0 ? 'deferred' : 'built';
       // Build a deferred index here, so that both plans can be timed on the same table.
-      const d = await t.pool.query('DELETE FROM knowledge.fgentic_deferred_indexes RETURNING def');
+      const d = await t.pool.query('DELETE FROM fgentic.deferred_indexes RETURNING def');
       for (const row of d.rows) await t.pool.query(row.def);
       const times = { exact: [] as number[], hnsw: [] as number[] };
       for (const q of qs)

@@ -21,7 +21,7 @@ import {
 } from 'kubernetes-models/admissionregistration.k8s.io/v1';
 import { CustomResourceDefinition } from 'kubernetes-models/apiextensions.k8s.io/v1';
 import { Deployment } from 'kubernetes-models/apps/v1';
-import { Job } from 'kubernetes-models/batch/v1';
+import { CronJob, Job } from 'kubernetes-models/batch/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import {
@@ -91,6 +91,7 @@ const MODELS: Record<string, new (o: Y) => { validate(): void }> = {
   'v1/Service': Service,
   'apps/v1/Deployment': Deployment,
   'batch/v1/Job': Job,
+  'batch/v1/CronJob': CronJob,
   'rbac.authorization.k8s.io/v1/ClusterRole': ClusterRole,
   'rbac.authorization.k8s.io/v1/ClusterRoleBinding': ClusterRoleBinding,
   'rbac.authorization.k8s.io/v1/Role': Role,
@@ -119,6 +120,7 @@ const MCP_KEY_ROLES = new Set([
   'RoleBinding/fgentic-retrieval-controller-mcp-key-mirrors',
 ]);
 const MIGRATE_JOB = 'fgentic-retrieval-migrate';
+const SYNC_CRONJOB = 'fgentic-retrieval-sync';
 const IMAGE_PLACEHOLDER = 'fgentic-retrieval';
 
 function validateCore(obj: Y, label: string): void {
@@ -242,7 +244,8 @@ describe('every YAML document under deploy/', () => {
       else if (MCP_KEY_ROLES.has(`${d.obj.kind}/${d.obj.metadata.name}`))
         assert.ok(['kagent', 'agentgateway-system'].includes(ns), `${where(d)}: namespace ${ns}`);
       // The migration Job (and its egress policy) runs where the owner credential lives.
-      else if (d.obj.metadata.name === MIGRATE_JOB) assert.equal(ns, 'postgres', `${where(d)}: namespace`);
+      else if (d.obj.metadata.name === MIGRATE_JOB || d.obj.metadata.name === SYNC_CRONJOB)
+        assert.equal(ns, 'postgres', `${where(d)}: namespace`);
       else assert.ok(OUR_NAMESPACES.has(ns), `${where(d)}: namespace ${ns}`);
     }
   });
@@ -270,6 +273,30 @@ describe('every YAML document under deploy/', () => {
     assert.equal(url.searchParams.get('sslmode'), 'verify-full');
   });
 
+  test('the sync CronJob runs `sync` as knowledge_owner, one at a time, restricted, without an API token', () => {
+    const cron = baseDocs.find((d) => d.obj.kind === 'CronJob')?.obj;
+    assert.ok(cron, 'sync CronJob');
+    assert.equal(cron.metadata.name, SYNC_CRONJOB);
+    assert.equal(cron.metadata.namespace, 'postgres');
+    assert.equal(cron.spec.concurrencyPolicy, 'Forbid');
+    const spec = cron.spec.jobTemplate.spec.template.spec;
+    assert.equal(spec.restartPolicy, 'Never');
+    assert.equal(spec.automountServiceAccountToken, false);
+    assertRestricted(`CronJob ${SYNC_CRONJOB}`, spec);
+    const c = spec.containers[0];
+    assert.deepEqual(c.args, ['sync']);
+    for (const v of ['PGUSER', 'PGPASSWORD'])
+      assert.equal(
+        c.env.find((e: Y) => e.name === v)?.valueFrom?.secretKeyRef?.name,
+        'pg-knowledge-owner',
+        v,
+      );
+    const policy = baseDocs.find(
+      (d) => d.obj.kind === 'NetworkPolicy' && d.obj.metadata.name === SYNC_CRONJOB,
+    )?.obj;
+    assert.deepEqual(policy?.spec.podSelector.matchLabels, { 'app.kubernetes.io/name': SYNC_CRONJOB });
+  });
+
   test('no (kind, namespace, name) is declared twice', () => {
     const seen = new Set<string>();
     for (const d of [...baseDocs, ...fluxDocs]) {
@@ -287,8 +314,9 @@ describe('every YAML document under deploy/', () => {
         o.metadata.name,
       );
       assert.notEqual(o.kind, 'ConfigMap', `ConfigMap ${o.metadata.name} belongs to the controller`);
-      // The migration Job's own egress policy is in `postgres`, which the reconciler never renders into.
-      if (o.kind === 'NetworkPolicy' && o.metadata.name !== MIGRATE_JOB)
+      // The migration Job's and the sync CronJob's own egress policies are in `postgres`, which the
+      // reconciler never renders into.
+      if (o.kind === 'NetworkPolicy' && o.metadata.name !== MIGRATE_JOB && o.metadata.name !== SYNC_CRONJOB)
         assert.equal(o.metadata.namespace, 'fgentic-system', o.metadata.name);
       // `knowledge` is owned by the platform's namespaces layer.
       if (o.kind === 'Namespace') assert.equal(o.metadata.name, 'fgentic-system');
@@ -557,7 +585,7 @@ describe('workloads', () => {
     );
     for (const v of ['PGUSER', 'PGPASSWORD']) {
       const e = env.find((x) => x.name === v);
-      assert.equal(e?.valueFrom?.secretKeyRef?.name, 'pg-knowledge-retrieval', v);
+      assert.equal(e?.valueFrom?.secretKeyRef?.name, 'pg-fgentic-retrieval', v);
     }
     // Secrets never arrive as literal values.
     for (const t of templates) {

@@ -191,10 +191,7 @@ describe('compiled dist/ with production dependencies only', () => {
       readdirSync(d).flatMap((n) => (statSync(join(d, n)).isDirectory() ? walk(join(d, n)) : [join(d, n)]));
     const files = walk(join(app, 'dist')).map((f) => relative(join(app, 'dist'), f));
     assert.ok(files.includes('cli/main.js'));
-    assert.ok(
-      files.includes('retrieval/db/migrations/0001_base_schema.sql'),
-      'SQL migrations ship with dist/',
-    );
+    assert.ok(files.includes('retrieval/db/migrations/0001_baseline.sql'), 'SQL migrations ship with dist/');
     assert.deepEqual(
       files.filter((f) => !/\.(js|sql)$/.test(f) || f.startsWith('e2e/')),
       [],

@@ -17,7 +17,6 @@ import {
   decodeFixture,
   matrixHeader,
   meta,
-  migrationFunction,
   oauthHeader,
   P,
   prng,
@@ -77,11 +76,9 @@ function expected(p: Projection, q: readonly number[], k: number): string[] {
 
 before(async () => {
   t = await startTestDatabase();
-  // Test build only: one id for every ACL string. The rows' ids go through id_of too: since
-  // migration 0016 row_ids computes the hash itself, so 0007's row_ids (which calls id_of) is put back.
-  await t.pool.query(`CREATE OR REPLACE FUNCTION fgentic_ids.id_of(value text) RETURNS integer
+  // Test build only: one id for every ACL string (row_ids and the search side both call id_of).
+  await t.pool.query(`CREATE OR REPLACE FUNCTION fgentic.id_of(value text) RETURNS integer
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path = pg_catalog AS $$ SELECT 7 $$`);
-  await t.pool.query(migrationFunction('0007_integer_acl_search.sql', 'fgentic_ids.row_ids'));
   await writeChunks(t.pool, {
     chunks: rows.map((r) => ({ chunk_id: r.id, content: `row ${r.id}`, embedding: r.v, metadata: r.m })),
   });
@@ -110,9 +107,9 @@ const projections: readonly [string, Projection][] = [
 
 describe('an integer ACL id collision cannot admit a row', () => {
   test('the collision is real: every stored row carries the same single id', async () => {
-    const r = await t.pool.query('SELECT DISTINCT fgentic_acl FROM knowledge.chunks');
+    const r = await t.pool.query('SELECT DISTINCT acl FROM fgentic.chunks');
     assert.deepEqual(
-      r.rows.map((x) => x.fgentic_acl),
+      r.rows.map((x) => x.acl),
       [[7]],
     );
   });
@@ -161,7 +158,7 @@ describe('an integer ACL id collision cannot admit a row', () => {
         [partner, null, ['partner/org-b/docs'], [7]],
       ] as const) {
         const r = await t.pool.query(
-          `SELECT chunk_id FROM knowledge.fgentic_rank_v1($1::vector, ARRAY['public'], $2::jsonb, $3::text[],
+          `SELECT chunk_id FROM fgentic.rank_v1($1::vector, ARRAY['public'], $2::jsonb, $3::text[],
              ARRAY[7], $4::integer[], $5, 'exact', 1000, 40, 50000)`,
           [toVectorParam(q), audience, groups, anyIds, depth],
         );

@@ -1,13 +1,15 @@
 /**
- * The bounded count that chooses the plan (migration 0014, docs/filtered-search.md#storage) reads
- * knowledge.fgentic_acl_rows, a narrow copy of (chunk_id, fgentic_acl) kept by statement triggers.
- * The copy must equal the table after every kind of write by the ingestion role (insert, upsert, ACL
- * update, rename, content-only update, delete, truncate), and the plan must follow the authorized
- * count as the writes change it: a stale copy would choose HNSW for an audience that can read only
- * a few rows, or the exact path for one that can read many.
+ * The bounded count that chooses the plan (docs/filtered-search.md) reads fgentic.acl_rows, a narrow
+ * copy of (chunk_id, acl) that statement triggers on the derived table keep. Every kind of write the
+ * origin's own writers make (insert, upsert, ACL update, rename, content-only update, delete,
+ * truncate), followed by a sync, must leave the copy equal to the derived table, and the plan must
+ * follow the authorized count as the writes change it: a stale copy would choose HNSW for an
+ * audience that can read only a few rows, or the exact path for one that can read many.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { syncAll } from './db/migrate.ts';
+import { INGESTION_ROLE } from './db/roles.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
 import { searchKnowledge } from './search.ts';
@@ -39,11 +41,11 @@ const id = (i: number) => `r${String(i).padStart(2, '0')}`;
 async function drift(): Promise<number> {
   const r = await t.pool.query<{ n: number }>(`
     SELECT ((SELECT count(*) FROM (
-        SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows
-        EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.chunks) a)
+        SELECT chunk_id, acl FROM fgentic.acl_rows
+        EXCEPT SELECT chunk_id, acl FROM fgentic.chunks) a)
       + (SELECT count(*) FROM (
-        SELECT chunk_id, fgentic_acl FROM knowledge.chunks
-        EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows) b))::int AS n`);
+        SELECT chunk_id, acl FROM fgentic.chunks
+        EXCEPT SELECT chunk_id, acl FROM fgentic.acl_rows) b))::int AS n`);
   return r.rows[0]?.n ?? -1;
 }
 
@@ -62,6 +64,16 @@ const plan = async (who: (typeof P)[keyof typeof P]) =>
 
 const principals = (ps: readonly (typeof P)[keyof typeof P][]) => JSON.stringify(ps);
 
+/** The `sync` command's work, as the ingestion role. */
+async function sync(): Promise<void> {
+  const client = await t.ingestion.connect();
+  try {
+    await syncAll(client, INGESTION_ROLE);
+  } finally {
+    client.release();
+  }
+}
+
 before(async () => {
   t = await startTestDatabase();
   // r00–r09 near the query, readable by alice and bob; r10–r39 elsewhere, alice only.
@@ -73,7 +85,7 @@ before(async () => {
       metadata: meta({ principals: i < 10 ? [P.alice, P.bob] : [P.alice] }),
     })),
   });
-  await t.pool.query('ANALYZE knowledge.chunks');
+  await t.pool.query('ANALYZE fgentic.chunks, fgentic.acl_rows');
 });
 
 after(async () => {
@@ -93,6 +105,9 @@ describe('the narrow ACL copy follows every write', () => {
        WHERE chunk_id BETWEEN 'r10' AND 'r24'`,
       [principals([P.alice, P.bob])],
     );
+    // Not searched as widened until a sync takes the changed rows.
+    assert.equal(await plan(P.bob), 'exact');
+    await sync();
     assert.equal(await drift(), 0);
     assert.equal(await plan(P.bob), 'hnsw');
   });
@@ -100,6 +115,7 @@ describe('the narrow ACL copy follows every write', () => {
   test('content-only updates, renames and upserts keep the copy equal', async () => {
     await t.ingestion.query("UPDATE knowledge.chunks SET content = content || ' (edited)'");
     await t.ingestion.query("UPDATE knowledge.chunks SET chunk_id = 'r39-renamed' WHERE chunk_id = 'r39'");
+    await sync();
     assert.equal(await drift(), 0);
     // An upsert of an existing row with a new ACL: bob loses r24.
     const [row] = (
@@ -112,12 +128,14 @@ describe('the narrow ACL copy follows every write', () => {
        ON CONFLICT (chunk_id) DO UPDATE SET metadata = EXCLUDED.metadata`,
       [row?.e, JSON.stringify(meta({ principals: [P.alice] }))],
     );
+    await sync();
     assert.equal(await drift(), 0);
     assert.equal(await plan(P.bob), 'hnsw');
   });
 
   test('a delete moves bob back to the exact path', async () => {
     await t.ingestion.query("DELETE FROM knowledge.chunks WHERE chunk_id BETWEEN 'r10' AND 'r19'");
+    await sync();
     assert.equal(await drift(), 0);
     // 10 near rows + r20–r23: 14 authorized, at or below the bound.
     assert.equal(await plan(P.bob), 'exact');
@@ -126,7 +144,12 @@ describe('the narrow ACL copy follows every write', () => {
 
   test('truncate empties the copy', async () => {
     await t.pool.query('TRUNCATE knowledge.chunks');
-    const n = await t.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM knowledge.fgentic_acl_rows');
-    assert.equal(n.rows[0]?.n, 0);
+    await sync();
+    const n = await t.pool.query<{ n: number }>(
+      'SELECT (SELECT count(*) FROM fgentic.acl_rows) + (SELECT count(*) FROM fgentic.chunks) AS n',
+    );
+    assert.equal(Number(n.rows[0]?.n), 0);
+    await t.pool.query('TRUNCATE fgentic.chunks');
+    assert.equal(await drift(), 0);
   });
 });

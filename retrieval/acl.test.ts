@@ -68,7 +68,7 @@ after(async () => {
 });
 
 async function load(rows: { id: string; m: ChunkMetadata; v: number[] }[]): Promise<void> {
-  await t.pool.query('DELETE FROM knowledge.chunks');
+  await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
   await writeChunks(t.pool, {
     chunks: rows.map((r) => ({
       chunk_id: r.id,
@@ -347,12 +347,12 @@ describe('the search functions re-check their arguments (a caller of the databas
   const invalid = (err: unknown) => (err as { code?: string }).code === '22023';
   const groupsCall = (policy: string, groups: string[], k = 5) =>
     t.retrieval.query(
-      'SELECT * FROM knowledge.fgentic_search_groups_v1($1::vector, $2::text[], $3, $4::text[], $5, NULL, $6, 1000, 100, 50000)',
+      'SELECT * FROM fgentic.search_groups_v1($1::vector, $2::text[], $3, $4::text[], $5, NULL, $6, 1000, 100, 50000)',
       [q, ['public'], policy, groups, k, 'auto'],
     );
   const matrixCall = (audience: unknown, k = 5, classes = ['public']) =>
     t.retrieval.query(
-      'SELECT * FROM knowledge.fgentic_search_matrix_v1($1::vector, $2::text[], $3::jsonb, $4, NULL, $5, 1000, 100, 50000)',
+      'SELECT * FROM fgentic.search_matrix_v1($1::vector, $2::text[], $3::jsonb, $4, NULL, $5, 1000, 100, 50000)',
       [q, classes, JSON.stringify(audience), k, 'auto'],
     );
   test('groups outside partner/<policy_id>/ are refused (ADR 0017 OAuth rule 2)', async () => {

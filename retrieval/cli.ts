@@ -31,7 +31,7 @@ import {
   type EmbeddedDatabase,
   startEmbeddedDatabase,
 } from './db/embedded.ts';
-import { migrate } from './db/migrate.ts';
+import { MigratePrerequisiteError, MigrationDriftError, migrate, syncAll } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
 import { asRole, bootstrapDatabase, INGESTION_ROLE, OWNER_ROLE } from './db/roles.ts';
 import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
@@ -400,10 +400,12 @@ export async function ingestCommand(argv: string[]): Promise<number> {
 }
 
 /**
- * `migrate [--database-url URL] [--bootstrap] [--data-dir DIR]`: apply this project's migrations as
- * knowledge_owner (the Job's login role, or a member of it). `--bootstrap` first creates the roles and
- * the vector extension and hands the database to knowledge_owner, which needs a superuser and is for
- * databases the origin's cluster did not prepare. Without a URL it migrates the embedded database.
+ * `migrate [--database-url URL] [--bootstrap] [--data-dir DIR] [--capability plain|ledger]`: apply
+ * this project's migrations as knowledge_owner (the Job's login role, or a member of it), re-assert
+ * the deployment's grants, and sync the derived search data (retrieval/db/migrate.ts).
+ * `--bootstrap` first creates the roles and the vector extension and hands the database to
+ * knowledge_owner, which needs a superuser; it is the database administrator's one step before the
+ * first `migrate` (deploy/README.md, "Database"). Without a URL it migrates the embedded database.
  */
 export async function migrateCommand(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
@@ -414,10 +416,16 @@ export async function migrateCommand(argv: string[]): Promise<number> {
         'database-url': { type: 'string' },
         'data-dir': { type: 'string' },
         bootstrap: { type: 'boolean' },
+        capability: { type: 'string' },
       },
     }));
   } catch {
     process.stderr.write('migrate: invalid arguments\n');
+    return 2;
+  }
+  const capability = values['capability'] ?? 'plain';
+  if (capability !== 'plain' && capability !== 'ledger') {
+    process.stderr.write('migrate: --capability must be plain or ledger\n');
     return 2;
   }
   const url = (values['database-url'] as string | undefined) ?? process.env['DATABASE_URL'];
@@ -434,13 +442,72 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       ...(url ? tlsFromEnv() : {}),
     });
     if (values['bootstrap'] === true || embedded) await bootstrapDatabase(pool);
-    const result = await migrate(pool, { role: OWNER_ROLE });
+    const result = await migrate(pool, {
+      role: OWNER_ROLE,
+      capability,
+      onSync: (covered) => process.stderr.write(`migrate: synced ${covered} rows\n`),
+    });
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
   } catch (err) {
     log.error('migrate failed', { error: err instanceof Error ? err.name : 'unknown' });
+    const known = err instanceof MigrationDriftError || err instanceof MigratePrerequisiteError;
+    const db = known ? undefined : databaseProblem(err, url);
+    process.stderr.write(`migrate: ${known ? (err as Error).message : db ? db.message : 'failed'}\n`);
+    return 1;
+  } finally {
+    await pool?.end().catch(() => {});
+    await embedded?.close();
+  }
+}
+
+/**
+ * `sync [--database-url URL | --data-dir DIR]`: a full sync of the derived search data
+ * (retrieval/db/migrate.ts, syncAll), as the login role: knowledge_ingestion or knowledge_owner. For
+ * rows the origin's own writers changed; this project's `ingest` keeps its own rows in step.
+ */
+export async function syncCommand(argv: string[]): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { 'database-url': { type: 'string' }, 'data-dir': { type: 'string' } },
+    }));
+  } catch {
+    process.stderr.write('sync: invalid arguments\n');
+    return 2;
+  }
+  const url = (values['database-url'] as string | undefined) ?? process.env['DATABASE_URL'];
+  let embedded: Awaited<ReturnType<typeof startEmbeddedDatabase>> | undefined;
+  let pool: ReturnType<typeof createPool> | undefined;
+  try {
+    embedded = url
+      ? undefined
+      : await startEmbeddedDatabase({ dataDir: String(values['data-dir'] ?? DEFAULT_DATA_DIR) });
+    pool = createPool({ connectionString: url ?? embedded?.url ?? '', max: 1, ...(url ? tlsFromEnv() : {}) });
+    const client = await pool.connect();
+    try {
+      // The embedded superuser session syncs as the ingestion role; a login syncs as itself.
+      const role = embedded
+        ? INGESTION_ROLE
+        : String((await client.query('SELECT current_user AS u')).rows[0]?.u);
+      const synced = await syncAll(client, role, (covered) =>
+        process.stderr.write(`sync: ${covered} rows\n`),
+      );
+      process.stdout.write(`${JSON.stringify({ synced })}\n`);
+    } finally {
+      client.release();
+    }
+    return 0;
+  } catch (err) {
+    const db = databaseProblem(err, url);
+    const code = (err as { code?: unknown } | undefined)?.code;
+    log.error('sync failed', {
+      error: err instanceof Error ? err.name : 'unknown',
+      ...(typeof code === 'string' ? { code } : {}),
+    });
     process.stderr.write(
-      `migrate: ${err instanceof Error && err.name === 'MigrationDriftError' ? err.message : 'failed'}\n`,
+      `sync: ${db ? db.message : code === '42501' ? 'this login may not sync (use knowledge_ingestion or knowledge_owner)' : 'failed'}\n`,
     );
     return 1;
   } finally {

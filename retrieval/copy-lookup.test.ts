@@ -35,7 +35,7 @@ const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.al
 
 async function hnswTakesInserts(on: boolean): Promise<void> {
   await t.pool.query(
-    "UPDATE pg_catalog.pg_index SET indisready = $1 WHERE indexrelid = 'knowledge.chunks_embedding_hnsw_idx'::regclass",
+    "UPDATE pg_catalog.pg_index SET indisready = $1 WHERE indexrelid = 'fgentic.chunks_embedding_hnsw_idx'::regclass",
     [on],
   );
 }
@@ -105,7 +105,7 @@ test('the walk itself does not see them (what makes the test above isolate the l
       "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true), set_config('hnsw.ef_search', '100', true)",
     );
     const r = await client.query(
-      `SELECT chunk_id FROM knowledge.chunks ORDER BY embedding <=> $1::vector LIMIT 20`,
+      `SELECT chunk_id FROM fgentic.chunks ORDER BY embedding <=> $1::vector LIMIT 20`,
       [`[${query.join(',')}]`],
     );
     await client.query('COMMIT');

@@ -127,9 +127,9 @@ test('hundreds of copies of one vector: the default plan never loses the closer 
     ];
     let trapped = 0;
     for (let build = 0; build < 8; build++) {
-      await many.pool.query('DROP INDEX IF EXISTS knowledge.chunks_embedding_hnsw_idx');
+      await many.pool.query('DROP INDEX IF EXISTS fgentic.chunks_embedding_hnsw_idx');
       await many.pool.query(
-        'CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',
+        'CREATE INDEX chunks_embedding_hnsw_idx ON fgentic.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',
       );
       const walk = await searchKnowledge(many.pool, req, { ...DEFAULT_PLANNER, force: 'hnsw' });
       if (walk.hits[0]?.chunk_id !== 'near-0') trapped++;

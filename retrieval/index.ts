@@ -118,7 +118,8 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
   try {
     if (embedded) {
       await bootstrapDatabase(pool);
-      if (options.migrate ?? true) await migrate(pool);
+      if (options.migrate ?? true)
+        await migrate(pool, { capability: options.capability === 'ledger' ? 'ledger' : 'plain' });
       await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
     }
     await assertServingPrivileges(servingPool);

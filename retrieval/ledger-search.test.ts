@@ -110,7 +110,7 @@ describe('ledger mode at search', () => {
     const v = value();
     await record(v);
     await t.pool.query(
-      'REVOKE EXECUTE ON FUNCTION fgentic_ledger.check_v1(bytea, text, bigint) FROM knowledge_retrieval',
+      'REVOKE EXECUTE ON FUNCTION fgentic_ledger.check_v1(bytea, text, bigint) FROM fgentic_retrieval',
     );
     try {
       assert.equal(await search(v), 'unavailable:database_unavailable');
@@ -119,7 +119,7 @@ describe('ledger mode at search', () => {
       assert.match(metrics, /fgentic_retrieval_ready 0/);
     } finally {
       await t.pool.query(
-        'GRANT EXECUTE ON FUNCTION fgentic_ledger.check_v1(bytea, text, bigint) TO knowledge_retrieval',
+        'GRANT EXECUTE ON FUNCTION fgentic_ledger.check_v1(bytea, text, bigint) TO fgentic_retrieval',
       );
     }
     assert.equal(await readyz(), 200);

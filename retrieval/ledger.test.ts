@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { asRole, PROJECTOR_ROLE } from './db/roles.ts';
+import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
 import { CHECK_SQL, capabilityDigest, PURGE_SQL, RECORD_SQL, recordMessage } from './ledger.ts';
 import { startTestDatabase, type TestDatabase } from './testing.ts';
 
@@ -121,15 +121,25 @@ describe('ledger purge', () => {
     assert.equal(await check(live, AGENT, dbNow), true);
   });
 
-  test('migrate grants the projector role when it is created after migration 0008 ran', async () => {
-    // The always-file re-asserts the grants on every run: dropping them and migrating again restores them.
-    await t.pool.query(
-      'REVOKE EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) FROM knowledge_projector',
-    );
-    assert.equal(await sqlstate(projector().query(RECORD_SQL, [fresh(), AGENT, dbNow + 60])), '42501');
+  test('migrate grants the ledger in ledger mode only: --capability plain revokes, ledger restores', async () => {
     const { migrate } = await import('./db/migrate.ts');
-    await migrate(t.pool);
+    const retrieval = asRole(t.pool, RETRIEVAL_ROLE);
+    // Plain mode: neither role may reach the ledger.
+    await migrate(t.pool, { capability: 'plain' });
+    assert.equal(await sqlstate(projector().query(RECORD_SQL, [fresh(), AGENT, dbNow + 60])), '42501');
+    assert.equal(
+      await sqlstate(retrieval.query('SELECT fgentic_ledger.check_v1($1, $2, $3)', [fresh(), AGENT, dbNow])),
+      '42501',
+    );
+    // Ledger mode: each gets its functions again, nothing more.
+    await migrate(t.pool, { capability: 'ledger' });
     await projector().query(RECORD_SQL, [fresh(), AGENT, dbNow + 60]);
+    await retrieval.query('SELECT fgentic_ledger.check_v1($1, $2, $3)', [fresh(), AGENT, dbNow]);
+    assert.equal(
+      await sqlstate(retrieval.query(RECORD_SQL, [fresh(), AGENT, dbNow + 60])),
+      '42501',
+      'the serving role may not record',
+    );
   });
 });
 

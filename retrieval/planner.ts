@@ -63,7 +63,9 @@ const knobs = (n: number) => `$${n}::text, $${n + 1}::integer, $${n + 2}::intege
 
 /**
  * The call of the search function for these arguments: typed parameters only. `queryText` (hybrid
- * mode) adds the keyword list; `null` asks for the vector list alone.
+ * mode) adds the keyword list; `null` asks for the vector list alone. The vector's type comes from
+ * the function's signature, not from a cast: the serving role need not see the schema pgvector
+ * lives in (the origin revokes `public` from PUBLIC).
  */
 export function searchStatement(
   args: SearchArguments,
@@ -77,15 +79,15 @@ export function searchStatement(
   if (args.kind === 'matrix') {
     return {
       text:
-        `SELECT ${COLUMNS} FROM knowledge.fgentic_search_matrix_v1(` +
-        `$1::vector, $2::text[], $3::jsonb, $4::integer, $5::text, ${knobs(6)}) ORDER BY list DESC, ord`,
+        `SELECT ${COLUMNS} FROM fgentic.search_matrix_v1(` +
+        `$1, $2::text[], $3::jsonb, $4::integer, $5::text, ${knobs(6)}) ORDER BY list DESC, ord`,
       values: [vector, [...args.classifications], args.audience, maxResults, queryText, ...tuning],
     };
   }
   return {
     text:
-      `SELECT ${COLUMNS} FROM knowledge.fgentic_search_groups_v1(` +
-      `$1::vector, $2::text[], $3::text, $4::text[], $5::integer, $6::text, ${knobs(7)}) ORDER BY list DESC, ord`,
+      `SELECT ${COLUMNS} FROM fgentic.search_groups_v1(` +
+      `$1, $2::text[], $3::text, $4::text[], $5::integer, $6::text, ${knobs(7)}) ORDER BY list DESC, ord`,
     values: [
       vector,
       [...args.classifications],

@@ -118,7 +118,7 @@ export function buildPredicate(p: Projection, firstParam = 1, alias = 'c'): Pred
   return { sql: `${cls.sql} AND ${rest.sql}`, params: [...cls.params, ...rest.params] };
 }
 
-/** Typed arguments of knowledge.fgentic_search_matrix_v1 / fgentic_search_groups_v1. */
+/** Typed arguments of fgentic.search_matrix_v1 / fgentic.search_groups_v1. */
 export type SearchArguments =
   | {
       readonly kind: 'matrix';

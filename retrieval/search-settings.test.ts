@@ -47,7 +47,7 @@ before(async () => {
       })),
     ],
   });
-  await t.pool.query('ANALYZE knowledge.chunks, knowledge.fgentic_acl_rows');
+  await t.pool.query('ANALYZE fgentic.chunks, fgentic.acl_rows');
 });
 after(async () => {
   await t?.close();
@@ -56,7 +56,7 @@ after(async () => {
 async function settingsOf(name: string): Promise<string[]> {
   const r = await t.pool.query<{ c: string[] | null }>(
     `SELECT p.proconfig AS c FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-     WHERE n.nspname = 'knowledge' AND p.proname = $1`,
+     WHERE n.nspname = 'fgentic' AND p.proname = $1`,
     [name],
   );
   assert.equal(r.rows.length, 1, name);
@@ -64,13 +64,13 @@ async function settingsOf(name: string): Promise<string[]> {
 }
 
 test('the ranking core runs without JIT and plans per call unless it says otherwise', async () => {
-  const c = await settingsOf('fgentic_rank_v1');
+  const c = await settingsOf('rank_v1');
   assert.ok(c.includes('jit=off'), c.join(' '));
   assert.ok(c.includes('plan_cache_mode=force_custom_plan'), c.join(' '));
 });
 
 test('both search functions plan once per session', async () => {
-  for (const name of ['fgentic_search_matrix_v1', 'fgentic_search_groups_v1']) {
+  for (const name of ['search_matrix_v1', 'search_groups_v1']) {
     const c = await settingsOf(name);
     assert.ok(c.includes('plan_cache_mode=force_generic_plan'), `${name}: ${c.join(' ')}`);
   }
@@ -122,8 +122,8 @@ test("a small audience's exact search reads its own rows, not the table", async 
   const rowsRead = async () => {
     await flushStatistics(t.pool, t.retrieval);
     const r = await t.pool.query<{ n: string }>(
-      `SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n
-       FROM pg_catalog.pg_stat_user_tables WHERE schemaname = 'knowledge' AND relname = 'chunks'`,
+      `SELECT sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)) AS n
+       FROM pg_catalog.pg_stat_user_tables WHERE schemaname IN ('knowledge', 'fgentic') AND relname = 'chunks'`,
     );
     return Number(r.rows[0]?.n);
   };

@@ -238,12 +238,9 @@ export async function startTestDatabase(): Promise<TestDatabase> {
   try {
     await bootstrapDatabase(pool);
     const owner = login(OWNER_ROLE);
-    await migrate(owner);
-    // Small graph parameters keep inserts fast in tests (docs/upstream.md#deps-pglite).
-    await asRole(owner, OWNER_ROLE).query('DROP INDEX knowledge.chunks_embedding_hnsw_idx');
-    await asRole(owner, OWNER_ROLE).query(
-      'CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)',
-    );
+    // Small graph parameters keep inserts fast in tests (docs/upstream.md#deps-pglite); the ledger's
+    // grants are given so ledger-mode servers can run on any test database.
+    await migrate(owner, { hnsw: { m: 8, efConstruction: 32 }, capability: 'ledger' });
   } catch (err) {
     for (const p of own) await p.end().catch(() => {});
     await pool.end().catch(() => {});

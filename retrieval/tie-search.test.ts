@@ -55,7 +55,7 @@ test('the approximate path equals the exact ranking on corpora full of duplicate
       runs++;
       const rand = prng(c.seed);
       const bases = Array.from({ length: c.distinct }, () => randomVector(rand));
-      await t.pool.query('TRUNCATE knowledge.chunks');
+      await t.pool.query('TRUNCATE knowledge.chunks, fgentic.chunks');
       await writeChunks(t.pool, {
         chunks: c.rows.map(([b, mask], i) => ({
           chunk_id: `r-${String((i * 7919 + c.idSalt) % 100_003).padStart(6, '0')}-${i}`,

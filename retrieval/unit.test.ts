@@ -75,15 +75,12 @@ describe('predicate (pure)', () => {
   test('the search call names one versioned function and passes identity only as typed parameters', () => {
     const matrix = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
     const m = searchStatement(searchArguments(matrix), '[1]', 5, null, DEFAULT_PLANNER);
-    assert.match(
-      m.text,
-      /^SELECT .* FROM knowledge\.fgentic_search_matrix_v1\(\$1::vector, \$2::text\[\], \$3::jsonb,/,
-    );
+    assert.match(m.text, /^SELECT .* FROM fgentic\.search_matrix_v1\(\$1, \$2::text\[\], \$3::jsonb,/);
     assert.ok(!m.text.includes(P.alice.principal));
     assert.deepEqual(m.values.slice(3), [5, null, 'auto', 1_000, 100, 50_000]);
     const oauth = decodeFixture(oauthHeader({ policy: 'org-b', groups: ['partner/org-b/docs'] }));
     const g = searchStatement(searchArguments(oauth), '[1]', 5, 'q', { ...DEFAULT_PLANNER, force: 'hnsw' });
-    assert.match(g.text, /FROM knowledge\.fgentic_search_groups_v1\(/);
+    assert.match(g.text, /FROM fgentic\.search_groups_v1\(/);
     assert.ok(!g.text.includes('partner/'));
     assert.deepEqual(g.values.slice(2, 7), ['org-b', ['partner/org-b/docs'], 5, 'q', 'hnsw']);
     assert.equal(choosePlan(DEFAULT_PLANNER.exactThreshold, DEFAULT_PLANNER), 'exact');

@@ -75,6 +75,7 @@ export const CLUSTER_ROLES = [
   'knowledge_ingestion',
   'knowledge_connector',
   'knowledge_projector',
+  'fgentic_retrieval',
 ] as const;
 
 /** What a running cluster is, as far as a client needs to know (it travels through the environment). */

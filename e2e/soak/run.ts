@@ -271,21 +271,21 @@ function postgresFaults(
   const cluster = s.db.cluster!;
   return [
     {
-      name: 'PostgreSQL server stopped (fast shutdown), then started',
-      run: async () => {
-        cluster.stopServer();
-        await hold(10_000);
-        cluster.startServer();
-        return undefined;
-      },
-    },
-    {
       name: 'serving connections terminated (pg_terminate_backend)',
       run: async () => {
         const ended = await s.db.terminateServing!();
         await hold(2_000);
         const again = await s.db.terminateServing!();
         return `${ended} then ${again} connections ended`;
+      },
+    },
+    {
+      name: 'PostgreSQL server stopped (fast shutdown), then started',
+      run: async () => {
+        cluster.stopServer();
+        await hold(10_000);
+        cluster.startServer();
+        return undefined;
       },
     },
   ];

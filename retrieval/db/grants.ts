@@ -12,23 +12,17 @@ export const GRANTS_END = '<!-- grants:end -->';
 
 /**
  * Every schema the migrations create (grants.test.ts checks this against their CREATE SCHEMA
- * statements): `knowledge`, the capability ledger (0008), and the two schemas of functions every
- * writer evaluates through the table's generated column, indexes and CHECK (0007, 0011).
+ * statements): `knowledge` (on a database the origin has not migrated), the project's `fgentic`
+ * and the capability ledger's `fgentic_ledger`.
  */
-export const GRANT_SCHEMAS: readonly string[] = [
-  'knowledge',
-  'fgentic_ledger',
-  'fgentic_ids',
-  'fgentic_checks',
-];
+export const GRANT_SCHEMAS: readonly string[] = ['knowledge', 'fgentic', 'fgentic_ledger'];
 
 /** The grantee `PUBLIC` (every role), as aclexplode reports it: grantee 0. */
 export const PUBLIC_GRANTEE = 'PUBLIC';
 
 /**
- * Markdown list of every privilege each role holds on GRANT_SCHEMAS and the objects in them. The
- * grants to PUBLIC are listed too: the schemas of functions every writer evaluates give theirs to
- * every role, so the origin's own writers need none.
+ * Markdown list of every privilege each role holds on GRANT_SCHEMAS and the objects in them.
+ * PUBLIC is listed too, to show that it holds nothing.
  */
 export async function describeGrants(
   pool: pg.Pool,

@@ -1,23 +1,23 @@
 /**
  * One MXID grammar. contract's isFullMxid never accepts a string the origin's knowledge.is_full_mxid
  * (its CHECK helper, executed here from the origin's own schema SQL) refuses, and this project's own
- * is_full_mxid (migration 0001, the empty-database path) accepts exactly what isFullMxid accepts.
+ * fgentic.is_full_mxid accepts exactly what isFullMxid accepts.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { isFullMxid } from '../../contract/index.ts';
-import { startTestDatabase, type TestDatabase } from '../testing.ts';
-import { startEmbeddedDatabase } from './embedded.ts';
+import { startEmptyTestDatabase, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { applyOriginSchema, ORIGIN_SKIP } from './origin-fixture.ts';
 import { createPool } from './pool.ts';
+import { OWNER_ROLE } from './roles.ts';
 
 type Judge = (xs: readonly string[]) => Promise<boolean[]>;
 
-function judge(pool: { query: TestDatabase['pool']['query'] }): Judge {
+function judge(pool: { query: TestDatabase['pool']['query'] }, schema: 'fgentic' | 'knowledge'): Judge {
   return async (xs) => {
     const r = await pool.query(
-      'SELECT coalesce(knowledge.is_full_mxid(s), false) AS ok FROM unnest($1::text[]) WITH ORDINALITY AS u(s, i) ORDER BY i',
+      `SELECT coalesce(${schema}.is_full_mxid(s), false) AS ok FROM unnest($1::text[]) WITH ORDINALITY AS u(s, i) ORDER BY i`,
       [xs],
     );
     return r.rows.map((x) => x.ok as boolean);
@@ -30,15 +30,15 @@ let closeOrigin: () => Promise<void>;
 before(async () => {
   if (ORIGIN_SKIP) return;
   ours = await startTestDatabase();
-  const db = await startEmbeddedDatabase();
+  const db = await startEmptyTestDatabase();
   const pool = createPool({ connectionString: db.url, max: 2 });
   // Set before the schema is applied, so a failing fixture still closes the database.
   closeOrigin = async () => {
     await pool.end().catch(() => {});
     await db.close();
   };
-  await applyOriginSchema(pool, [1]);
-  origin = judge(pool);
+  await applyOriginSchema(pool, [1], db.engine === 'postgres' ? db.urlAs(OWNER_ROLE) : undefined);
+  origin = judge(pool, 'knowledge');
 });
 after(async () => {
   await ours?.close();
@@ -130,7 +130,7 @@ describe('one MXID grammar', { skip: ORIGIN_SKIP }, () => {
       '@a:01.2.3.4',
     ];
     const theirs = await origin(edges);
-    const mine = await judge(ours.pool)(edges);
+    const mine = await judge(ours.pool, 'fgentic')(edges);
     edges.forEach((s, i) => {
       if (isFullMxid(s)) assert.equal(theirs[i], true, `contract accepts what the origin refuses: ${s}`);
       assert.equal(mine[i], isFullMxid(s), `migration 0001 and contract differ on ${s}`);
@@ -146,7 +146,7 @@ describe('one MXID grammar', { skip: ORIGIN_SKIP }, () => {
     await fc.assert(
       fc.asyncProperty(fc.array(noisy, { minLength: 50, maxLength: 50 }), async (xs) => {
         const theirs = await origin(xs);
-        const mine = await judge(ours.pool)(xs);
+        const mine = await judge(ours.pool, 'fgentic')(xs);
         xs.forEach((s, i) => {
           const c = isFullMxid(s);
           if (c) {

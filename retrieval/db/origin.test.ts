@@ -1,8 +1,9 @@
 /**
  * On the origin's knowledge database: its own v1–v3 schema SQL applied first (verbatim, from the
  * upstream fixture folder), then this project's migrations as knowledge_owner, then the server as
- * knowledge_retrieval. Also the other order (project first, the origin's Jobs after), the refusal of
- * a direct SELECT, and a differential against the origin's own search functions.
+ * fgentic_retrieval. Also the other order (project first, the origin's Jobs after), rows the origin's
+ * own writers change (searched after a sync, revoked at once), the serving role's refusal of every
+ * table, and a differential against the origin's own search functions.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -35,10 +36,17 @@ import {
   startTestDatabase,
   type TestDatabase,
 } from '../testing.ts';
-import { loadMigrations, migrate } from './migrate.ts';
+import { loadMigrations, migrate, syncAll } from './migrate.ts';
 import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
-import { asRole, INGESTION_ROLE, OWNER_ROLE, RETRIEVAL_ROLE, ServingPrivilegeError } from './roles.ts';
+import {
+  asRole,
+  bootstrapDatabase,
+  INGESTION_ROLE,
+  ORIGIN_READER_ROLE,
+  OWNER_ROLE,
+  RETRIEVAL_ROLE,
+} from './roles.ts';
 
 const ORIGIN_VERSIONS = [1, 2, 3];
 /** The origin's schema Job logs in as knowledge_owner; PGlite has one session for every login. */
@@ -56,6 +64,8 @@ async function startOriginDatabase(): Promise<OriginDb> {
   const pool = createPool({ connectionString: db.url, max: db.poolSize });
   try {
     await applyOriginSchema(pool, [1, 2, 3], ownerUrl(db));
+    // The database administrator's one step for this project: its roles (a no-op for the origin's).
+    await bootstrapDatabase(pool);
   } catch (err) {
     await pool.end();
     await db.close();
@@ -92,18 +102,16 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
   test('our migrations apply on top, skip the base schema, and leave the origin its own versions', async () => {
     assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
     const result = await migrate(o.pool);
-    assert.deepEqual(result, {
-      applied: loadMigrations()
-        .map((m) => m.version)
-        .filter((v) => v !== 1),
-      skipped: [1],
-    });
+    assert.deepEqual(
+      result.applied,
+      loadMigrations().map((m) => m.version),
+    );
     // The origin's runtime check: exactly its own versions in its table.
     assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
-    assert.deepEqual(await migrate(o.pool), { applied: [], skipped: [] });
+    assert.deepEqual((await migrate(o.pool)).applied, []);
   });
 
-  test('rows the origin writes (its four columns only) get their integer ACL and guard statistics', async () => {
+  test("rows the origin's writers write are searched once synced; a revocation applies at once", async () => {
     const ingestion = asRole(o.pool, INGESTION_ROLE);
     const write = (id: string, m: ChunkMetadata) =>
       ingestion.query(
@@ -112,34 +120,40 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
            metadata = EXCLUDED.metadata`,
         [id, `origin ${id}`, JSON.stringify(m)],
       );
-    const acl = async (id: string) =>
-      (
-        await o.pool.query(
-          'SELECT fgentic_acl = fgentic_ids.row_ids(metadata) AS same, cardinality(fgentic_acl) AS n FROM knowledge.chunks WHERE chunk_id = $1',
-          [id],
-        )
-      ).rows[0];
+    const sync = async () => {
+      const c = await ingestion.connect();
+      try {
+        await syncAll(c, INGESTION_ROLE);
+      } finally {
+        c.release();
+      }
+    };
     const stats = async () =>
-      Number((await o.pool.query('SELECT row_count FROM knowledge.fgentic_search_stats')).rows[0]?.row_count);
-    const search = async () =>
+      Number((await o.pool.query('SELECT row_count FROM fgentic.search_stats')).rows[0]?.row_count ?? 0);
+    const search = async (who: MatrixPrincipal) =>
       (
         await searchKnowledge(asRole(o.pool, RETRIEVAL_ROLE), {
-          projection: decodeFixture(matrixHeader({ caller: P.carol, audience: [P.carol] })),
+          projection: decodeFixture(matrixHeader({ caller: who, audience: [who] })),
           embedding: [1, ...new Array<number>(1023).fill(0)],
           maxResults: 5,
         })
       ).hits.map((h) => h.chunk_id);
     const before = await stats();
     await write('origin-acl-1', meta({ principals: [P.carol] }));
-    // Two principal-free ids would be wrong: one principal id and the two level ids of a public row.
-    assert.deepEqual(await acl('origin-acl-1'), { same: true, n: 3 });
+    assert.deepEqual(await search(P.carol), [], 'not searched before a sync');
+    await sync();
     assert.equal(await stats(), before + 1);
-    assert.deepEqual(await search(), ['origin-acl-1']);
-    // The origin's upsert replaces the metadata: the integer ACL follows it.
+    assert.deepEqual(await search(P.carol), ['origin-acl-1']);
+    // The origin's upsert moves the row to alice: carol loses it on the very next search, before any
+    // sync; alice gets it with the sync.
     await write('origin-acl-1', meta({ principals: [P.alice] }));
-    assert.deepEqual(await acl('origin-acl-1'), { same: true, n: 3 });
-    assert.deepEqual(await search(), []);
+    assert.deepEqual(await search(P.carol), []);
+    await sync();
+    assert.deepEqual(await search(P.alice), ['origin-acl-1']);
+    assert.deepEqual(await search(P.carol), []);
     await ingestion.query("DELETE FROM knowledge.chunks WHERE chunk_id = 'origin-acl-1'");
+    assert.deepEqual(await search(P.alice), [], 'a deleted row is gone at once');
+    await sync();
     assert.equal(await stats(), before);
   });
 
@@ -169,44 +183,48 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
     }
   });
 
-  test('the retrieval role cannot SELECT knowledge.chunks (the origin granted it; migrate revokes it)', async () => {
+  test("the serving role reads no table; the origin's own reader keeps what the origin gave it", async () => {
     const retrieval = asRole(o.pool, RETRIEVAL_ROLE);
     assert.equal((await retrieval.query('SELECT current_user AS u')).rows[0]?.u, RETRIEVAL_ROLE);
-    await assert.rejects(retrieval.query('SELECT chunk_id FROM knowledge.chunks LIMIT 1'), PERMISSION_DENIED);
-    await assert.rejects(retrieval.query('SELECT count(*) FROM knowledge.chunks'), PERMISSION_DENIED);
-    // The origin's invoker-rights functions read the table with the caller's rights: closed as well.
+    for (const sql of [
+      'SELECT chunk_id FROM knowledge.chunks LIMIT 1',
+      'SELECT count(*) FROM fgentic.chunks',
+      'SELECT 1 FROM fgentic.embedding_profile',
+      'SELECT 1 FROM fgentic.migrations',
+      'SELECT 1 FROM fgentic_ledger.capabilities',
+      'SELECT 1 FROM knowledge.schema_migrations',
+    ])
+      await assert.rejects(retrieval.query(sql), PERMISSION_DENIED, sql);
+    // The origin's search functions too (the vector as a parameter: the role may not even name
+    // pgvector's type, since the origin revokes `public` from PUBLIC).
     await assert.rejects(
-      retrieval.query(
-        `SELECT * FROM knowledge.search_authorized_matrix(${unitVector}, ARRAY['public']::text[],
-           '[{"kind":"matrix","principal":"@alice:org-a.example"}]'::jsonb, 1)`,
-      ),
+      retrieval.query(`SELECT * FROM knowledge.search_authorized_matrix($1, ARRAY['public'], $2, 1)`, [
+        toVectorParam([1, ...new Array<number>(1023).fill(0)]),
+        JSON.stringify([P.alice]),
+      ]),
       PERMISSION_DENIED,
     );
-    for (const table of [
-      'knowledge.embedding_profile',
-      'knowledge.ingestion_leases',
-      'knowledge.fgentic_retrieval_migrations',
-      'knowledge.schema_migrations',
-    ])
-      await assert.rejects(retrieval.query(`SELECT 1 FROM ${table}`), PERMISSION_DENIED, table);
+    const origin = asRole(o.pool, ORIGIN_READER_ROLE as never);
+    await origin.query('SELECT count(*) FROM knowledge.chunks');
+    await origin.query(
+      `SELECT * FROM knowledge.search_authorized_matrix(${unitVector}, ARRAY['public']::text[],
+         '[{"kind":"matrix","principal":"@alice:org-a.example"}]'::jsonb, 1)`,
+    );
   });
 
-  test('a replayed origin v1 Job re-grants SELECT; the server then refuses to start until migrate runs', async () => {
+  test("a replayed origin v1 Job changes nothing of this project's: the server starts and serves", async () => {
     await applyOriginSchema(o.pool, [1], ownerUrl(o.db));
-    const options = {
+    const server = await startRetrievalServer({
       agents: [AGENT],
       databaseUrl: o.db.urlAs(RETRIEVAL_ROLE),
       pool: { max: 2 },
       port: 0,
       now: () => NOW,
-    };
-    await assert.rejects(startRetrievalServer(options), ServingPrivilegeError);
-    await migrate(o.pool);
-    const server = await startRetrievalServer(options);
+    });
     await server.close();
   });
 
-  test('the server serves as knowledge_retrieval: ingestion under the lease, search through the functions', async () => {
+  test('the server serves as fgentic_retrieval: ingestion under the lease, search through the functions', async () => {
     // Ingestion first, as the origin's ingestion login (the `ingest` path), then the server.
     await seedCorpus(o.db.urlAs(INGESTION_ROLE), [
       { content: 'origin alpha notes', metadata: meta({ source: 'docs/alpha.md', principals: [P.alice] }) },
@@ -269,7 +287,7 @@ describe('project first: this project on an empty database, the origin Jobs afte
     await assert.rejects(t.retrieval.query('SELECT 1 FROM knowledge.chunks'), PERMISSION_DENIED);
   });
 
-  test("the origin's v1–v3 still apply on top; migrate then restores the function path", async () => {
+  test("the origin's v1–v3 still apply on top, and the search keeps working", async () => {
     await applyOriginSchema(t.pool, [1, 2, 3], ownerUrl(t.db));
     assert.deepEqual(await originVersions(t.pool), ORIGIN_VERSIONS);
     await migrate(t.pool);
@@ -297,7 +315,7 @@ describe('project first: this project on an empty database, the origin Jobs afte
     );
   });
 
-  test("the origin's v1 re-defining the metadata CHECK after 0011: migrate leaves it as the origin made it, and writes still work", async () => {
+  test('the origin re-defining the metadata CHECK: migrate leaves it as the origin made it, and writes still work', async () => {
     const db = String((await t.pool.query('SELECT current_database() AS d')).rows[0]?.d);
     // The origin's own definition, read from its v1 SQL (its CREATE TABLE names the constraint).
     const origin = /CONSTRAINT chunks_metadata_valid (CHECK \(.*\))\s*$/m.exec(originSchemaSql(1, db))?.[1];
@@ -309,11 +327,7 @@ describe('project first: this project on an empty database, the origin Jobs afte
             WHERE conrelid = 'knowledge.chunks'::regclass AND conname = 'chunks_metadata_valid'`,
         )
       ).rows[0]?.def as string;
-    assert.equal(
-      await constraint(),
-      'CHECK (fgentic_checks.metadata_valid(metadata))',
-      '0011 replaced it here',
-    );
+    assert.equal(await constraint(), 'CHECK (fgentic.metadata_valid(metadata))', 'the baseline made it');
     const client = await t.pool.connect();
     try {
       await client.query('SET ROLE knowledge_owner');
@@ -427,7 +441,7 @@ describe("differential: this project's search = the origin's search_authorized_*
               }) as ChunkMetadata,
               embedding: randomVector(rand),
             }));
-          await o.pool.query('DELETE FROM knowledge.chunks');
+          await o.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
           await withIngestionLease(o.pool, (writer) => writeChunks(writer, { chunks: rows }));
           const q = randomVector(rand);
           const qv = toVectorParam(q);

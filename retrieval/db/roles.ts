@@ -2,10 +2,13 @@
  * Database roles and how a pool acts as one of them.
  *
  * The origin's knowledge database has one login role per job (docs/upstream.md#origin-knowledge-store-placement):
- * `knowledge_owner` runs migrations, `knowledge_ingestion` writes chunks, `knowledge_retrieval` serves
- * searches. This project adds `knowledge_projector`, the projector's role in capability-ledger mode,
- * which may only record and purge ledger entries (migration 0008, docs/ledger.md). In production each
- * process logs in as its own role. `asRole` additionally makes every
+ * `knowledge_owner` runs migrations, `knowledge_ingestion` writes chunks, `knowledge_retrieval` reads
+ * them for the origin's own search functions. This project adds two roles of its own:
+ * `fgentic_retrieval`, which the retrieval server serves as (EXECUTE on the project's search
+ * functions, nothing on any table), and `knowledge_projector`, the projector's role in
+ * capability-ledger mode (record and purge ledger entries only, docs/ledger.md). The origin's
+ * `knowledge_retrieval` keeps exactly the grants the origin gives it. In production each process
+ * logs in as its own role. `asRole` additionally makes every
  * transaction of a pool run under `SET LOCAL ROLE <role>`: a no-op when the login role is that role,
  * a drop of privileges when it is a member with more rights, and the only way to separate roles on
  * the embedded PGlite, which serves every socket connection from one shared session (a session-level
@@ -15,10 +18,13 @@
 import type pg from 'pg';
 
 export const OWNER_ROLE = 'knowledge_owner';
-export const RETRIEVAL_ROLE = 'knowledge_retrieval';
+/** The role the retrieval server serves as: the project's own. */
+export const RETRIEVAL_ROLE = 'fgentic_retrieval';
 export const INGESTION_ROLE = 'knowledge_ingestion';
 /** The projector's role in ledger mode: records and purges capability-ledger entries only. */
 export const PROJECTOR_ROLE = 'knowledge_projector';
+/** The origin's own reader, which the origin's search functions run as; never used by this project. */
+export const ORIGIN_READER_ROLE = 'knowledge_retrieval';
 export type DbRole =
   | typeof OWNER_ROLE
   | typeof RETRIEVAL_ROLE
@@ -204,24 +210,31 @@ export function asRole(pool: pg.Pool, role: DbRole, guard?: TransactionGuard): p
   });
 }
 
-/** The serving role holds a privilege on knowledge.chunks: the function path would not be enforced. */
+/** The serving role can reach chunks other than through the search functions, or cannot call them. */
 export class ServingPrivilegeError extends Error {
   constructor() {
-    super('the serving role has privileges on knowledge.chunks; run migrate');
+    super(
+      'the serving role must hold EXECUTE on the search functions and nothing on knowledge.chunks; run migrate',
+    );
     this.name = 'ServingPrivilegeError';
   }
 }
 
 /**
  * Refuse to serve unless the serving role can reach chunks only through the search functions: no
- * privilege on the table or any of its columns (its own or inherited), and EXECUTE on both functions.
+ * privilege on the origin's table or any of its columns (its own or inherited), none on the derived
+ * table, and EXECUTE on both functions.
  */
 export async function assertServingPrivileges(servingPool: pg.Pool): Promise<void> {
+  // By oid from the catalog: the serving role may not even look up names in the origin's schemas.
   const r = await servingPool.query(
-    `SELECT has_table_privilege('knowledge.chunks', 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
-         OR has_any_column_privilege('knowledge.chunks', 'SELECT, INSERT, UPDATE, REFERENCES') AS table_access,
-       has_function_privilege('knowledge.fgentic_search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)', 'EXECUTE')
-         AND has_function_privilege('knowledge.fgentic_search_groups_v1(public.vector, text[], text, text[], integer, text, text, integer, integer, integer)', 'EXECUTE') AS functions`,
+    `SELECT coalesce(bool_or(has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+                  OR has_any_column_privilege(c.oid, 'SELECT, INSERT, UPDATE, REFERENCES')), true) AS table_access,
+            (SELECT count(*) = 2 AND bool_and(has_function_privilege(p.oid, 'EXECUTE'))
+               FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = 'fgentic' AND p.proname IN ('search_matrix_v1', 'search_groups_v1')) AS functions
+       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE (n.nspname, c.relname) IN (('knowledge', 'chunks'), ('fgentic', 'chunks'))`,
   );
   const row = r.rows[0] as { table_access?: boolean; functions?: boolean } | undefined;
   if (row?.table_access !== false || row?.functions !== true) throw new ServingPrivilegeError();

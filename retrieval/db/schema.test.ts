@@ -27,30 +27,33 @@ after(async () => {
 
 describe('migrations', () => {
   test('versions are recorded once, in our own table, and re-running applies nothing', async () => {
-    const rows = (await t.pool.query(`SELECT version, sha256, outcome FROM ${MIGRATIONS_TABLE} ORDER BY 1`))
-      .rows;
+    const rows = (await t.pool.query(`SELECT version, sha256 FROM ${MIGRATIONS_TABLE} ORDER BY 1`)).rows;
     assert.deepEqual(
       rows,
-      loadMigrations().map((m) => ({ version: m.version, sha256: m.sha256, outcome: 'applied' })),
+      loadMigrations().map((m) => ({ version: m.version, sha256: m.sha256 })),
     );
-    assert.deepEqual(await migrate(t.pool), { applied: [], skipped: [] });
+    assert.deepEqual(await migrate(t.pool, { capability: 'ledger' }), {
+      applied: [],
+      synced: 0,
+      vectorIndexBuilt: false,
+    });
     // Project-first claims no origin version: the origin's table does not exist.
     const origin = await t.pool.query("SELECT to_regclass('knowledge.schema_migrations') AS t");
     assert.equal(origin.rows[0]?.t, null);
   });
   test('a migration changed after it was applied is refused', async () => {
-    const changed = loadMigrations().map((m) => (m.version === 3 ? { ...m, sha256: 'f'.repeat(64) } : m));
+    const changed = loadMigrations().map((m) => (m.version === 1 ? { ...m, sha256: 'f'.repeat(64) } : m));
     await assert.rejects(migrate(t.pool, { migrations: changed }), MigrationDriftError);
   });
   test('everything the migrations create belongs to knowledge_owner', async () => {
     const r = await t.pool.query(
       `SELECT count(*)::int AS n FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = 'knowledge' AND pg_catalog.pg_get_userbyid(c.relowner) <> 'knowledge_owner'`,
+       WHERE n.nspname IN ('knowledge', 'fgentic', 'fgentic_ledger') AND pg_catalog.pg_get_userbyid(c.relowner) <> 'knowledge_owner'`,
     );
     assert.equal(r.rows[0]?.n, 0);
     const f = await t.pool.query(
       `SELECT count(*)::int AS n FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-       WHERE n.nspname = 'knowledge' AND pg_catalog.pg_get_userbyid(p.proowner) <> 'knowledge_owner'`,
+       WHERE n.nspname IN ('knowledge', 'fgentic', 'fgentic_ledger') AND pg_catalog.pg_get_userbyid(p.proowner) <> 'knowledge_owner'`,
     );
     assert.equal(f.rows[0]?.n, 0);
   });
@@ -98,7 +101,7 @@ describe('metadata CHECK = contract validateChunkMetadata', () => {
         'x'.repeat(513),
         7,
         'docs/b.md',
-        // E'\v' is the letter v before PostgreSQL 18 (migration 0020).
+        // E'\v' is the letter v before PostgreSQL 18.
         'v/docs.md',
         'docs/dev',
         '\u000bdocs',
@@ -163,14 +166,11 @@ describe('metadata CHECK = contract validateChunkMetadata', () => {
     await fc.assert(
       fc.asyncProperty(metadata, async (m) => {
         const ts = validateChunkMetadata(m).ok;
-        // 0001's function and the table's CHECK (0011's function, migration 0020).
-        const r = await t.pool.query(
-          `SELECT coalesce(knowledge.is_valid_metadata($1::jsonb), false) AS ok,
-                  coalesce(fgentic_checks.metadata_valid($1::jsonb), false) AS checked`,
-          [JSON.stringify(m)],
-        );
+        // The function of the table's CHECK.
+        const r = await t.pool.query('SELECT coalesce(fgentic.metadata_valid($1::jsonb), false) AS ok', [
+          JSON.stringify(m),
+        ]);
         assert.equal(r.rows[0]?.ok, ts, JSON.stringify(m).slice(0, 300));
-        assert.equal(r.rows[0]?.checked, ts, JSON.stringify(m).slice(0, 300));
         if (ts) valid++;
       }),
       { numRuns: 600, seed: 17 },
@@ -199,17 +199,16 @@ describe('chunk id CHECK = contract isBoundedCleanText', () => {
     const id = fc.array(edge, { minLength: 0, maxLength: 4 }).map((cs) => cs.join(''));
     await fc.assert(
       fc.asyncProperty(id, async (v) => {
-        const r = await t.pool.query(
-          'SELECT coalesce(knowledge.is_bounded_clean_text($1, 512), false) AS ok',
-          [v],
-        );
+        const r = await t.pool.query('SELECT coalesce(fgentic.is_bounded_clean_text($1, 512), false) AS ok', [
+          v,
+        ]);
         assert.equal(r.rows[0]?.ok, isBoundedCleanText(v, 512), JSON.stringify(v));
       }),
       { numRuns: 300, seed: 23 },
     );
     // The named cases: a leading or trailing v is text, not whitespace.
     for (const v of ['v1', '1v', 'dev', 'v']) {
-      const r = await t.pool.query('SELECT knowledge.is_bounded_clean_text($1, 512) AS ok', [v]);
+      const r = await t.pool.query('SELECT fgentic.is_bounded_clean_text($1, 512) AS ok', [v]);
       assert.equal(r.rows[0]?.ok, true, v);
     }
   });
@@ -217,7 +216,7 @@ describe('chunk id CHECK = contract isBoundedCleanText', () => {
 
 describe('embedding profile', () => {
   test('first server claims an empty store; a different profile is refused', async () => {
-    await t.pool.query('DELETE FROM knowledge.embedding_profile');
+    await t.pool.query('DELETE FROM fgentic.embedding_profile');
     assert.deepEqual(await ensureProfile(t.pool, 'local-hash-1024-v1', true), {
       ok: true,
       profile: 'local-hash-1024-v1',
@@ -226,15 +225,15 @@ describe('embedding profile', () => {
     assert.equal(other.ok, false);
   });
   test('an unrecorded store that already holds chunks is only adopted by the origin profile', async () => {
-    await t.pool.query('DELETE FROM knowledge.embedding_profile');
+    await t.pool.query('DELETE FROM fgentic.embedding_profile');
     await t.pool.query(
       "INSERT INTO knowledge.chunks VALUES ('x', 'x', (ARRAY[1::real] || array_fill(0::real, ARRAY[1023]))::vector, $1)",
       [JSON.stringify(meta({ principals: [P.alice] }))],
     );
     assert.equal((await ensureProfile(t.pool, 'local-hash-1024-v1', true)).ok, false);
     assert.equal((await ensureProfile(t.pool, 'bge-m3-1024-v1', true)).ok, true);
-    await t.pool.query('DELETE FROM knowledge.chunks');
-    await t.pool.query('DELETE FROM knowledge.embedding_profile');
+    await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
+    await t.pool.query('DELETE FROM fgentic.embedding_profile');
   });
 });
 
@@ -261,8 +260,12 @@ describe('migrate command', () => {
       rmSync(dir, { recursive: true, force: true });
     }
     const results = out.filter((l) => l.startsWith('{"applied"')).map((l) => JSON.parse(l));
-    assert.deepEqual(results[0], { applied: loadMigrations().map((m) => m.version), skipped: [] });
-    assert.deepEqual(results[1], { applied: [], skipped: [] });
+    assert.deepEqual(results[0], {
+      applied: loadMigrations().map((m) => m.version),
+      synced: 0,
+      vectorIndexBuilt: true,
+    });
+    assert.deepEqual(results[1], { applied: [], synced: 0, vectorIndexBuilt: false });
   });
 });
 

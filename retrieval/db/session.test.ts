@@ -107,7 +107,7 @@ describe('search statements per connection state', () => {
   test('startup options: the role and read-only transactions, role names checked', () => {
     assert.equal(
       sessionOptions({ role: RETRIEVAL_ROLE, readOnly: true }),
-      '-c role=knowledge_retrieval -c default_transaction_read_only=on',
+      '-c role=fgentic_retrieval -c default_transaction_read_only=on',
     );
     assert.throws(() => sessionOptions({ role: 'x -c foo=1', readOnly: true }), RangeError);
   });
@@ -200,7 +200,7 @@ describe('search statements per connection state', () => {
     try {
       // The role switch travels with BEGIN, in one message.
       assert.deepEqual(await statementsOfOneSearch(c.pool), [
-        "BEGIN; SELECT set_config('role', 'knowledge_retr",
+        "BEGIN; SELECT set_config('role', 'fgentic_retrie",
         'SELECT list, ord, plan, chunk_id, content, metad',
         'COMMIT',
       ]);
@@ -211,7 +211,7 @@ describe('search statements per connection state', () => {
 
   test('the embedded superuser session: BEGIN READ ONLY with the role switch in one message, the statement, COMMIT', async () => {
     assert.deepEqual(await statementsOfOneSearch(t.pool), [
-      "BEGIN READ ONLY; SELECT set_config('role', 'know",
+      "BEGIN READ ONLY; SELECT set_config('role', 'fgen",
       'SELECT list, ord, plan, chunk_id, content, metad',
       'COMMIT',
     ]);

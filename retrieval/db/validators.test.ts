@@ -1,18 +1,18 @@
 /**
- * Migrations 0017 and 0019 re-create 0001's audience and group validators, and the two text checks
- * they call, as PL/pgSQL. They are compared here with 0001's own definitions (installed beside them
- * from the migration file) on generated input:
- * the group test gives the same answer everywhere; the principal test too, except where 0001's
- * bool_and skipped an element without a string principal, which 0017 refuses as the origin does.
+ * The database's validators (fgentic.is_valid_principal_array, fgentic.is_valid_group_array,
+ * fgentic.is_full_mxid, fgentic.is_dns1123_label) against the contract's own rules on generated
+ * input: an audience or group list, or an identifier, is valid in the database exactly when the
+ * contract (contract/metadata.ts validateChunkMetadata, contract/identifiers.ts) says so. The search
+ * functions re-check their arguments with these, so a caller of the database cannot widen them.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
+import { isDns1123Label, isFullMxid, validateChunkMetadata } from '../../contract/index.ts';
 import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
 import { searchArguments } from '../predicate.ts';
 import {
   decodeFixture,
-  installOldFunctions,
   matrixHeader,
   P,
   prng,
@@ -26,19 +26,12 @@ let t: TestDatabase;
 
 before(async () => {
   t = await startTestDatabase();
-  await installOldFunctions(
-    t.pool,
-    ['is_valid_principal_array', 'is_valid_group_array', 'is_full_mxid', 'is_dns1123_label'].map(
-      (name) => ['0001_base_schema.sql', `knowledge.${name}`] as const,
-    ),
-    'current',
-  );
 });
 after(async () => {
   await t?.close();
 });
 
-/** true, false, or 'error' (0001's SQL raised on some non-arrays; a raise refuses as false does). */
+/** true, false, or 'error' (a raise refuses as false does, but the validators never raise). */
 async function answer(fn: string, value: string, max: number): Promise<boolean | 'error'> {
   try {
     const r = await t.pool.query(`SELECT ${fn}($1::jsonb, $2) AS ok`, [value, max]);
@@ -47,7 +40,22 @@ async function answer(fn: string, value: string, max: number): Promise<boolean |
     return 'error';
   }
 }
-const refuses = (a: boolean | 'error') => a !== true;
+
+/** The contract's verdict on a principal list or a group list, each inside otherwise valid metadata. */
+const contractPrincipals = (value: unknown) =>
+  validateChunkMetadata({
+    source: { id: 'docs/a.md' },
+    classification: 'public',
+    allowed_principals: value,
+    allowed_groups: ['partner/org-b/docs'],
+  } as never).ok;
+const contractGroups = (value: unknown) =>
+  validateChunkMetadata({
+    source: { id: 'docs/a.md' },
+    classification: 'public',
+    allowed_principals: [P.alice],
+    allowed_groups: value,
+  } as never).ok;
 
 const word = fc.constantFrom('matrix', 'bridged_matrix', 'other', '', 'Matrix');
 const mxid = fc.constantFrom(
@@ -119,59 +127,42 @@ const arrayOf = <T>(item: fc.Arbitrary<T>) =>
     { weight: 1, arbitrary: fc.dictionary(fc.string({ maxLength: 2 }), jsonScalar, { maxKeys: 2 }) },
   );
 
-describe('migration 0017: the validators as PL/pgSQL', () => {
-  test('groups: the same answer as 0001 for any input and bound', async () => {
+describe('the database validators = the contract', () => {
+  test('groups: the same answer as the contract for any input', async () => {
     await fc.assert(
-      fc.asyncProperty(arrayOf(group), fc.integer({ min: 0, max: 8 }), async (value, max) => {
+      fc.asyncProperty(arrayOf(group), async (value) => {
         const json = JSON.stringify(value);
-        const now = await answer('knowledge.is_valid_group_array', json, max);
-        const was = await answer('fgentic_old.is_valid_group_array', json, max);
-        assert.equal(refuses(now), refuses(was), json);
-        assert.notEqual(now, 'error', 'the PL/pgSQL test never raises');
+        const db = await answer('fgentic.is_valid_group_array', json, 64);
+        assert.notEqual(db, 'error', 'the validator never raises');
+        assert.equal(db, contractGroups(value), json);
       }),
       { numRuns: 300 },
     );
   });
 
-  test('principals: the same answer as 0001, except elements without a string principal, now refused', async () => {
-    let skippedByOld = 0;
+  test('principals: the same answer as the contract for any input', async () => {
     await fc.assert(
-      fc.asyncProperty(arrayOf(principal), fc.integer({ min: 0, max: 8 }), async (value, max) => {
+      fc.asyncProperty(arrayOf(principal), async (value) => {
         const json = JSON.stringify(value);
-        const now = await answer('knowledge.is_valid_principal_array', json, max);
-        const was = await answer('fgentic_old.is_valid_principal_array', json, max);
-        assert.notEqual(now, 'error', 'the PL/pgSQL test never raises');
-        const principalLess =
-          Array.isArray(value) &&
-          value.some(
-            (e) =>
-              typeof e === 'object' &&
-              e !== null &&
-              typeof (e as { principal?: unknown }).principal !== 'string',
-          );
-        if (!refuses(was) && refuses(now)) {
-          assert.ok(principalLess, `only the skipped-element case may differ: ${json}`);
-          skippedByOld += 1;
-        } else assert.equal(refuses(now), refuses(was), json);
+        const db = await answer('fgentic.is_valid_principal_array', json, 64);
+        assert.notEqual(db, 'error', 'the validator never raises');
+        assert.equal(db, contractPrincipals(value), json);
       }),
       { numRuns: 400 },
     );
-    // The generator does reach the case that changed.
-    assert.ok(skippedByOld > 0, 'the generator never produced the case that changed');
   });
 
-  test('the case that changed, named: 0001 let it in, 0017 refuses it', async () => {
-    const value = '[{"kind":"matrix","x":"y"}]';
-    assert.equal(await answer('fgentic_old.is_valid_principal_array', value, 16), true);
-    assert.equal(await answer('knowledge.is_valid_principal_array', value, 16), false);
-    assert.equal(
-      await answer(
-        'knowledge.is_valid_principal_array',
-        '[{"kind":"matrix","principal":"@alice:org-a.example"}]',
-        16,
-      ),
-      true,
-    );
+  test('the bound: at most max_items elements', async () => {
+    const two = JSON.stringify([P.alice, P.bob]);
+    assert.equal(await answer('fgentic.is_valid_principal_array', two, 2), true);
+    assert.equal(await answer('fgentic.is_valid_principal_array', two, 1), false);
+    const groups = JSON.stringify(['partner/org-b/docs', 'partner/org-b/ops']);
+    assert.equal(await answer('fgentic.is_valid_group_array', groups, 2), true);
+    assert.equal(await answer('fgentic.is_valid_group_array', groups, 1), false);
+  });
+
+  test('an element without a string principal is refused', async () => {
+    assert.equal(await answer('fgentic.is_valid_principal_array', '[{"kind":"matrix","x":"y"}]', 16), false);
   });
 
   test('a search whose audience holds such an element is refused as an invalid argument', async () => {
@@ -191,15 +182,13 @@ describe('migration 0017: the validators as PL/pgSQL', () => {
   });
 });
 
-describe('migration 0019: the text checks as PL/pgSQL', () => {
-  /** Each string's answer from both definitions, in one statement. */
-  async function both(fn: string, xs: readonly string[]): Promise<[boolean | null, boolean | null][]> {
+describe('the text checks = the contract', () => {
+  async function answers(fn: string, xs: readonly string[]): Promise<(boolean | null)[]> {
     const r = await t.pool.query(
-      `SELECT knowledge.${fn}(s) AS now, fgentic_old.${fn}(s) AS was
-         FROM unnest($1::text[]) WITH ORDINALITY AS u(s, i) ORDER BY i`,
+      `SELECT fgentic.${fn}(s) AS ok FROM unnest($1::text[]) WITH ORDINALITY AS u(s, i) ORDER BY i`,
       [xs],
     );
-    return r.rows.map((x) => [x.now as boolean | null, x.was as boolean | null]);
+    return r.rows.map((x) => x.ok as boolean | null);
   }
   const near = (base: fc.Arbitrary<string>) =>
     fc.oneof(
@@ -210,39 +199,28 @@ describe('migration 0019: the text checks as PL/pgSQL', () => {
       fc.string({ unit: 'grapheme', maxLength: 6 }),
     );
 
-  for (const [fn, base] of [
-    ['is_full_mxid', mxid],
-    ['is_dns1123_label', network],
+  for (const [fn, base, rule] of [
+    ['is_full_mxid', mxid, isFullMxid],
+    ['is_dns1123_label', network, isDns1123Label],
   ] as const)
-    test(`${fn}: the same answer as 0001 for any string`, async () => {
+    test(`${fn}: the same answer as the contract for any string`, async () => {
       await fc.assert(
         fc.asyncProperty(fc.array(near(base), { minLength: 1, maxLength: 20 }), async (xs) => {
-          for (const [i, [now, was]] of (await both(fn, xs)).entries()) assert.equal(now, was, xs[i]);
+          for (const [i, ok] of (await answers(fn, xs)).entries())
+            assert.equal(ok, rule(xs[i] as string), xs[i]);
         }),
         { numRuns: 100 },
       );
     });
 
-  test('is_full_mxid: the same answer at the length bounds (3, 4, 255 and 256 bytes)', async () => {
+  test('is_full_mxid at the length bounds (3, 4, 255 and 256 bytes)', async () => {
     const server = ':example.org';
     const sized = (bytes: number) => `@${'a'.repeat(bytes - 1 - server.length)}${server}`;
-    const xs = ['@a:', '@a:b', sized(255), sized(256)];
-    assert.deepEqual(
-      (await both('is_full_mxid', xs)).map(([now]) => now),
-      [false, true, true, false],
-    );
-    for (const [i, [now, was]] of (await both('is_full_mxid', xs)).entries()) assert.equal(now, was, xs[i]);
-  });
-
-  test('both are PL/pgSQL now, with their grants', async () => {
-    const r = await t.pool.query(
-      `SELECT p.proname, l.lanname, has_function_privilege('knowledge_ingestion', p.oid, 'EXECUTE') AS ingest
-         FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang JOIN pg_namespace n ON n.oid = p.pronamespace
-        WHERE n.nspname = 'knowledge' AND p.proname IN ('is_full_mxid', 'is_dns1123_label') ORDER BY 1`,
-    );
-    assert.deepEqual(r.rows, [
-      { proname: 'is_dns1123_label', lanname: 'plpgsql', ingest: true },
-      { proname: 'is_full_mxid', lanname: 'plpgsql', ingest: true },
+    assert.deepEqual(await answers('is_full_mxid', ['@a:', '@a:b', sized(255), sized(256)]), [
+      false,
+      true,
+      true,
+      false,
     ]);
   });
 });

@@ -1,6 +1,7 @@
 /**
- * `npm run docs:grants`: migrate an empty embedded database with this project's migrations and write
- * the roles' privileges into retrieval/README.md between the grants markers.
+ * `npm run docs:grants`: migrate an empty embedded database with this project's migrations in ledger
+ * mode (plain mode grants the same minus everything on `fgentic_ledger`) and write the roles'
+ * privileges into retrieval/README.md between the grants markers.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -17,7 +18,7 @@ const db = await startEmbeddedDatabase();
 const pool = createPool({ connectionString: db.url, max: 2 });
 try {
   await bootstrapDatabase(pool);
-  await migrate(pool);
+  await migrate(pool, { capability: 'ledger' });
   const list = await describeGrants(pool);
   writeFileSync(README, replaceGrantsBlock(readFileSync(README, 'utf8'), list));
   process.stdout.write(`${list}\n`);

@@ -1,5 +1,5 @@
 /**
- * The embedding profile recorded in knowledge.embedding_profile (docs/decisions.md#d7-origin-schema). Vectors from
+ * The embedding profile recorded in fgentic.embedding_profile (docs/decisions.md#d7-origin-schema). Vectors from
  * different profiles are not comparable, so a mismatch means: refuse to serve, /readyz false.
  */
 import type pg from 'pg';
@@ -15,7 +15,7 @@ export type ProfileState =
 
 /** Through the function of migration 0003, which both the retrieval and the ingestion role may call. */
 export async function readProfile(db: pg.Pool | pg.PoolClient): Promise<string | undefined> {
-  const r = await db.query('SELECT knowledge.fgentic_embedding_profile_v1() AS profile');
+  const r = await db.query('SELECT fgentic.embedding_profile_v1() AS profile');
   return (r.rows[0]?.profile as string | null | undefined) ?? undefined;
 }
 
@@ -31,32 +31,12 @@ export async function ensureProfile(pool: pg.Pool, profile: string, claim: boole
     return stored === profile ? { ok: true, profile } : { ok: false, reason: 'profile_mismatch', stored };
   }
   if (!claim) return { ok: false, reason: 'profile_unrecorded' };
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    // Serializes claimers without a table lock (which would need more than INSERT on the table).
-    await client.query("SELECT pg_advisory_xact_lock(hashtextextended('fgentic:embedding-profile', 0))");
-    const again = await readProfile(client);
-    if (again === undefined) {
-      const any = await client.query('SELECT 1 FROM knowledge.chunks LIMIT 1');
-      if (any.rowCount !== 0 && profile !== BGE_M3_PROFILE) {
-        await client.query('ROLLBACK');
-        return { ok: false, reason: 'profile_mismatch' };
-      }
-      await client.query(
-        'INSERT INTO knowledge.embedding_profile (profile, dimensions) VALUES ($1, 1024) ON CONFLICT (singleton) DO NOTHING',
-        [profile],
-      );
-    }
-    const final = again ?? (await readProfile(client)) ?? profile;
-    await client.query('COMMIT');
-    return final === profile
-      ? { ok: true, profile }
-      : { ok: false, reason: 'profile_mismatch', stored: final };
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release();
-  }
+  // An origin database predates the profile and holds BGE-M3 vectors: only that profile adopts rows
+  // already there. The claim itself is one statement that records a profile only when none is.
+  const rows = await pool.query('SELECT fgentic.origin_has_rows_v1() AS any');
+  if (rows.rows[0]?.any === true && profile !== BGE_M3_PROFILE)
+    return { ok: false, reason: 'profile_mismatch' };
+  const r = await pool.query('SELECT fgentic.claim_embedding_profile_v1($1) AS profile', [profile]);
+  const final = String(r.rows[0]?.profile ?? '');
+  return final === profile ? { ok: true, profile } : { ok: false, reason: 'profile_mismatch', stored: final };
 }

@@ -66,7 +66,7 @@ interface Row {
 
 async function load(rows: readonly Row[], seed: number): Promise<void> {
   const rand = prng(seed);
-  await t.pool.query('DELETE FROM knowledge.chunks');
+  await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
   await writeChunks(t.pool, {
     chunks: rows.map((r) => ({
       chunk_id: r.id,
@@ -77,11 +77,13 @@ async function load(rows: readonly Row[], seed: number): Promise<void> {
   });
 }
 
+/** An ACL change as the origin's writers make one, taken into the derived rows by a sync. */
 async function setMetadata(id: string, m: ChunkMetadata): Promise<void> {
   await t.pool.query('UPDATE knowledge.chunks SET metadata = $2::jsonb WHERE chunk_id = $1', [
     id,
     JSON.stringify(m),
   ]);
+  await t.pool.query('SELECT fgentic.sync_rows(ARRAY[$1])', [id]);
 }
 
 /** The projection the projector would mint for the subject, through the contract's encode and decode. */

@@ -51,19 +51,19 @@ after(async () => {
   await t?.close();
 });
 beforeEach(async () => {
-  await t.pool.query('DELETE FROM knowledge.chunks');
+  await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
   // A test that bulk-loaded a small table left the vector index deferred; every test starts with it.
   await restoreDeferred(t.pool);
 });
 
 /** Builds every deferred index now, as a fixture (the superuser session). */
 async function restoreDeferred(pool: pg.Pool): Promise<void> {
-  const r = await pool.query('DELETE FROM knowledge.fgentic_deferred_indexes RETURNING def');
+  const r = await pool.query('DELETE FROM fgentic.deferred_indexes RETURNING def');
   for (const row of r.rows) await pool.query(row.def);
 }
 
 const deferred = async (pool = t.pool) =>
-  (await pool.query('SELECT name, am FROM knowledge.fgentic_deferred_indexes ORDER BY name')).rows;
+  (await pool.query('SELECT name, am FROM fgentic.deferred_indexes ORDER BY name')).rows;
 
 const PEOPLE: readonly MatrixPrincipal[] = [P.alice, P.bob, P.carol, P.slackBob];
 const WORDS = 'budget travel incident backup roadmap partner review release policy guide'.split(' ');
@@ -115,7 +115,7 @@ async function indexes() {
       `SELECT x.indexname, x.indexdef, i.indisvalid AND i.indisready AS usable,
               obj_description(i.indexrelid, 'pg_class') AS comment
          FROM pg_indexes x JOIN pg_index i ON i.indexrelid = (quote_ident(x.schemaname) || '.' || quote_ident(x.indexname))::regclass
-        WHERE x.schemaname = 'knowledge' AND x.tablename IN ('chunks', 'fgentic_acl_rows') ORDER BY x.indexname`,
+        WHERE x.schemaname = 'fgentic' AND x.tablename IN ('chunks', 'acl_rows') ORDER BY x.indexname`,
     )
   ).rows;
 }
@@ -196,19 +196,15 @@ describe('bulk load', () => {
     );
     assert.equal(stats.path, 'bulk');
     // Its GIN index (fastupdate off) is dropped for the load and re-created, like the table's.
-    assert.ok(statements.includes('DROP INDEX knowledge.fgentic_acl_rows_gin_idx'));
-    assert.ok(
-      statements.some((s) =>
-        /^CREATE INDEX fgentic_acl_rows_gin_idx ON knowledge\.fgentic_acl_rows /.test(s),
-      ),
-    );
+    assert.ok(statements.includes('DROP INDEX fgentic.acl_rows_gin_idx'));
+    assert.ok(statements.some((s) => /^CREATE INDEX acl_rows_gin_idx ON fgentic\.acl_rows /.test(s)));
     await restoreDeferred(t.pool);
     assert.deepEqual(await indexes(), original);
     const drift = await t.pool.query(
       `SELECT count(*)::int AS n FROM (
-         (SELECT chunk_id, fgentic_acl FROM knowledge.chunks EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows)
+         (SELECT chunk_id, acl FROM fgentic.chunks EXCEPT SELECT chunk_id, acl FROM fgentic.acl_rows)
          UNION ALL
-         (SELECT chunk_id, fgentic_acl FROM knowledge.fgentic_acl_rows EXCEPT SELECT chunk_id, fgentic_acl FROM knowledge.chunks)) d`,
+         (SELECT chunk_id, acl FROM fgentic.acl_rows EXCEPT SELECT chunk_id, acl FROM fgentic.chunks)) d`,
     );
     assert.equal(drift.rows[0].n, 0);
   });
@@ -219,7 +215,7 @@ describe('bulk load', () => {
     const rowsStats = await ingest(input, 'rows');
     assert.equal(rowsStats.path, 'rows');
     const byRows = { ...(await snapshot()), results: await searches(queries) };
-    await t.pool.query('DELETE FROM knowledge.chunks');
+    await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
     const bulkStats = await ingest(input, 'auto');
     assert.equal(bulkStats.path, 'bulk', 'an empty table and 600 new rows take the bulk path');
     const byBulk = { ...(await snapshot()), results: await searches(queries) };
@@ -228,7 +224,7 @@ describe('bulk load', () => {
     // 600 rows is at most VECTOR_INDEX_MIN_ROWS: the HNSW index waits, recorded; every other index
     // is as the row path left it, and searches return the same rows at the same distances.
     assert.ok(input.length <= VECTOR_INDEX_MIN_ROWS);
-    assert.deepEqual(await deferred(), [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    assert.deepEqual(await deferred(), [{ name: 'fgentic.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
     assert.deepEqual(
       byBulk.indexes,
       byRows.indexes.filter((i: { indexname: string }) => i.indexname !== 'chunks_embedding_hnsw_idx'),
@@ -279,7 +275,7 @@ describe('bulk load', () => {
           ];
         });
         const run = async (path: 'rows' | 'bulk') => {
-          await t.pool.query('DELETE FROM knowledge.chunks');
+          await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
           await restoreDeferred(t.pool);
           const stats = [];
           for (const input of inputs) {
@@ -416,7 +412,7 @@ describe('bulk load', () => {
     // And the table still takes a bulk load afterwards (its vector index waits: 520 rows).
     const again = await ingest(corpus(BULK_MIN_ROWS, 8, 'new '), 'auto');
     assert.equal(again.path, 'bulk');
-    assert.deepEqual(await deferred(), [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    assert.deepEqual(await deferred(), [{ name: 'fgentic.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
     await restoreDeferred(t.pool);
     assert.deepEqual((await snapshot()).indexes, before.indexes);
   });
@@ -531,8 +527,7 @@ describe('bulk load', () => {
 
 describe('ACL-only writes', () => {
   const graphOid = async () =>
-    (await t.pool.query("SELECT to_regclass('knowledge.chunks_embedding_hnsw_idx')::oid AS oid")).rows[0]
-      ?.oid;
+    (await t.pool.query("SELECT to_regclass('fgentic.chunks_embedding_hnsw_idx')::oid AS oid")).rows[0]?.oid;
 
   /** The same chunks, each now readable by one principal that no row had before. */
   const moveTo = (records: readonly IngestRecord[], who: MatrixPrincipal) =>
@@ -593,7 +588,7 @@ describe('ACL-only writes', () => {
     );
     assert.deepEqual(atCommit, {
       graph: false,
-      waiting: [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }],
+      waiting: [{ name: 'fgentic.chunks_embedding_hnsw_idx', am: 'hnsw' }],
     });
     assert.notEqual(await graphOid(), graph, 'the graph was rebuilt after the commit');
     assert.deepEqual(await deferred(), []);
@@ -696,7 +691,7 @@ describe('deferred vector index', () => {
 
 describe('vector index built after the commit', () => {
   const graph = async (pool = t.pool) =>
-    (await pool.query("SELECT to_regclass('knowledge.chunks_embedding_hnsw_idx') IS NOT NULL AS present"))
+    (await pool.query("SELECT to_regclass('fgentic.chunks_embedding_hnsw_idx') IS NOT NULL AS present"))
       .rows[0]?.present as boolean;
   const large = VECTOR_INDEX_MIN_ROWS + 100;
 
@@ -750,7 +745,7 @@ describe('vector index built after the commit', () => {
     assert.ok(atCommit !== undefined);
     assert.equal(atCommit.rows, large, 'every row is visible at the commit');
     assert.equal(atCommit.graph, false, 'the graph is not part of the write transaction');
-    assert.deepEqual(atCommit.waiting, [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    assert.deepEqual(atCommit.waiting, [{ name: 'fgentic.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
     assert.ok(atCommit.plans.some((p) => (p.exact as unknown[]).length > 0));
     for (const p of atCommit.plans)
       assert.deepEqual(p.hnsw, p.exact, 'without the graph the graph plan is exact');
@@ -784,7 +779,7 @@ describe('vector index built after the commit', () => {
     );
     assert.equal((await t.pool.query('SELECT count(*)::int AS n FROM knowledge.chunks')).rows[0].n, large);
     assert.equal(await graph(), false);
-    assert.deepEqual(await deferred(), [{ name: 'knowledge.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
+    assert.deepEqual(await deferred(), [{ name: 'fgentic.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
     for (const p of await bothPlans(queries)) assert.deepEqual(p.hnsw, p.exact);
     // The next write by an owner session, however small, builds it from the recorded definition.
     const next = await withIngestionLease(t.pool, async (w) =>
@@ -860,7 +855,7 @@ describe('after-write maintenance', () => {
         await t.pool.query(
           `SELECT coalesce(sum(gin_clean_pending_list(i.indexrelid)), 0) AS pages
              FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
-            WHERE i.indrelid = 'knowledge.chunks'::regclass AND am.amname = 'gin'`,
+            WHERE i.indrelid IN ('fgentic.chunks'::regclass, 'fgentic.acl_rows'::regclass) AND am.amname = 'gin'`,
         )
       ).rows[0].pages,
     );
@@ -868,7 +863,7 @@ describe('after-write maintenance', () => {
     Number(
       (
         await t.pool.query(
-          "SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'knowledge.chunks'::regclass",
+          "SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'fgentic.chunks'::regclass",
         )
       ).rows[0].n,
     );

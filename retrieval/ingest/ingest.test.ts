@@ -48,7 +48,7 @@ after(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 beforeEach(async () => {
-  await t.pool.query('DELETE FROM knowledge.chunks');
+  await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
   embedCalls = 0;
 });
 

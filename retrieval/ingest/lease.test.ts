@@ -84,12 +84,12 @@ describe('the ingestion role does only its job', () => {
     const denied = (err: unknown) => (err as { code?: string }).code === '42501';
     await assert.rejects(t.ingestion.query('DROP TABLE knowledge.chunks'), denied);
     // Without the grant option PostgreSQL only warns ("no privileges were granted"); nothing changes.
-    await t.ingestion.query('GRANT SELECT ON knowledge.chunks TO knowledge_retrieval');
+    await t.ingestion.query('GRANT SELECT ON knowledge.chunks TO fgentic_retrieval');
     const granted = await t.pool.query(
-      "SELECT has_table_privilege('knowledge_retrieval', 'knowledge.chunks', 'SELECT') AS g",
+      "SELECT has_table_privilege('fgentic_retrieval', 'knowledge.chunks', 'SELECT') AS g",
     );
     assert.equal(granted.rows[0]?.g, false);
-    await assert.rejects(t.ingestion.query('DELETE FROM knowledge.fgentic_retrieval_migrations'), denied);
-    await assert.rejects(t.ingestion.query('DELETE FROM knowledge.embedding_profile'), denied);
+    await assert.rejects(t.ingestion.query('DELETE FROM fgentic.migrations'), denied);
+    await assert.rejects(t.ingestion.query('DELETE FROM fgentic.embedding_profile'), denied);
   });
 });

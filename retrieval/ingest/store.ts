@@ -2,20 +2,23 @@
  * Transactional writes to knowledge.chunks, shared by JSONL and bundle ingestion and corpus seeding.
  * One call = one transaction: tombstoned sources are deleted, rows upserted in multi-row statements,
  * ACL-only rows updated in batches without touching their vectors, and rows of each replaced source
- * that are neither written nor kept are removed.
+ * that are neither written nor kept are removed. Before the commit, the derived search rows of every
+ * origin row written or deleted are rewritten from those rows (fgentic.sync_rows), so searches see
+ * the write whole or not at all.
  *
- * Two ways to write the new rows, same result:
- * - rows: each INSERT maintains every index as it goes. An HNSW insertion of a 1024-d vector costs
- *   several times what building the graph from scratch costs per row, so this path pays for many
- *   rows only when the table is much larger than the write.
- * - bulk: the table is locked (ACCESS EXCLUSIVE), its indexes that back no constraint
- *   (HNSW, GIN, …) are dropped, the rows loaded, and each index other than a vector index
- *   re-created from the definition the catalog recorded for it, all inside the one write
- *   transaction; a vector index's definition is recorded in knowledge.fgentic_deferred_indexes in
- *   that transaction too. Readers wait for the commit and then see the new rows with their ACL
- *   indexes; a failure rolls back the drops as well. Dropping and creating indexes needs the table
- *   owner's rights, so this path is taken only when the session may act as knowledge_owner (the
- *   embedded database, or a login that is a member of it); otherwise the rows path runs.
+ * Two ways to write the derived rows, same result:
+ * - rows: each insert maintains every index of the derived table as it goes. An HNSW insertion of
+ *   a 1024-d vector costs several times what building the graph from scratch costs per row, so this
+ *   path pays for many rows only when the table is much larger than the write.
+ * - bulk: the derived tables are locked (ACCESS EXCLUSIVE; the origin's table is never locked or
+ *   altered, and its own indexes are maintained by its inserts as for any writer), their indexes
+ *   that back no constraint (HNSW, GIN, …) dropped, the rows loaded, and each index other than a
+ *   vector index re-created from the definition the catalog recorded for it, all inside the one
+ *   write transaction; a vector index's definition is recorded in fgentic.deferred_indexes in that
+ *   transaction too. Searches wait for the commit and then see the new rows with their ACL indexes;
+ *   a failure rolls back the drops as well. Dropping and creating indexes needs the owner's rights,
+ *   so this path is taken only when the session may act as knowledge_owner (the embedded database,
+ *   or a login that is a member of it); otherwise the rows path runs.
  * After the commit, in a transaction of its own, every recorded vector index is built, unless the
  * table is at or below VECTOR_INDEX_MIN_ROWS rows (then it waits for a write that takes the table
  * past the bound). Until then a search finds no graph and ranks by an exact scan: the same rows,
@@ -23,7 +26,7 @@
  * reported as `maintenance: failed`, and the next write by a session that may act as the owner
  * builds it. Threshold and measurements: retrieval/README.md, "Large writes".
  * After a commit that changed rows, `maintainAfterWrite` merges the GIN pending lists and refreshes
- * the planner statistics, so searches start from indexes in their fast state.
+ * the planner statistics of the derived tables, so searches start from indexes in their fast state.
  */
 import type pg from 'pg';
 import { type ChunkMetadata, jcs } from '../../contract/index.ts';
@@ -122,7 +125,7 @@ export const BULK_TABLE_RATIO = 2;
 export const ACL_ONLY_WEIGHT = 0.5;
 /**
  * The bulk path re-creates an HNSW index only when the table then holds more rows than this; below,
- * it records the index's definition in knowledge.fgentic_deferred_indexes instead, and the first
+ * it records the index's definition in fgentic.deferred_indexes instead, and the first
  * write that takes the table past it (as a session that may act as the owner) builds the index.
  * The bound is the search planner's default exact threshold: an audience of at most that many rows
  * is always ranked exactly, so on a table this small no default search uses the graph, and an
@@ -227,15 +230,12 @@ interface RecordedIndex {
 const PINNED_PATH = "SELECT set_config('search_path', 'pg_catalog, pg_temp', true)";
 
 /**
- * The indexes the bulk path rebuilds, on knowledge.chunks and on the ACL copy its triggers fill
- * (migration 0014; that GIN index has fastupdate off, so a load maintained it entry by entry): valid,
- * ready, backing no constraint (a re-created index would not back it again; the primary keys stay,
- * and serve the upsert and the ACL-only UPDATE), in the default tablespace (pg_get_indexdef does not
- * print one), without a statistics target of its own, 0 included (ALTER INDEX … SET STATISTICS is not
- * part of the definition either; migration 0016 sets 0 on the vector key's btree, which therefore
- * stays). Btree indexes are rebuilt too: sorting once cost less than inserting each row into them
- * (`npm run bench:ingest`, profile), and the deletes of replaced sources that would use one read a
- * table the bulk threshold keeps at most three times the write.
+ * The indexes the bulk path rebuilds, on fgentic.chunks and on the ACL copy its triggers fill
+ * (that GIN index has fastupdate off, so a load maintained it entry by entry): valid, ready, backing
+ * no constraint (a re-created index would not back it again; the primary keys stay, and serve the
+ * upserts), in the default tablespace (pg_get_indexdef does not print one), without a statistics
+ * target of its own (ALTER INDEX … SET STATISTICS is not part of the definition). Btree indexes are
+ * rebuilt too: sorting once cost less than inserting each row into them (`npm run bench:ingest`).
  */
 async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
   const r = await client.query(
@@ -246,7 +246,7 @@ async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[
        FROM pg_index i
        JOIN pg_class c ON c.oid = i.indexrelid
        JOIN pg_am am ON am.oid = c.relam
-      WHERE i.indrelid IN ('knowledge.chunks'::regclass, 'knowledge.fgentic_acl_rows'::regclass)
+      WHERE i.indrelid IN ('fgentic.chunks'::regclass, 'fgentic.acl_rows'::regclass)
         AND i.indisvalid AND i.indisready AND i.indislive
         AND c.reltablespace = 0
         AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
@@ -288,7 +288,7 @@ async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undef
       await client.query("SELECT set_config('lock_timeout', $1, true)", [BULK_LOCK_TIMEOUT]);
       // In the order searches take them (the outer query locks the table, then the ranking core
       // reads the ACL copy), so a reader waiting on one while holding the other cannot deadlock us.
-      await client.query('LOCK TABLE knowledge.chunks, knowledge.fgentic_acl_rows IN ACCESS EXCLUSIVE MODE');
+      await client.query('LOCK TABLE fgentic.chunks, fgentic.acl_rows IN ACCESS EXCLUSIVE MODE');
       await client.query("SELECT set_config('lock_timeout', $1, true)", [String(before.rows[0]?.t)]);
       const indexes = await rebuildableIndexes(client);
       // Names are the catalog's own regclass text, already quoted: never input.
@@ -308,17 +308,17 @@ async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undef
 
 /** Deferred index definitions whose index does not exist; entries for an index that exists again are removed. */
 async function deferredIndexes(client: pg.PoolClient): Promise<RecordedIndex[]> {
-  await client.query(
-    'DELETE FROM knowledge.fgentic_deferred_indexes WHERE pg_catalog.to_regclass(name) IS NOT NULL',
-  );
-  const r = await client.query(
-    'SELECT name, am, def, comment FROM knowledge.fgentic_deferred_indexes ORDER BY name',
-  );
+  await client.query('DELETE FROM fgentic.deferred_indexes WHERE pg_catalog.to_regclass(name) IS NOT NULL');
+  const r = await client.query('SELECT name, am, def, comment FROM fgentic.deferred_indexes ORDER BY name');
   return r.rows as RecordedIndex[];
 }
 
-async function tableRows(client: pg.PoolClient): Promise<number> {
-  return Number((await client.query('SELECT count(*) AS n FROM knowledge.chunks')).rows[0]?.n ?? 0);
+/** Rows of the derived table (as the owner), or of the origin's table (as the writer, who may read it). */
+async function tableRows(
+  client: pg.PoolClient,
+  table: 'fgentic.chunks' | 'knowledge.chunks' = 'fgentic.chunks',
+) {
+  return Number((await client.query(`SELECT count(*) AS n FROM ${table}`)).rows[0]?.n ?? 0);
 }
 
 /**
@@ -334,7 +334,7 @@ async function buildIndexes(
 ): Promise<void> {
   for (const ix of defer)
     await client.query(
-      `INSERT INTO knowledge.fgentic_deferred_indexes (name, am, def, comment) VALUES ($1, $2, $3, $4)
+      `INSERT INTO fgentic.deferred_indexes (name, am, def, comment) VALUES ($1, $2, $3, $4)
        ON CONFLICT (name) DO UPDATE SET am = EXCLUDED.am, def = EXCLUDED.def, comment = EXCLUDED.comment`,
       [ix.name, ix.am, ix.def, ix.comment],
     );
@@ -355,7 +355,7 @@ async function buildIndexes(
     // Definitions are the catalog's own text (recorded by this code as the owner), never input.
     await client.query(ix.def);
     if (ix.comment !== null) await client.query(ix.comment);
-    await client.query('DELETE FROM knowledge.fgentic_deferred_indexes WHERE name = $1', [ix.name]);
+    await client.query('DELETE FROM fgentic.deferred_indexes WHERE name = $1', [ix.name]);
     done += 1;
     onProgress?.(done);
   }
@@ -373,8 +373,8 @@ async function finishBulk(
   onPhase?: (label: string, total: number) => void,
   onProgress?: (done: number) => void,
 ): Promise<number> {
-  const rows = await tableRows(client);
   return asOwner(client, async () => {
+    const rows = await tableRows(client);
     const build = indexes.filter((ix) => !VECTOR_INDEX_METHODS.has(ix.am));
     const defer = indexes.filter((ix) => VECTOR_INDEX_METHODS.has(ix.am));
     onPhase?.('indexing', build.length);
@@ -426,6 +426,7 @@ async function insertRows(
   client: pg.PoolClient,
   rows: readonly StoredChunk[],
   stats: WriteStats,
+  touched: string[],
 ): Promise<void> {
   const values: unknown[] = [];
   const tuples = rows.map((c, k) => {
@@ -438,11 +439,26 @@ async function insertRows(
     `INSERT INTO knowledge.chunks AS c (chunk_id, content, embedding, metadata) VALUES ${tuples.join(', ')} ` +
       'ON CONFLICT (chunk_id) DO UPDATE SET content = EXCLUDED.content, embedding = EXCLUDED.embedding, ' +
       'metadata = EXCLUDED.metadata WHERE (c.content, c.embedding, c.metadata) IS DISTINCT FROM ' +
-      '(EXCLUDED.content, EXCLUDED.embedding, EXCLUDED.metadata)',
+      '(EXCLUDED.content, EXCLUDED.embedding, EXCLUDED.metadata) RETURNING c.chunk_id',
     values,
   );
+  for (const row of r.rows as { chunk_id: string }[]) touched.push(row.chunk_id);
   stats.upserted += r.rowCount ?? 0;
   stats.unchanged += rows.length - (r.rowCount ?? 0);
+}
+
+/** Rows per fgentic.sync_rows call. */
+const SYNC_BATCH = 1_000;
+
+/**
+ * The derived search rows of `ids`, rewritten from the origin rows as this transaction sees them
+ * (fgentic.sync_rows, SECURITY DEFINER: it computes them itself). In the write transaction, so a
+ * search never sees an origin row of this write without its derived row, or the reverse.
+ */
+async function syncDerived(client: pg.PoolClient, ids: readonly string[]): Promise<void> {
+  const unique = [...new Set(ids)];
+  for (let i = 0; i < unique.length; i += SYNC_BATCH)
+    await client.query('SELECT fgentic.sync_rows($1::text[])', [unique.slice(i, i + SYNC_BATCH)]);
 }
 
 export async function writeChunks(
@@ -475,20 +491,27 @@ export async function writeChunks(
     // (retrieval/README.md, "Large writes"). The table is counted only when the write could pay.
     const weighted = bulkWeight(full.length, aclOnly.length);
     if (plan.chunks.length > 0 && (mode === 'bulk' || (mode === 'auto' && weighted >= BULK_MIN_ROWS))) {
-      const n = await tableRows(client);
+      const n = await tableRows(client, 'knowledge.chunks');
       if (mode === 'bulk' || bulkPays(full.length, n, aclOnly.length)) rebuild = await beginBulk(client);
     }
-    if (plan.deleteSources?.length) {
-      const r = await client.query(
-        "DELETE FROM knowledge.chunks WHERE (metadata #>> '{source,id}') = ANY($1::text[])",
-        [[...plan.deleteSources]],
-      );
+    // Every origin row this transaction writes or deletes; its derived row follows before COMMIT.
+    const touched: string[] = [];
+    const deleted = (r: pg.QueryResult) => {
+      for (const row of r.rows as { chunk_id: string }[]) touched.push(row.chunk_id);
       stats.deleted += r.rowCount ?? 0;
+    };
+    if (plan.deleteSources?.length) {
+      deleted(
+        await client.query(
+          "DELETE FROM knowledge.chunks WHERE (metadata #>> '{source,id}') = ANY($1::text[]) RETURNING chunk_id",
+          [[...plan.deleteSources]],
+        ),
+      );
     }
     let done = 0;
     for (let i = 0; i < full.length; i += insertBatch) {
       const batch = full.slice(i, i + insertBatch);
-      await insertRows(client, batch, stats);
+      await insertRows(client, batch, stats, touched);
       done += batch.length;
       onProgress?.(done);
     }
@@ -507,25 +530,29 @@ export async function writeChunks(
       // The caller saw each row stored with this content; if one vanished or changed since, abort
       // rather than leave a row with a stale ACL.
       if (r.rowCount !== batch.length) throw new StoreConflictError();
+      for (const c of batch) touched.push(c.chunk_id);
       stats.aclOnly += batch.length;
       done += batch.length;
       onProgress?.(done);
     }
     if (plan.replaceSources?.length) {
       const keep = [...plan.chunks.map((c) => c.chunk_id), ...(plan.keep ?? [])];
-      const r = await client.query(
-        "DELETE FROM knowledge.chunks WHERE (metadata #>> '{source,id}') = ANY($1::text[]) AND NOT (chunk_id = ANY($2::text[]))",
-        [[...plan.replaceSources], keep],
+      deleted(
+        await client.query(
+          "DELETE FROM knowledge.chunks WHERE (metadata #>> '{source,id}') = ANY($1::text[]) AND NOT (chunk_id = ANY($2::text[])) RETURNING chunk_id",
+          [[...plan.replaceSources], keep],
+        ),
       );
-      stats.deleted += r.rowCount ?? 0;
     }
     if (plan.replacePrefix !== undefined) {
-      const r = await client.query(
-        "DELETE FROM knowledge.chunks WHERE starts_with(metadata #>> '{source,id}', $1) AND NOT ((metadata #>> '{source,id}') = ANY($2::text[]))",
-        [plan.replacePrefix, [...(plan.replaceSources ?? [])]],
+      deleted(
+        await client.query(
+          "DELETE FROM knowledge.chunks WHERE starts_with(metadata #>> '{source,id}', $1) AND NOT ((metadata #>> '{source,id}') = ANY($2::text[])) RETURNING chunk_id",
+          [plan.replacePrefix, [...(plan.replaceSources ?? [])]],
+        ),
       );
-      stats.deleted += r.rowCount ?? 0;
     }
+    await syncDerived(client, touched);
     if (rebuild !== undefined) {
       stats.path = 'bulk';
       stats.rebuiltIndexes = await finishBulk(client, rebuild, options.onPhase, onProgress);
@@ -591,10 +618,10 @@ export async function maintainAfterWrite(pool: pg.Pool): Promise<'done' | 'not-o
          FROM pg_catalog.pg_index i
          JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
          JOIN pg_catalog.pg_am am ON am.oid = c.relam
-        WHERE i.indrelid = 'knowledge.chunks'::regclass AND am.amname = 'gin' AND i.indisvalid`,
+        WHERE i.indrelid IN ('fgentic.chunks'::regclass, 'fgentic.acl_rows'::regclass) AND am.amname = 'gin' AND i.indisvalid`,
     );
-    // The narrow ACL copy the plan's count reads (migration 0014) changed with the table.
-    await client.query('ANALYZE knowledge.chunks, knowledge.fgentic_acl_rows');
+    // The derived rows and the narrow ACL copy the plan's count reads.
+    await client.query('ANALYZE fgentic.chunks, fgentic.acl_rows');
     await client.query('COMMIT');
     return 'done';
   } catch (err) {
