@@ -153,7 +153,7 @@ export function startTerm(
     registryTimer = setTimeout(() => {
       registryTimer = undefined;
       const t = self;
-      if (t && t.lease.valid() && [...t.own.values()].every((i) => i.isSynced()))
+      if (t?.lease.valid() && [...t.own.values()].every((i) => i.isSynced()))
         t.registry.renderFrom(clusterState(t), t.reconciler.jwks);
     }, 20);
     registryTimer.unref();
