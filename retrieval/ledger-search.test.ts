@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { asRole, PROJECTOR_ROLE } from './db/roles.ts';
+import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import { capabilityDigest, PURGE_SQL, RECORD_SQL } from './ledger.ts';
 import {
@@ -155,12 +155,12 @@ describe('ledger mode at search', () => {
 
   test('a search function no longer executable by the serving role: not ready', async () => {
     const fn =
-      'knowledge.fgentic_search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)';
-    await t.pool.query(`REVOKE EXECUTE ON FUNCTION ${fn} FROM knowledge_retrieval`);
+      'fgentic.search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)';
+    await t.pool.query(`REVOKE EXECUTE ON FUNCTION ${fn} FROM ${RETRIEVAL_ROLE}`);
     try {
       assert.equal(await readyz(), 503);
     } finally {
-      await t.pool.query(`GRANT EXECUTE ON FUNCTION ${fn} TO knowledge_retrieval`);
+      await t.pool.query(`GRANT EXECUTE ON FUNCTION ${fn} TO ${RETRIEVAL_ROLE}`);
     }
     assert.equal(await readyz(), 200);
   });
