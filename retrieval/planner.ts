@@ -17,7 +17,7 @@
  */
 import type { SearchArguments } from './predicate.ts';
 
-export type Plan = 'exact' | 'hnsw';
+export type Plan = 'exact' | 'hnsw' | 'subgraph';
 
 export interface PlannerOptions {
   /** Authorized-row count at or below which exact ranking is used. */
