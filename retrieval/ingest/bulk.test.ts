@@ -112,10 +112,11 @@ async function snapshot() {
 async function indexes() {
   return (
     await t.pool.query(
-      `SELECT x.indexname, x.indexdef, i.indisvalid AND i.indisready AS usable,
+      `SELECT c.relname AS indexname, pg_get_indexdef(i.indexrelid) AS indexdef,
+              i.indisvalid AND i.indisready AS usable,
               obj_description(i.indexrelid, 'pg_class') AS comment
-         FROM pg_indexes x JOIN pg_index i ON i.indexrelid = (quote_ident(x.schemaname) || '.' || quote_ident(x.indexname))::regclass
-        WHERE x.schemaname = 'fgentic' AND x.tablename = 'chunks' ORDER BY x.indexname`,
+         FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE i.indrelid = 'fgentic.chunks'::regclass ORDER BY c.relname`,
     )
   ).rows;
 }

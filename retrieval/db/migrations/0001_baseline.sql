@@ -475,6 +475,11 @@ $$;
 CREATE FUNCTION fgentic.chunks_deleted() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+  -- Counter rows are locked in id order, so concurrent writers wait for each other instead of
+  -- deadlocking.
+  PERFORM 1 FROM fgentic.acl_counts c
+  WHERE c.id IN (SELECT u.id FROM fgentic_old_rows o, unnest(o.acl) AS u(id))
+  ORDER BY c.id FOR UPDATE;
   UPDATE fgentic.acl_counts c SET rows = greatest(c.rows - d.n, 0)
   FROM (SELECT u.id, count(*) AS n FROM fgentic_old_rows o, unnest(o.acl) AS u(id) GROUP BY u.id ORDER BY u.id) d
   WHERE c.id = d.id;
@@ -498,6 +503,7 @@ BEGIN
       SELECT u.id, -1 FROM fgentic_old_rows r, unnest(r.acl) AS u(id)) x
     GROUP BY x.id HAVING sum(x.n) <> 0) d;
   IF ids IS NOT NULL THEN
+    PERFORM 1 FROM fgentic.acl_counts c WHERE c.id = ANY (ids) ORDER BY c.id FOR UPDATE;
     UPDATE fgentic.acl_counts c SET rows = greatest(c.rows + u.n, 0)
     FROM unnest(ids, deltas) AS u(id, n) WHERE c.id = u.id;
     INSERT INTO fgentic.acl_counts AS c (id, rows)
@@ -639,9 +645,10 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA fgentic FROM PUBLIC;
 -- Plans: the per-id counts give an upper bound of the integer-authorized rows (a Matrix audience's
 -- rows carry every one of its ids: at most the smallest count; a partner's carry the level id and
 -- one of its groups: at most the smaller of the level's count and the groups' sum). At or below
--- max(exact_threshold, 3 % of the table) the exact path ranks them, starting from the ACL index on
--- the audience's most selective id. Above it, the walk takes the subgraph of one of the audience's
--- ids when one is built (the smallest), else the whole graph. A walk's answer goes to the exact path
+-- exact_threshold the exact path ranks them, starting from the ACL index on the audience's most
+-- selective id. Above it, the walk takes the subgraph of one of the audience's ids when one is built
+-- (the smallest); without one, the exact path answers up to 3 % of the table and the whole graph
+-- beyond. A walk's answer goes to the exact path
 -- when it is incomplete, when it met several rows tied at the cut-off, or when the query is far from
 -- the corpus (the recall guard); bit-identical duplicates of the cut-off row are looked up by vector
 -- key. Every statement whose plan cannot depend on the call's values is planned once per session;
@@ -693,7 +700,6 @@ DECLARE
   -- The audience's most selective id (the exact scan starts from it) and its subgraph, if any.
   key_ids integer[];
   sub_id integer;
-  sub_index text;
   -- Beyond this many authorized rows at the cut-off distance the exact path answers.
   max_fetch constant integer := 5000;
 BEGIN
@@ -713,33 +719,30 @@ BEGIN
     INTO authorized;
     key_ids := any_ids;
   END IF;
+  -- A subgraph bounds the audience when every authorized row carries its id: any of a Matrix
+  -- audience's ids, a partner's only group. Only a registered graph whose index is valid and ready
+  -- counts: a build in progress, a failed one or a dropped one is never chosen. Asked for above
+  -- exact_threshold only: below it the exact path is cheaper than any walk.
+  IF plan_hint = 'subgraph' OR (plan_hint = 'auto' AND authorized > exact_threshold) THEN
+    SELECT g.id INTO sub_id
+    FROM fgentic.subgraphs g
+    JOIN fgentic.acl_counts c ON c.id = g.id
+    JOIN pg_catalog.pg_class x ON x.relname = g.index_name AND x.relnamespace = 'fgentic'::regnamespace
+    JOIN pg_catalog.pg_index i ON i.indexrelid = x.oid AND i.indisvalid AND i.indisready
+      AND i.indrelid = 'fgentic.chunks'::regclass
+    WHERE g.id = ANY (CASE WHEN any_ids IS NULL THEN all_ids
+                           WHEN cardinality(any_ids) = 1 THEN any_ids || all_ids ELSE all_ids END)
+    ORDER BY c.rows, g.id LIMIT 1;
+  END IF;
   chosen := CASE
+    WHEN plan_hint = 'subgraph' THEN CASE WHEN sub_id IS NULL THEN 'hnsw' ELSE 'subgraph' END
     WHEN plan_hint <> 'auto' THEN plan_hint
+    WHEN authorized <= exact_threshold THEN 'exact'
+    WHEN sub_id IS NOT NULL THEN 'subgraph'
     WHEN authorized <= bound THEN 'exact'
     ELSE 'hnsw'
   END;
   fetch_rows := depth + greatest(depth, 10);
-
-  IF chosen IN ('hnsw', 'subgraph') THEN
-    -- A subgraph bounds the audience when every authorized row carries its id: any of a Matrix
-    -- audience's ids, a partner's only group. Only a valid index counts (a build in progress or a
-    -- dropped one is never chosen).
-    IF chosen = 'subgraph' OR plan_hint = 'auto' THEN
-      SELECT g.id, g.index_name INTO sub_id, sub_index
-      FROM fgentic.subgraphs g
-      JOIN fgentic.acl_counts c ON c.id = g.id
-      JOIN pg_catalog.pg_class x ON x.relname = g.index_name AND x.relnamespace = 'fgentic'::regnamespace
-      JOIN pg_catalog.pg_index i ON i.indexrelid = x.oid AND i.indisvalid AND i.indisready
-      WHERE g.id = ANY (CASE WHEN any_ids IS NULL THEN all_ids
-                             WHEN cardinality(any_ids) = 1 THEN any_ids || all_ids ELSE all_ids END)
-      ORDER BY c.rows, g.id LIMIT 1;
-      IF sub_id IS NOT NULL THEN
-        chosen := 'subgraph';
-      ELSIF chosen = 'subgraph' THEN
-        chosen := 'hnsw';
-      END IF;
-    END IF;
-  END IF;
 
   IF chosen IN ('hnsw', 'subgraph') THEN
     PERFORM set_config('plan_cache_mode', 'force_generic_plan', true),
