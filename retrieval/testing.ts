@@ -3,7 +3,6 @@
  * projection builders (always passed through the contract's encode/decode), seeded vectors.
  * Not used by production code paths.
  */
-import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import { type Cluster, clusterFromEnv, createDatabase } from '../common/testing/postgres.ts';
 import {
