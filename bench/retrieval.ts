@@ -4,8 +4,8 @@
  * same run on the same data (bench/README.md says how to run it on a real PostgreSQL).
  *
  *   npm run bench:retrieval -- [--database-url URL] [--rows 20000] [--queries 30] [--no-vacuum] [--no-prime]
- *     [--selectivities 0.001,0.01,...] [--arms planner,exact,hnsw,post] [--experiments a,b,...]
- *     [--planner-ef 40,64] [--reuse] [--out FILE]
+ *     [--selectivities 0.001,0.01,...] [--arms planner,peer,floor-exact,floor-hnsw,floor-subgraph,...]
+ *     [--planner-ef 40,64] [--subgraph-budget MIB] [--reuse] [--out FILE]
  *
  * Reference: unfiltered HNSW at the smallest ef_search (from a fixed ladder) whose own recall@10
  * against the exact unfiltered ranking is ≥ 0.99, chosen separately for each query set. Where no ef on
@@ -18,24 +18,26 @@
  * arms, interleaved in a fresh seeded order, each timed right after an untimed run of itself with the
  * next query (the primer), so load from other processes and heavy neighbours fall on all of them
  * alike; the ratio is p50(arm) ÷ p50(reference) of that block.
+ * Beside the server (`planner`), the peer (the query pgvector's README shows) and the floor arms
+ * (bench/retrieval-arms.ts) run in the same blocks; the summary table sets the server against both.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { PGlite } from '@electric-sql/pglite';
-import { intarray } from '@electric-sql/pglite/contrib/intarray';
-import { pageinspect } from '@electric-sql/pglite/contrib/pageinspect';
 import { vector } from '@electric-sql/pglite-pgvector';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import type pg from 'pg';
 import type { Projection } from '../contract/index.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool, toVectorBinary, toVectorParam } from '../retrieval/db/pool.ts';
-import { asRole, bootstrapDatabase, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
+import { asRole, bootstrapDatabase, OWNER_ROLE, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
+import { maintainSubgraphs, type SubgraphReport } from '../retrieval/db/subgraphs.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
 import { prng } from '../retrieval/testing.ts';
+import { BARE_ARMS, type RankedIds, timedStatement } from './retrieval-arms.ts';
 import {
   AUDIENCE_KINDS,
   type Audience,
@@ -48,7 +50,6 @@ import {
   rowOf,
   sampleRows,
 } from './retrieval-corpus.ts';
-import { EXPERIMENTS, type Experiment, type RankedIds, timedStatement } from './retrieval-experiments.ts';
 
 const K = 10;
 const T0 = Date.now();
@@ -68,10 +69,11 @@ const OPTIONS = {
   measure: { type: 'string' },
   audiences: { type: 'string', default: AUDIENCE_KINDS.join(',') },
   sets: { type: 'string', default: 'in,ood' },
-  arms: { type: 'string', default: 'planner' },
+  arms: { type: 'string', default: 'planner,peer,floor-exact,floor-hnsw,floor-subgraph' },
   // Extra planner arms at other ef_search values (`planner@ef40`, …), to tune the default.
   'planner-ef': { type: 'string', default: '' },
-  experiments: { type: 'string', default: '' },
+  // What the filtered subgraphs may take together (MiB); default: the whole graph's size.
+  'subgraph-budget': { type: 'string' },
   reuse: { type: 'boolean', default: false },
   m: { type: 'string', default: '16' },
   'ef-construction': { type: 'string', default: '64' },
@@ -114,7 +116,9 @@ const MEASURE = args.measure === undefined ? SELECTIVITIES : list(args.measure).
 const KINDS = list(args.audiences) as Audience['kind'][];
 const SETS = list(args.sets) as QuerySet[];
 const ARMS = list(args.arms);
-const EXPERIMENT_NAMES = list(args.experiments);
+const SUBGRAPH_BUDGET =
+  args['subgraph-budget'] === undefined ? undefined : Number(args['subgraph-budget']) * 1024 * 1024;
+const SERVER_ARMS = ['planner', 'exact', 'hnsw', 'subgraph', 'post'];
 const PLANNER_EF = list(args['planner-ef']).map(Number);
 for (const [name, ok] of [
   ['rows', Number.isSafeInteger(N) && N >= 100],
@@ -123,8 +127,11 @@ for (const [name, ok] of [
   ['measure', MEASURE.every((s) => SELECTIVITIES.includes(s))],
   ['audiences', KINDS.every((k) => AUDIENCE_KINDS.includes(k))],
   ['sets', SETS.every((s) => s === 'in' || s === 'ood')],
-  ['arms', ARMS.every((a) => ['planner', 'exact', 'hnsw', 'post'].includes(a))],
-  ['experiments', EXPERIMENT_NAMES.every((e) => e in EXPERIMENTS)],
+  ['arms', ARMS.every((a) => SERVER_ARMS.includes(a) || a in BARE_ARMS)],
+  [
+    'subgraph-budget',
+    SUBGRAPH_BUDGET === undefined || (Number.isSafeInteger(SUBGRAPH_BUDGET) && SUBGRAPH_BUDGET >= 0),
+  ],
   ['planner-ef', PLANNER_EF.every((e) => Number.isSafeInteger(e) && e >= 1 && e <= 1000)],
 ] as const) {
   if (!ok) {
@@ -169,7 +176,7 @@ async function unfiltered(pool: pg.Pool, q: string, ef: number, limit = K): Prom
       [String(ef)],
     );
     const r = await client.query(
-      'SELECT chunk_id FROM knowledge.chunks ORDER BY embedding <=> $1::vector LIMIT $2',
+      'SELECT chunk_id FROM fgentic.chunks ORDER BY embedding <=> $1::vector LIMIT $2',
       [q, limit],
     );
     await client.query('COMMIT');
@@ -193,7 +200,7 @@ async function oneStatement(
   order: string,
   v: readonly number[],
 ): Promise<number> {
-  const text = `SELECT chunk_id FROM knowledge.chunks ORDER BY ${order} LIMIT $2`;
+  const text = `SELECT chunk_id FROM fgentic.chunks ORDER BY ${order} LIMIT $2`;
   return (await timedStatement(pool, settings, text, [toVectorBinary(v), K])).ms;
 }
 
@@ -221,7 +228,7 @@ async function allDistances(pool: pg.Pool, q: string): Promise<Float64Array> {
       "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'off', true)",
     );
     const r = await client.query({
-      text: 'SELECT chunk_id, embedding <=> $1::vector AS d FROM knowledge.chunks',
+      text: 'SELECT chunk_id, embedding <=> $1::vector AS d FROM fgentic.chunks',
       values: [q],
       rowMode: 'array',
     });
@@ -267,13 +274,9 @@ async function engineName(pool: pg.Pool, embedded: boolean): Promise<string> {
   return `${embedded ? 'PGlite (embedded, WASM) ' : ''}${ver} + pgvector ${v.rows[0]?.pgv}`;
 }
 
-/**
- * The embedded database exactly as retrieval/db/embedded.ts starts it (PGlite + pgvector behind
- * pglite-socket, reached through `pg`), plus two contrib extensions the benchmark needs: pageinspect
- * (GIN pending-list sizes) and intarray (experiments). Neither takes part in the server's own path.
- */
+/** The embedded database as retrieval/db/embedded.ts starts it: PGlite + pgvector behind pglite-socket. */
 async function startBenchEmbedded(): Promise<{ url: string; close(): Promise<void> }> {
-  const db = await PGlite.create(undefined, { extensions: { vector, intarray, pageinspect } });
+  const db = await PGlite.create(undefined, { extensions: { vector } });
   const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 8 });
   await server.start();
   return {
@@ -285,32 +288,12 @@ async function startBenchEmbedded(): Promise<{ url: string; close(): Promise<voi
   };
 }
 
-/** Tuples waiting in each GIN index's pending list (pageinspect's metapage view). */
-async function ginPending(pool: pg.Pool): Promise<Record<string, number> | null> {
-  try {
-    await pool.query('CREATE EXTENSION IF NOT EXISTS pageinspect');
-    const out: Record<string, number> = {};
-    for (const idx of [
-      'chunks_principals_gin_idx',
-      'chunks_principal_strings_gin_idx',
-      'chunks_groups_gin_idx',
-      'chunks_fgentic_acl_gin_idx',
-    ]) {
-      const r = await pool.query('SELECT n_pending_tuples AS n FROM gin_metapage_info(get_raw_page($1, 0))', [
-        `knowledge.${idx}`,
-      ]);
-      out[idx] = Number(r.rows[0]?.n ?? Number.NaN);
-    }
-    return out;
-  } catch {
-    return null; // pageinspect is missing or not permitted on this server.
-  }
-}
-
 interface LoadInfo {
   load_seconds: number | null;
   build_seconds: number | null;
   vacuum_seconds: number | null;
+  subgraph_seconds: number | null;
+  subgraphs: SubgraphReport | null;
   reused: boolean;
 }
 
@@ -327,9 +310,8 @@ async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildA
     m: M,
     efc: EFC,
     vacuum: VACUUM,
-    generator: 2,
-    // Rows loaded before migration 0012 keep their vectors out of line: reload them.
-    storage: 'inline-0012',
+    generator: 3,
+    subgraphBudget: SUBGRAPH_BUDGET ?? 'default',
   });
   const foreign = await pool.query(
     "SELECT count(*)::int AS n FROM knowledge.chunks WHERE chunk_id NOT LIKE 'bench-%'",
@@ -339,14 +321,30 @@ async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildA
   if (args.reuse) {
     const r = await pool.query("SELECT value FROM bench.meta WHERE key = 'fingerprint'");
     if (r.rows[0]?.value === fingerprint)
-      return { load_seconds: null, build_seconds: null, vacuum_seconds: null, reused: true };
+      return {
+        load_seconds: null,
+        build_seconds: null,
+        vacuum_seconds: null,
+        subgraph_seconds: null,
+        subgraphs: null,
+        reused: true,
+      };
   }
   await pool.query("DELETE FROM bench.meta WHERE key = 'fingerprint'");
-  await pool.query('TRUNCATE knowledge.chunks');
-  // The product never vacuums and PGlite has no autovacuum; keep a real server's autovacuum out of the
-  // measurement too, so --no-vacuum shows the table as ingestion leaves it.
-  await pool.query('ALTER TABLE knowledge.chunks SET (autovacuum_enabled = false)');
-  await pool.query('DROP INDEX IF EXISTS knowledge.chunks_embedding_hnsw_idx');
+  const client = await pool.connect();
+  try {
+    // No graph while loading: one build over the loaded rows is what `migrate` does too.
+    await maintainSubgraphs(client, OWNER_ROLE, { budgetBytes: 0 });
+    await client.query('TRUNCATE knowledge.chunks, fgentic.chunks');
+    await client.query('DROP INDEX IF EXISTS fgentic.chunks_embedding_hnsw_idx');
+    await client.query('DELETE FROM fgentic.deferred_indexes');
+    // The product never vacuums and PGlite has no autovacuum; keep a real server's autovacuum out of
+    // the measurement too, so --no-vacuum shows the tables as ingestion leaves them.
+    await client.query('ALTER TABLE knowledge.chunks SET (autovacuum_enabled = false)');
+    await client.query('ALTER TABLE fgentic.chunks SET (autovacuum_enabled = false)');
+  } finally {
+    client.release();
+  }
   const tLoad = Date.now();
   const BATCH = 500;
   for (let i = 0; i < N; i += BATCH) {
@@ -364,31 +362,42 @@ async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildA
   const load_seconds = (Date.now() - tLoad) / 1000;
   log(`loaded in ${load_seconds.toFixed(1)} s; building HNSW (m=${M}, ef_construction=${EFC})`);
   const tBuild = Date.now();
-  const client = await pool.connect();
+  const c2 = await pool.connect();
   try {
-    await client.query("SET maintenance_work_mem = '1GB'");
-    await client.query('SET statement_timeout = 0');
-    await client.query(
-      `CREATE INDEX chunks_embedding_hnsw_idx ON knowledge.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = ${M}, ef_construction = ${EFC})`,
+    await c2.query("SET maintenance_work_mem = '1GB'");
+    await c2.query('SET statement_timeout = 0');
+    await c2.query('DELETE FROM fgentic.deferred_indexes');
+    await c2.query(
+      `CREATE INDEX chunks_embedding_hnsw_idx ON fgentic.chunks USING hnsw (embedding vector_cosine_ops) WITH (m = ${M}, ef_construction = ${EFC})`,
     );
   } finally {
-    client.release();
+    c2.release();
   }
   const build_seconds = (Date.now() - tBuild) / 1000;
   const tVac = Date.now();
-  // ANALYZE alone leaves GIN pending lists unmerged (only VACUUM, autoanalyze or
-  // gin_clean_pending_list merge them), which is exactly the state --no-vacuum measures.
   await pool.query(
-    VACUUM
-      ? 'VACUUM ANALYZE knowledge.chunks, knowledge.fgentic_acl_rows'
-      : 'ANALYZE knowledge.chunks, knowledge.fgentic_acl_rows',
+    VACUUM ? 'VACUUM ANALYZE knowledge.chunks, fgentic.chunks' : 'ANALYZE knowledge.chunks, fgentic.chunks',
   );
   const vacuum_seconds = (Date.now() - tVac) / 1000;
   log(
-    `HNSW built in ${build_seconds.toFixed(1)} s; ${VACUUM ? 'VACUUM ANALYZE' : 'ANALYZE'} ${vacuum_seconds.toFixed(1)} s`,
+    `HNSW built in ${build_seconds.toFixed(1)} s; ${VACUUM ? 'VACUUM ANALYZE' : 'ANALYZE'} ${vacuum_seconds.toFixed(1)} s; building subgraphs`,
   );
+  const tSub = Date.now();
+  const c3 = await pool.connect();
+  let subgraphs: SubgraphReport;
+  try {
+    await c3.query("SET maintenance_work_mem = '1GB'");
+    subgraphs = await maintainSubgraphs(c3, OWNER_ROLE, {
+      ...(SUBGRAPH_BUDGET === undefined ? {} : { budgetBytes: SUBGRAPH_BUDGET }),
+      onProgress: log,
+    });
+  } finally {
+    c3.release();
+  }
+  const subgraph_seconds = (Date.now() - tSub) / 1000;
+  log(`subgraphs: ${JSON.stringify(subgraphs)} in ${subgraph_seconds.toFixed(1)} s`);
   await pool.query("INSERT INTO bench.meta VALUES ('fingerprint', $1)", [fingerprint]);
-  return { load_seconds, build_seconds, vacuum_seconds, reused: false };
+  return { load_seconds, build_seconds, vacuum_seconds, subgraph_seconds, subgraphs, reused: false };
 }
 
 interface Row {
@@ -437,16 +446,6 @@ async function main(): Promise<void> {
   const loadInfo = await load(pool, corpus, acl);
   log('database ready');
   const engine = await engineName(pool, embedded);
-  const pending = await ginPending(pool);
-  const experiments: [string, Experiment][] = [];
-  for (const name of EXPERIMENT_NAMES) {
-    const e = EXPERIMENTS[name] as Experiment;
-    const tSetup = Date.now();
-    await e.setup(pool, { rows: N, metadataFor: acl.metadataFor, serving });
-    log(`experiment ${name}: setup ${((Date.now() - tSetup) / 1000).toFixed(1)} s`);
-    experiments.push([name, e]);
-  }
-
   const queries = new Map(SETS.map((s) => [s, corpus.queries(s, Q).map((v) => toVectorParam(v))]));
   const vectors = new Map(SETS.map((s) => [s, corpus.queries(s, Q)]));
   log('ground truth scans');
@@ -485,7 +484,8 @@ async function main(): Promise<void> {
     for (const s of SETS)
       for (const v of (vectors.get(s) ?? []).slice(0, 3)) {
         await serverSearch(serving, warm.projection, v, DEFAULT_PLANNER);
-        for (const [, e] of experiments) await e.run(pool, warm.projection, v, K);
+        for (const arm of ARMS.filter((x) => x in BARE_ARMS))
+          await (BARE_ARMS[arm] as (typeof BARE_ARMS)[string])(pool, warm.projection, v, K);
       }
 
   const armFns: [string, (a: Audience, v: number[], q: string, ef: number) => Promise<RankedIds>][] = [];
@@ -497,11 +497,13 @@ async function main(): Promise<void> {
         arm,
         (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: 'exact' }),
       ]);
-    if (arm === 'hnsw')
+    if (arm === 'hnsw' || arm === 'subgraph')
       armFns.push([
         arm,
-        (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: 'hnsw' }),
+        (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: arm }),
       ]);
+    const bare = BARE_ARMS[arm];
+    if (bare) armFns.push([arm, (a, v) => bare(pool, a.projection, v, K)]);
     if (arm === 'post')
       // Anti-pattern for contrast: unfiltered top-k, then drop rows the audience may not read.
       armFns.push([
@@ -517,7 +519,6 @@ async function main(): Promise<void> {
       `planner@ef${ef}`,
       (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, efSearch: ef }),
     ]);
-  for (const [name, e] of experiments) armFns.push([`x:${name}`, (a, v) => e.run(pool, a.projection, v, K)]);
 
   const rows: Row[] = [];
   // Written after every block, so a run stopped early still leaves what it measured.
@@ -540,12 +541,10 @@ async function main(): Promise<void> {
           hnsw: { m: M, ef_construction: EFC },
           vacuum: VACUUM,
           primed: PRIME,
-          gin_pending_tuples: pending,
           planner_defaults: DEFAULT_PLANNER,
           load: loadInfo,
           loadavg: { start: load0, end: loadavg() },
           reference,
-          experiments: EXPERIMENT_NAMES,
           results: rows,
           total_seconds: (Date.now() - t0) / 1000,
         },
@@ -654,7 +653,7 @@ async function main(): Promise<void> {
   const f = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : '—');
   const header = [
     `engine: ${engine}; rows ${N}; queries ${Q} per set; k ${K}; HNSW m=${M} ef_construction=${EFC}; ${VACUUM ? 'VACUUM ANALYZE after load' : 'no VACUUM (ANALYZE only)'}; ${PRIME ? 'each slot timed after an untimed run of itself' : 'no primer (--no-prime)'}`,
-    `load ${loadInfo.reused ? 'reused' : `${f(loadInfo.load_seconds ?? Number.NaN, 1)} s, build ${f(loadInfo.build_seconds ?? Number.NaN, 1)} s`}; GIN pending tuples: ${pending ? JSON.stringify(pending) : 'n/a'}`,
+    `load ${loadInfo.reused ? 'reused' : `${f(loadInfo.load_seconds ?? Number.NaN, 1)} s, build ${f(loadInfo.build_seconds ?? Number.NaN, 1)} s, subgraphs ${f(loadInfo.subgraph_seconds ?? Number.NaN, 1)} s ${JSON.stringify(loadInfo.subgraphs)}`}`,
     `load average (1/5/15 min) at start ${load0.map((x) => x.toFixed(2)).join('/')}, at end ${load1.map((x) => x.toFixed(2)).join('/')}`,
     ...SETS.map(
       (s) =>
@@ -683,7 +682,31 @@ async function main(): Promise<void> {
       return `| ${any.audience} | ${any.arm} | ${(any.selectivity * 100).toFixed(1)} % | ${any.authorized} | ${cells.join(' | ')} |`;
     }),
   ];
-  process.stdout.write(`${[...header, '', ...goal].join('\n')}\n`);
+  // Summary: the server against the peer and the floor, per cell. The floor is the cheapest floor
+  // arm whose recall reaches 0.99; the peer counts only where its own recall does.
+  const cells = new Map<string, Row[]>();
+  for (const r of rows) {
+    const k = `${r.audience}|${r.selectivity}|${r.set}`;
+    cells.set(k, [...(cells.get(k) ?? []), r]);
+  }
+  const summary = [
+    '| audience | selectivity | set | server recall | server ÷ unfiltered | peer recall | server ÷ peer | floor arm | server ÷ floor |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...[...cells.values()].flatMap((rs) => {
+      const server = rs.find((r) => r.arm === 'planner');
+      if (!server) return [];
+      const peerRow = rs.find((r) => r.arm === 'peer');
+      const floorRow = rs
+        .filter((r) => r.arm.startsWith('floor-') && r.recall >= 0.99 && Number.isFinite(r.p50_ms))
+        .sort((x, y) => x.p50_ms - y.p50_ms)[0];
+      const vsPeer =
+        peerRow && peerRow.recall >= 0.99 ? f(server.p50_ms / peerRow.p50_ms, 2) : '— (peer recall < 0.99)';
+      return [
+        `| ${server.audience} | ${(server.selectivity * 100).toFixed(1)} % | ${server.set} | ${f(server.recall, 3)} | ${f(server.ratio_p50, 2)} | ${peerRow ? f(peerRow.recall, 3) : '—'} | ${vsPeer} | ${floorRow?.arm ?? '—'} | ${floorRow ? f(server.p50_ms / floorRow.p50_ms, 2) : '—'} |`,
+      ];
+    }),
+  ];
+  process.stdout.write(`${[...header, '', ...goal, '', ...summary].join('\n')}\n`);
   save(true);
   await pool.end();
   await servingBase.end();

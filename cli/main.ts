@@ -133,24 +133,30 @@ Canonical JSON on stdout and exit 0, or \`denied: <reason-code>\` on stderr and 
     run: async (argv) => (await import('./contract-commands.ts')).snapshotDigestCommand(argv),
   },
   migrate: {
-    synopsis: 'migrate [--database-url URL | --data-dir DIR] [--bootstrap] [--capability plain|ledger]',
+    synopsis:
+      'migrate [--database-url URL | --data-dir DIR] [--bootstrap] [--capability plain|ledger] [--subgraph-budget MIB]',
     summary: "apply the project's schema migrations as the owner role (a separate step from serving)",
     details: `  --database-url URL  Postgres (default DATABASE_URL; else the embedded database)
   --data-dir DIR      embedded database directory (default ./data/pglite)
   --bootstrap         first create the roles and the vector extension a bare database lacks (superuser)
   --capability MODE   plain (default) or ledger: grant the capability ledger's functions, or revoke them
-Changes no object of the origin's. Syncs the derived search data afterwards (progress on stderr).
-Prints {"applied":[...],"synced":N,"vectorIndexBuilt":bool} on stdout. Exit 1 naming what is missing
+  --subgraph-budget MIB  what the filtered subgraphs may take together (default: the whole graph's
+                      size; 0 drops them all; docs/filtered-search.md)
+Changes no object of the origin's. Syncs the derived search data afterwards (progress on stderr), then
+builds or drops filtered subgraphs as the ACL ids' shares require.
+Prints {"applied":[...],"synced":N,"vectorIndexBuilt":bool,"subgraphs":{...}} on stdout. Exit 1 naming what is missing
 or wrong (a role to create, a changed migration), 2 on usage.`,
     run: async (argv) => (await import('../retrieval/cli.ts')).migrateCommand(argv),
   },
   sync: {
-    synopsis: 'sync [--database-url URL | --data-dir DIR]',
+    synopsis: 'sync [--database-url URL | --data-dir DIR] [--subgraph-budget MIB]',
     summary: "bring the derived search data up to date with rows the origin's own writers changed",
     details: `  --database-url URL  Postgres (default DATABASE_URL; else the embedded database)
   --data-dir DIR      embedded database directory (default ./data/pglite)
+  --subgraph-budget MIB  as for migrate; used when the login owns the table
 Runs as knowledge_ingestion or knowledge_owner, in short statements (progress on stderr); rows the
-origin changed are not searched until a sync has taken them. Prints {"synced":N} on stdout.`,
+origin changed are not searched until a sync has taken them. Under the owner's login it also builds
+or drops filtered subgraphs. Prints {"synced":N,"subgraphs":...} on stdout.`,
     run: async (argv) => (await import('../retrieval/cli.ts')).syncCommand(argv),
   },
   explain: {

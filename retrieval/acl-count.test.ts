@@ -1,9 +1,9 @@
 /**
- * The bounded count that chooses the plan (docs/filtered-search.md) reads fgentic.acl_rows, a narrow
- * copy of (chunk_id, acl) that statement triggers on the derived table keep. Every kind of write the
+ * The plan's choice (docs/filtered-search.md) reads fgentic.acl_counts, the number of rows that
+ * carry each ACL id, which statement triggers on the derived table keep. Every kind of write the
  * origin's own writers make (insert, upsert, ACL update, rename, content-only update, delete,
- * truncate), followed by a sync, must leave the copy equal to the derived table, and the plan must
- * follow the authorized count as the writes change it: a stale copy would choose HNSW for an
+ * truncate), followed by a sync, must leave the counts equal to a recount of the derived table, and
+ * the plan must follow them as the writes change them: a stale count would choose HNSW for an
  * audience that can read only a few rows, or the exact path for one that can read many.
  */
 import assert from 'node:assert/strict';
@@ -37,15 +37,13 @@ const near = () => {
 };
 const id = (i: number) => `r${String(i).padStart(2, '0')}`;
 
-// Rows in the copy that the table lacks, plus rows of the table the copy lacks (0 when equal).
+// Ids whose kept count differs from a recount of the derived table (0 when equal).
 async function drift(): Promise<number> {
   const r = await t.pool.query<{ n: number }>(`
-    SELECT ((SELECT count(*) FROM (
-        SELECT chunk_id, acl FROM fgentic.acl_rows
-        EXCEPT SELECT chunk_id, acl FROM fgentic.chunks) a)
-      + (SELECT count(*) FROM (
-        SELECT chunk_id, acl FROM fgentic.chunks
-        EXCEPT SELECT chunk_id, acl FROM fgentic.acl_rows) b))::int AS n`);
+    WITH recount AS (SELECT u.id, count(*) AS rows FROM fgentic.chunks d, unnest(d.acl) AS u(id) GROUP BY u.id),
+      kept AS (SELECT id, rows FROM fgentic.acl_counts WHERE rows > 0)
+    SELECT ((SELECT count(*) FROM (SELECT * FROM kept EXCEPT SELECT * FROM recount) a)
+      + (SELECT count(*) FROM (SELECT * FROM recount EXCEPT SELECT * FROM kept) b))::int AS n`);
   return r.rows[0]?.n ?? -1;
 }
 
@@ -85,14 +83,14 @@ before(async () => {
       metadata: meta({ principals: i < 10 ? [P.alice, P.bob] : [P.alice] }),
     })),
   });
-  await t.pool.query('ANALYZE fgentic.chunks, fgentic.acl_rows');
+  await t.pool.query('ANALYZE fgentic.chunks');
 });
 
 after(async () => {
   await t?.close();
 });
 
-describe('the narrow ACL copy follows every write', () => {
+describe('the per-id counts follow every write', () => {
   test('after the initial write: alice (40 rows) on HNSW, bob (10 rows) exact', async () => {
     assert.equal(await drift(), 0);
     assert.equal(await plan(P.alice), 'hnsw');
@@ -112,7 +110,7 @@ describe('the narrow ACL copy follows every write', () => {
     assert.equal(await plan(P.bob), 'hnsw');
   });
 
-  test('content-only updates, renames and upserts keep the copy equal', async () => {
+  test('content-only updates, renames and upserts keep the counts equal', async () => {
     await t.ingestion.query("UPDATE knowledge.chunks SET content = content || ' (edited)'");
     await t.ingestion.query("UPDATE knowledge.chunks SET chunk_id = 'r39-renamed' WHERE chunk_id = 'r39'");
     await sync();
@@ -142,11 +140,11 @@ describe('the narrow ACL copy follows every write', () => {
     assert.equal(await plan(P.alice), 'hnsw');
   });
 
-  test('truncate empties the copy', async () => {
+  test('truncate empties the counts', async () => {
     await t.pool.query('TRUNCATE knowledge.chunks');
     await sync();
     const n = await t.pool.query<{ n: number }>(
-      'SELECT (SELECT count(*) FROM fgentic.acl_rows) + (SELECT count(*) FROM fgentic.chunks) AS n',
+      'SELECT (SELECT coalesce(sum(rows), 0) FROM fgentic.acl_counts) + (SELECT count(*) FROM fgentic.chunks) AS n',
     );
     assert.equal(Number(n.rows[0]?.n), 0);
     await t.pool.query('TRUNCATE fgentic.chunks');

@@ -34,6 +34,7 @@ import {
 import { MigratePrerequisiteError, MigrationDriftError, migrate, syncAll } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
 import { asRole, bootstrapDatabase, INGESTION_ROLE, OWNER_ROLE } from './db/roles.ts';
+import { maintainSubgraphs } from './db/subgraphs.ts';
 import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
 import { createOpenAIEmbedder } from './embeddings/openai.ts';
 import { ensureProfile } from './embeddings/profile.ts';
@@ -417,6 +418,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
         'data-dir': { type: 'string' },
         bootstrap: { type: 'boolean' },
         capability: { type: 'string' },
+        'subgraph-budget': { type: 'string' },
       },
     }));
   } catch {
@@ -426,6 +428,11 @@ export async function migrateCommand(argv: string[]): Promise<number> {
   const capability = values['capability'] ?? 'plain';
   if (capability !== 'plain' && capability !== 'ledger') {
     process.stderr.write('migrate: --capability must be plain or ledger\n');
+    return 2;
+  }
+  const budget = subgraphBudget(values['subgraph-budget']);
+  if (budget === null) {
+    process.stderr.write('migrate: --subgraph-budget must be a whole number of MiB\n');
     return 2;
   }
   const url = (values['database-url'] as string | undefined) ?? process.env['DATABASE_URL'];
@@ -446,6 +453,10 @@ export async function migrateCommand(argv: string[]): Promise<number> {
       role: OWNER_ROLE,
       capability,
       onSync: (covered) => process.stderr.write(`migrate: synced ${covered} rows\n`),
+      subgraphs: {
+        ...(budget === undefined ? {} : { budgetBytes: budget }),
+        onProgress: (m) => process.stderr.write(`migrate: ${m}\n`),
+      },
     });
     process.stdout.write(`${JSON.stringify(result)}\n`);
     return 0;
@@ -471,10 +482,19 @@ export async function syncCommand(argv: string[]): Promise<number> {
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { 'database-url': { type: 'string' }, 'data-dir': { type: 'string' } },
+      options: {
+        'database-url': { type: 'string' },
+        'data-dir': { type: 'string' },
+        'subgraph-budget': { type: 'string' },
+      },
     }));
   } catch {
     process.stderr.write('sync: invalid arguments\n');
+    return 2;
+  }
+  const budget = subgraphBudget(values['subgraph-budget']);
+  if (budget === null) {
+    process.stderr.write('sync: --subgraph-budget must be a whole number of MiB\n');
     return 2;
   }
   const url = (values['database-url'] as string | undefined) ?? process.env['DATABASE_URL'];
@@ -494,7 +514,20 @@ export async function syncCommand(argv: string[]): Promise<number> {
       const synced = await syncAll(client, role, (covered) =>
         process.stderr.write(`sync: ${covered} rows\n`),
       );
-      process.stdout.write(`${JSON.stringify({ synced })}\n`);
+      // The filtered subgraphs follow the new shares when this login owns the table (the index
+      // builds need it); under the ingestion login they wait for the owner's next run.
+      const owner = await client.query<{ rolname: string; may: boolean }>(
+        `SELECT r.rolname, pg_has_role(current_user, r.oid, 'MEMBER') AS may
+           FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE c.oid = 'fgentic.chunks'::regclass`,
+      );
+      const o = owner.rows[0];
+      const subgraphs = o?.may
+        ? await maintainSubgraphs(client, o.rolname, {
+            ...(budget === undefined ? {} : { budgetBytes: budget }),
+            onProgress: (m) => process.stderr.write(`sync: ${m}\n`),
+          })
+        : 'left to the table owner';
+      process.stdout.write(`${JSON.stringify({ synced, subgraphs })}\n`);
     } finally {
       client.release();
     }
@@ -514,4 +547,11 @@ export async function syncCommand(argv: string[]): Promise<number> {
     await pool?.end().catch(() => {});
     await embedded?.close();
   }
+}
+
+/** `--subgraph-budget` in MiB: undefined when absent, null when not a whole number. */
+function subgraphBudget(v: string | boolean | undefined): number | undefined | null {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || !/^[0-9]{1,7}$/.test(v)) return null;
+  return Number(v) * 1024 * 1024;
 }

@@ -1,23 +1,23 @@
 /**
- * How the authorized rows are ranked (docs/decisions.md#d8-ranking, docs/filtered-search.md), and the
- * one statement that asks the database for them. Pure.
+ * How the authorized rows are ranked (docs/filtered-search.md), and the one statement that asks the
+ * database for them. Pure.
  *
- * - exact: every row passing the integer ACL prefilter and the typed jsonb test, cosine-sorted,
- *          tie-break chunk_id.
- * - hnsw:  the HNSW index with the SAME WHERE, `hnsw.iterative_scan = relaxed_order`, set with
- *          set_config(..., is_local => true) so it lives only in this transaction (a pooled SET
- *          would leak to other sessions: docs/upstream.md#deps-pgvector-iterative-scan); more rows
- *          than needed are fetched and re-sorted by (distance, chunk_id), widening while the rows
- *          past the cut-off tie with it.
- * The choice itself runs inside the search functions (migration 0007, so the faster path is also the
- * enforced path): a bounded count over integer-prefiltered rows (`LIMIT bound + 1`), which never
- * leaves the database, and after an HNSW answer two checks that send the query to the exact path
- * (too few rows found; relative contrast below the corpus threshold: the recall guard).
- * `choosePlan` is the count rule in TypeScript, for tests and benchmarks.
+ * - exact:    every row passing the integer ACL prefilter and the typed jsonb test, cosine-sorted,
+ *             tie-break chunk_id.
+ * - subgraph: the partial HNSW index of one ACL id that every authorized row carries.
+ * - hnsw:     the whole HNSW index under the same filter.
+ * A walk uses `hnsw.iterative_scan = relaxed_order`, set with set_config(..., is_local => true) so it
+ * lives only in this transaction (a pooled SET would leak to other sessions:
+ * docs/upstream.md#deps-pgvector-iterative-scan), and re-sorts by (distance, chunk_id) with the tie
+ * group taken from an exact lookup. The choice runs inside the search functions
+ * (retrieval/db/migrations/0001_baseline.sql, rank_v1), so the faster path is also the enforced
+ * path: it reads the per-id row counts kept at write time, and after a walk two checks send the
+ * query to the exact path (too few rows found; relative contrast below the corpus threshold: the
+ * recall guard). `choosePlan` is the count rule in TypeScript, for tests and benchmarks.
  */
 import type { SearchArguments } from './predicate.ts';
 
-export type Plan = 'exact' | 'hnsw';
+export type Plan = 'exact' | 'hnsw' | 'subgraph';
 
 export interface PlannerOptions {
   /** Authorized-row count at or below which exact ranking is used. */
@@ -30,27 +30,34 @@ export interface PlannerOptions {
   readonly force?: Plan;
 }
 
-// HNSW under a filter reaches recall@10 0.99 only from a few percent selectivity and ~1,000 rows
-// (docs/filtered-search.md), so exact at or below max(1,000 rows, 3 % of the table), HNSW beyond —
-// recall first. The 3 % share is fixed in the search functions (EXACT_SHARE mirrors it).
+// A walk of the whole graph under a filter reaches recall@10 0.99 only from a few percent selectivity
+// and ~1,000 rows (docs/filtered-search.md), so without a subgraph: exact at or below max(1,000 rows,
+// 3 % of the table), the whole graph beyond — recall first. The 3 % share is fixed in the search
+// functions (EXACT_SHARE mirrors it).
 export const DEFAULT_PLANNER: PlannerOptions = {
   exactThreshold: 1_000,
   efSearch: 100,
   maxScanTuples: 50_000,
 };
 
-/** Share of the table at or below which the exact path answers, whatever `exactThreshold` says. */
+/** Share of the table at or below which the exact path answers when no subgraph bounds the audience. */
 export const EXACT_SHARE = 0.03;
 
-/** The bound the search functions count to: exact at or below it. */
+/** Without a subgraph: exact at or below this many authorized rows. */
 export function exactBound(options: PlannerOptions, tableRows = 0): number {
   return Math.max(options.exactThreshold, Math.ceil(Math.max(tableRows, 0) * EXACT_SHARE));
 }
 
-/** The count rule (before the completeness check and the recall guard, which need the answer). */
-export function choosePlan(boundedCount: number, options: PlannerOptions, tableRows = 0): Plan {
+/**
+ * The count rule (before the completeness check and the recall guard, which need the answer):
+ * `bound` is the count's upper bound of the authorized rows; `subgraph` whether a built graph bounds
+ * the audience.
+ */
+export function choosePlan(bound: number, options: PlannerOptions, tableRows = 0, subgraph = false): Plan {
   if (options.force) return options.force;
-  return boundedCount <= exactBound(options, tableRows) ? 'exact' : 'hnsw';
+  if (bound <= options.exactThreshold) return 'exact';
+  if (subgraph) return 'subgraph';
+  return bound <= exactBound(options, tableRows) ? 'exact' : 'hnsw';
 }
 
 export interface Statement {

@@ -46,7 +46,7 @@ before(async () => {
       metadata: meta({ principals: [P.alice] }),
     })),
   });
-  await t.pool.query('ANALYZE fgentic.chunks, fgentic.acl_rows');
+  await t.pool.query('ANALYZE fgentic.chunks');
 });
 
 after(async () => {

@@ -47,7 +47,7 @@ before(async () => {
       })),
     ],
   });
-  await t.pool.query('ANALYZE fgentic.chunks, fgentic.acl_rows');
+  await t.pool.query('ANALYZE fgentic.chunks');
 });
 after(async () => {
   await t?.close();

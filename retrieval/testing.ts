@@ -3,7 +3,6 @@
  * projection builders (always passed through the contract's encode/decode), seeded vectors.
  * Not used by production code paths.
  */
-import { readFileSync } from 'node:fs';
 import type pg from 'pg';
 import { type Cluster, clusterFromEnv, createDatabase } from '../common/testing/postgres.ts';
 import {
@@ -109,42 +108,6 @@ export async function startEmptyTestDatabase(): Promise<EmptyTestDatabase> {
     name: database.name,
     close: () => database.drop(),
   };
-}
-
-/**
- * The `CREATE OR REPLACE FUNCTION <schema.name>(` statement of a migration file, as that migration
- * defined it (callers rename it to install it beside the current definition).
- */
-export function migrationFunction(file: string, qualifiedName: string): string {
-  const sql = readFileSync(new URL(`./db/migrations/${file}`, import.meta.url), 'utf8');
-  const start = sql.indexOf(`CREATE OR REPLACE FUNCTION ${qualifiedName}(`);
-  if (start < 0) throw new Error(`${file} defines no ${qualifiedName}`);
-  const end = sql.indexOf('$$;', sql.indexOf('$$', start) + 2);
-  return sql.slice(start, end + 3);
-}
-
-/**
- * Installs earlier migrations' definitions of `functions` ([migration file, qualified name]) under
- * the schema `fgentic_old`, for tests that compare them with the current ones. `calls`: 'old' renames
- * every reference to the function's schema, so old definitions call each other; 'current' renames
- * the declaration only, so they call the current definitions of anything else.
- */
-export async function installOldFunctions(
-  pool: pg.Pool,
-  functions: readonly (readonly [file: string, qualifiedName: string])[],
-  calls: 'old' | 'current',
-): Promise<void> {
-  await pool.query('CREATE SCHEMA IF NOT EXISTS fgentic_old');
-  for (const [file, qualifiedName] of functions) {
-    const sql = migrationFunction(file, qualifiedName);
-    const schema = qualifiedName.slice(0, qualifiedName.indexOf('.') + 1);
-    const name = qualifiedName.slice(schema.length);
-    await pool.query(
-      calls === 'old'
-        ? sql.replaceAll(schema, 'fgentic_old.')
-        : sql.replace(`FUNCTION ${qualifiedName}(`, `FUNCTION fgentic_old.${name}(`),
-    );
-  }
 }
 
 /** A client's query as the wrappers below see it; `name` marks a prepared statement. */

@@ -88,6 +88,9 @@ describe('predicate (pure)', () => {
     // Below 3 % of the table the exact path answers whatever the threshold.
     assert.equal(choosePlan(2_500, DEFAULT_PLANNER, 100_000), 'exact');
     assert.equal(choosePlan(3_001, DEFAULT_PLANNER, 100_000), 'hnsw');
+    // A subgraph that bounds the audience takes over from the exact threshold up.
+    assert.equal(choosePlan(1_001, DEFAULT_PLANNER, 100_000, true), 'subgraph');
+    assert.equal(choosePlan(1_000, DEFAULT_PLANNER, 100_000, true), 'exact');
   });
 });
 

@@ -22,6 +22,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { INGESTION_ROLE, OWNER_ROLE, PROJECTOR_ROLE, RETRIEVAL_ROLE as SERVING_ROLE } from './roles.ts';
+import { maintainSubgraphs, type SubgraphOptions, type SubgraphReport } from './subgraphs.ts';
 
 const MIGRATIONS_DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 // Arbitrary constant shared by every instance of this service.
@@ -43,6 +44,8 @@ export interface MigrationResult {
   readonly synced: number;
   /** Whether this run built the project's HNSW index. */
   readonly vectorIndexBuilt: boolean;
+  /** The filtered subgraphs kept, built and dropped (retrieval/db/subgraphs.ts). */
+  readonly subgraphs?: SubgraphReport;
 }
 
 /** A recorded migration whose file has changed: migrations are immutable once applied. */
@@ -91,6 +94,8 @@ export interface MigrateOptions {
   readonly onSync?: (covered: number) => void;
   /** HNSW parameters of the project's index (tests build a cheaper graph). */
   readonly hnsw?: { readonly m: number; readonly efConstruction: number };
+  /** The filtered subgraphs' budget; `false` leaves them as they are. */
+  readonly subgraphs?: SubgraphOptions | false;
 }
 
 /** The roles and extension the baseline names, checked before anything is written. */
@@ -168,7 +173,9 @@ export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Prom
     await client.query('COMMIT');
     const synced = await syncAll(client, role, options.onSync);
     const vectorIndexBuilt = await ensureVectorIndex(client, role, options.hnsw);
-    return { applied, synced, vectorIndexBuilt };
+    if (options.subgraphs === false) return { applied, synced, vectorIndexBuilt };
+    const subgraphs = await maintainSubgraphs(client, role, options.subgraphs);
+    return { applied, synced, vectorIndexBuilt, subgraphs };
   } catch (err) {
     failed = true;
     await client.query('ROLLBACK').catch(() => {});
@@ -219,6 +226,10 @@ export async function syncAll(
   for (;;) {
     await client.query('BEGIN');
     await client.query("SELECT set_config('role', $1, true)", [role]);
+    // A batch writes up to `batch` rows into the HNSW graph: on a busy server that outlasts the
+    // pool's per-statement limit, which is sized for searches. It holds no lock on the origin's table
+    // beyond a reader's.
+    await client.query("SELECT set_config('statement_timeout', '300s', true)");
     const r: pg.QueryResult<{ last_id: string | null; derived: number; removed: number }> =
       await client.query('SELECT last_id, derived, removed FROM fgentic.sync_batch($1, $2)', [after, batch]);
     await client.query('COMMIT');

@@ -230,8 +230,8 @@ interface RecordedIndex {
 const PINNED_PATH = "SELECT set_config('search_path', 'pg_catalog, pg_temp', true)";
 
 /**
- * The indexes the bulk path rebuilds, on fgentic.chunks and on the ACL copy its triggers fill
- * (that GIN index has fastupdate off, so a load maintained it entry by entry): valid, ready, backing
+ * The indexes the bulk path rebuilds, on fgentic.chunks (its GIN index has fastupdate off, so a load
+ * would maintain it entry by entry; subgraphs are vector indexes like the whole graph): valid, ready, backing
  * no constraint (a re-created index would not back it again; the primary keys stay, and serve the
  * upserts), in the default tablespace (pg_get_indexdef does not print one), without a statistics
  * target of its own (ALTER INDEX … SET STATISTICS is not part of the definition). Btree indexes are
@@ -246,7 +246,7 @@ async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[
        FROM pg_index i
        JOIN pg_class c ON c.oid = i.indexrelid
        JOIN pg_am am ON am.oid = c.relam
-      WHERE i.indrelid IN ('fgentic.chunks'::regclass, 'fgentic.acl_rows'::regclass)
+      WHERE i.indrelid = 'fgentic.chunks'::regclass
         AND i.indisvalid AND i.indisready AND i.indislive
         AND c.reltablespace = 0
         AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
@@ -286,9 +286,8 @@ async function beginBulk(client: pg.PoolClient): Promise<RecordedIndex[] | undef
     return await asOwner(client, async () => {
       const before = await client.query("SELECT current_setting('lock_timeout') AS t");
       await client.query("SELECT set_config('lock_timeout', $1, true)", [BULK_LOCK_TIMEOUT]);
-      // In the order searches take them (the outer query locks the table, then the ranking core
-      // reads the ACL copy), so a reader waiting on one while holding the other cannot deadlock us.
-      await client.query('LOCK TABLE fgentic.chunks, fgentic.acl_rows IN ACCESS EXCLUSIVE MODE');
+      // Searches wait for the commit; the origin's table is not locked.
+      await client.query('LOCK TABLE fgentic.chunks IN ACCESS EXCLUSIVE MODE');
       await client.query("SELECT set_config('lock_timeout', $1, true)", [String(before.rows[0]?.t)]);
       const indexes = await rebuildableIndexes(client);
       // Names are the catalog's own regclass text, already quoted: never input.
@@ -618,10 +617,10 @@ export async function maintainAfterWrite(pool: pg.Pool): Promise<'done' | 'not-o
          FROM pg_catalog.pg_index i
          JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
          JOIN pg_catalog.pg_am am ON am.oid = c.relam
-        WHERE i.indrelid IN ('fgentic.chunks'::regclass, 'fgentic.acl_rows'::regclass) AND am.amname = 'gin' AND i.indisvalid`,
+        WHERE i.indrelid = 'fgentic.chunks'::regclass AND am.amname = 'gin' AND i.indisvalid`,
     );
-    // The derived rows and the narrow ACL copy the plan's count reads.
-    await client.query('ANALYZE fgentic.chunks, fgentic.acl_rows');
+    // The derived rows the searches plan on.
+    await client.query('ANALYZE fgentic.chunks');
     await client.query('COMMIT');
     return 'done';
   } catch (err) {

@@ -392,14 +392,27 @@ CREATE INDEX chunks_tsv_gin_idx ON fgentic.chunks USING gin (tsv);
 -- The HNSW index is built by `migrate` after the first sync (retrieval/db/migrate.ts): building a
 -- graph over loaded rows is far cheaper than inserting them one at a time.
 
--- A narrow copy of (chunk_id, acl) for the bounded count that chooses the plan: fgentic.chunks
--- holds about one row per 8 KB page, and counting thousands of authorized rows there reads
--- thousands of pages. Kept by the statement triggers below, in the writing transaction.
-CREATE TABLE fgentic.acl_rows (
-  chunk_id text PRIMARY KEY,
-  acl integer[] NOT NULL
+-- How many rows carry each ACL id, kept by the statement triggers below in the writing
+-- transaction. The plan's choice reads a handful of these rows instead of counting authorized rows
+-- (an audience holds at most min(its ids' counts) rows), and they decide which ids get a graph of
+-- their own (fgentic.subgraphs).
+CREATE TABLE fgentic.acl_counts (
+  id integer PRIMARY KEY,
+  rows bigint NOT NULL CHECK (rows >= 0)
 );
-CREATE INDEX acl_rows_gin_idx ON fgentic.acl_rows USING gin (acl) WITH (fastupdate = off);
+
+-- Filtered subgraphs: a partial HNSW index over the rows that carry one ACL id
+-- (`WHERE acl @> '{id}'`), for ids whose rows are too many for the exact path and few enough that
+-- a walk of the whole graph under the filter visits many rows it then drops. A search whose audience
+-- every row must carry that id walks that graph instead. Built and dropped CONCURRENTLY by
+-- `sync`/`migrate` as the ids' shares change, under a storage budget (retrieval/db/subgraphs.ts);
+-- a row here is written only once its index is valid, and removed before its index is dropped.
+CREATE TABLE fgentic.subgraphs (
+  id integer PRIMARY KEY,
+  index_name text NOT NULL UNIQUE CHECK (index_name ~ '^chunks_sub_[0-9a-f]{8}$'),
+  built_rows bigint NOT NULL,
+  built_at timestamptz NOT NULL DEFAULT statement_timestamp()
+);
 
 -- The recall guard's corpus statistics: the row count and the sum of unit vectors, so the mean
 -- cosine distance from a query to every row is 1 - q̂·Σr̂ / n. min_contrast is the guard's
@@ -450,9 +463,9 @@ $$;
 CREATE FUNCTION fgentic.chunks_inserted() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  INSERT INTO fgentic.acl_rows AS a (chunk_id, acl)
-  SELECT n.chunk_id, n.acl FROM fgentic_new_rows n
-  ON CONFLICT (chunk_id) DO UPDATE SET acl = EXCLUDED.acl;
+  INSERT INTO fgentic.acl_counts AS c (id, rows)
+  SELECT u.id, count(*) FROM fgentic_new_rows n, unnest(n.acl) AS u(id) GROUP BY u.id ORDER BY u.id
+  ON CONFLICT (id) DO UPDATE SET rows = c.rows + EXCLUDED.rows;
   PERFORM fgentic.search_stats_add(count(*), public.sum(public.l2_normalize(n.embedding)), NULL)
   FROM fgentic_new_rows n HAVING count(*) > 0;
   RETURN NULL;
@@ -462,24 +475,43 @@ $$;
 CREATE FUNCTION fgentic.chunks_deleted() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  DELETE FROM fgentic.acl_rows a USING fgentic_old_rows o WHERE a.chunk_id = o.chunk_id;
+  -- Counter rows are locked in id order, so concurrent writers wait for each other instead of
+  -- deadlocking.
+  PERFORM 1 FROM fgentic.acl_counts c
+  WHERE c.id IN (SELECT u.id FROM fgentic_old_rows o, unnest(o.acl) AS u(id))
+  ORDER BY c.id FOR UPDATE;
+  UPDATE fgentic.acl_counts c SET rows = greatest(c.rows - d.n, 0)
+  FROM (SELECT u.id, count(*) AS n FROM fgentic_old_rows o, unnest(o.acl) AS u(id) GROUP BY u.id ORDER BY u.id) d
+  WHERE c.id = d.id;
   PERFORM fgentic.search_stats_add(-count(*), NULL, public.sum(public.l2_normalize(o.embedding)))
   FROM fgentic_old_rows o HAVING count(*) > 0;
   RETURN NULL;
 END
 $$;
 
--- Deletions first, so an update that moves chunk_ids between rows ends consistent.
+-- The counts move by the difference between the old and the new ACLs of the updated rows.
 CREATE FUNCTION fgentic.chunks_updated() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  ids integer[];
+  deltas bigint[];
 BEGIN
-  DELETE FROM fgentic.acl_rows a USING fgentic_old_rows o
-  WHERE a.chunk_id = o.chunk_id AND NOT EXISTS (
-    SELECT 1 FROM fgentic_new_rows n WHERE n.chunk_id = o.chunk_id AND n.acl = o.acl);
-  INSERT INTO fgentic.acl_rows AS a (chunk_id, acl)
-  SELECT n.chunk_id, n.acl FROM fgentic_new_rows n
-  WHERE NOT EXISTS (SELECT 1 FROM fgentic_old_rows o WHERE o.chunk_id = n.chunk_id AND o.acl = n.acl)
-  ON CONFLICT (chunk_id) DO UPDATE SET acl = EXCLUDED.acl;
+  SELECT array_agg(d.id ORDER BY d.id), array_agg(d.n ORDER BY d.id) INTO ids, deltas FROM (
+    SELECT x.id, sum(x.n)::bigint AS n FROM (
+      SELECT u.id, 1 AS n FROM fgentic_new_rows r, unnest(r.acl) AS u(id)
+      UNION ALL
+      SELECT u.id, -1 FROM fgentic_old_rows r, unnest(r.acl) AS u(id)) x
+    GROUP BY x.id HAVING sum(x.n) <> 0) d;
+  IF ids IS NOT NULL THEN
+    PERFORM 1 FROM fgentic.acl_counts c WHERE c.id = ANY (ids) ORDER BY c.id FOR UPDATE;
+    UPDATE fgentic.acl_counts c SET rows = greatest(c.rows + u.n, 0)
+    FROM unnest(ids, deltas) AS u(id, n) WHERE c.id = u.id;
+    INSERT INTO fgentic.acl_counts AS c (id, rows)
+    SELECT u.id, u.n FROM unnest(ids, deltas) AS u(id, n)
+    WHERE u.n > 0 AND NOT EXISTS (SELECT 1 FROM fgentic.acl_counts x WHERE x.id = u.id)
+    ORDER BY u.id
+    ON CONFLICT (id) DO UPDATE SET rows = c.rows + EXCLUDED.rows;
+  END IF;
   -- A statement that updated no row fires this trigger too (an upsert that inserted only, or
   -- matched nothing): it must leave the statistics alone.
   IF EXISTS (SELECT 1 FROM fgentic_new_rows) THEN
@@ -494,7 +526,7 @@ $$;
 CREATE FUNCTION fgentic.chunks_truncated() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-  TRUNCATE fgentic.acl_rows;
+  DELETE FROM fgentic.acl_counts;
   DELETE FROM fgentic.search_stats;
   RETURN NULL;
 END
@@ -610,12 +642,18 @@ REVOKE ALL ON ALL FUNCTIONS IN SCHEMA fgentic FROM PUBLIC;
 -- row is the version it was derived from and passes the origin's typed test (classification in the
 -- allowed set, and allowed_principals @> audience or allowed_groups ?| groups).
 --
--- Plans: a bounded count of integer-authorized rows (never leaving the database) chooses exact at or
--- below max(exact_threshold, 3 % of the table), HNSW above it. The HNSW answer goes to the exact
--- path when it is incomplete, when the walk met several rows tied at the cut-off, or when the query
--- is far from the corpus (the recall guard); bit-identical duplicates of the cut-off row are looked
--- up by vector key. Every statement whose plan cannot depend on the call's values is planned once
--- per session; the count and the exact scans are planned per call.
+-- Plans: the per-id counts give an upper bound of the integer-authorized rows (a Matrix audience's
+-- rows carry every one of its ids: at most the smallest count; a partner's carry the level id and
+-- one of its groups: at most the smaller of the level's count and the groups' sum). At or below
+-- exact_threshold the exact path ranks them, starting from the ACL index on the audience's most
+-- selective id. Above it, the walk takes the subgraph of one of the audience's ids when one is built
+-- (the smallest); without one, the exact path answers up to 3 % of the table and the whole graph
+-- beyond. A walk's answer goes to the exact path
+-- when it is incomplete, when it met several rows tied at the cut-off, or when the query is far from
+-- the corpus (the recall guard); bit-identical duplicates of the cut-off row are looked up by vector
+-- key. Every statement whose plan cannot depend on the call's values is planned once per session;
+-- the exact scans and the subgraph walk (its id is a literal, so the planner can match the partial
+-- index) are planned per call. No count, total or score over unauthorized rows leaves the database.
 -- ---------------------------------------------------------------------------------------------
 
 CREATE FUNCTION fgentic.rank_v1(
@@ -659,26 +697,54 @@ DECLARE
   mean_distance double precision;
   min_contrast double precision;
   ranked integer;
+  -- The audience's most selective id (the exact scan starts from it) and its subgraph, if any.
+  key_ids integer[];
+  sub_id integer;
   -- Beyond this many authorized rows at the cut-off distance the exact path answers.
   max_fetch constant integer := 5000;
 BEGIN
-  SELECT greatest(c.reltuples, 0) INTO table_rows FROM pg_catalog.pg_class c
-  WHERE c.oid = 'fgentic.chunks'::regclass;
+  SELECT coalesce(s.row_count, 0) INTO table_rows FROM fgentic.search_stats s;
   bound := greatest(exact_threshold, ceil(coalesce(table_rows, 0) * 0.03)::integer);
 
-  SELECT count(*)::integer INTO authorized FROM (
-    SELECT 1 FROM fgentic.acl_rows a
-    WHERE a.acl @> all_ids AND (any_ids IS NULL OR a.acl && any_ids)
-    LIMIT bound + 1
-  ) s;
+  -- The bound on the authorized rows, and the ids a scan or a walk can start from.
+  IF any_ids IS NULL THEN
+    SELECT coalesce(min(coalesce(c.rows, 0)), 0)::integer,
+      ARRAY[(array_agg(a.id ORDER BY coalesce(c.rows, 0), a.id))[1]]
+    INTO authorized, key_ids
+    FROM unnest(all_ids) AS a(id) LEFT JOIN fgentic.acl_counts c ON c.id = a.id;
+  ELSE
+    SELECT least(
+        (SELECT coalesce(min(coalesce(c.rows, 0)), 0) FROM unnest(all_ids) AS a(id) LEFT JOIN fgentic.acl_counts c ON c.id = a.id),
+        (SELECT coalesce(sum(c.rows), 0) FROM unnest(any_ids) AS a(id) JOIN fgentic.acl_counts c ON c.id = a.id))::integer
+    INTO authorized;
+    key_ids := any_ids;
+  END IF;
+  -- A subgraph bounds the audience when every authorized row carries its id: any of a Matrix
+  -- audience's ids, a partner's only group. Only a registered graph whose index is valid and ready
+  -- counts: a build in progress, a failed one or a dropped one is never chosen. Asked for above
+  -- exact_threshold only: below it the exact path is cheaper than any walk.
+  IF plan_hint = 'subgraph' OR (plan_hint = 'auto' AND authorized > exact_threshold) THEN
+    SELECT g.id INTO sub_id
+    FROM fgentic.subgraphs g
+    JOIN fgentic.acl_counts c ON c.id = g.id
+    JOIN pg_catalog.pg_class x ON x.relname = g.index_name AND x.relnamespace = 'fgentic'::regnamespace
+    JOIN pg_catalog.pg_index i ON i.indexrelid = x.oid AND i.indisvalid AND i.indisready
+      AND i.indrelid = 'fgentic.chunks'::regclass
+    WHERE g.id = ANY (CASE WHEN any_ids IS NULL THEN all_ids
+                           WHEN cardinality(any_ids) = 1 THEN any_ids || all_ids ELSE all_ids END)
+    ORDER BY c.rows, g.id LIMIT 1;
+  END IF;
   chosen := CASE
+    WHEN plan_hint = 'subgraph' THEN CASE WHEN sub_id IS NULL THEN 'hnsw' ELSE 'subgraph' END
     WHEN plan_hint <> 'auto' THEN plan_hint
+    WHEN authorized <= exact_threshold THEN 'exact'
+    WHEN sub_id IS NOT NULL THEN 'subgraph'
     WHEN authorized <= bound THEN 'exact'
     ELSE 'hnsw'
   END;
   fetch_rows := depth + greatest(depth, 10);
 
-  IF chosen = 'hnsw' THEN
+  IF chosen IN ('hnsw', 'subgraph') THEN
     PERFORM set_config('plan_cache_mode', 'force_generic_plan', true),
       set_config('hnsw.iterative_scan', 'relaxed_order', true),
       set_config('hnsw.ef_search', ef_search::text, true),
@@ -689,17 +755,36 @@ BEGIN
       set_config('enable_bitmapscan', 'off', true),
       set_config('enable_sort', 'off', true),
       set_config('enable_incremental_sort', 'off', true);
-    SELECT array_agg(r.chunk_id ORDER BY r.distance, r.chunk_id),
-      array_agg(r.distance ORDER BY r.distance, r.chunk_id),
-      array_agg(r.origin_xmin ORDER BY r.distance, r.chunk_id)
-    INTO found_ids, found_distances, found_versions
-    FROM (
-      SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance, d.origin_xmin
-      FROM fgentic.chunks d
-      WHERE d.acl @> all_ids AND (any_ids IS NULL OR d.acl && any_ids)
-      ORDER BY d.embedding OPERATOR(public.<=>) query_embedding
-      LIMIT fetch_rows
-    ) r;
+    IF chosen = 'subgraph' THEN
+      -- The id is an integer written into the text, so the planner proves the partial index's
+      -- predicate from it; everything else stays a parameter.
+      PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+      EXECUTE format(
+        $q$SELECT array_agg(r.chunk_id ORDER BY r.distance, r.chunk_id),
+             array_agg(r.distance ORDER BY r.distance, r.chunk_id),
+             array_agg(r.origin_xmin ORDER BY r.distance, r.chunk_id)
+           FROM (
+             SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) $1 AS distance, d.origin_xmin
+             FROM fgentic.chunks d
+             WHERE d.acl @> %L::integer[] AND d.acl @> $2 AND ($3::integer[] IS NULL OR d.acl && $3)
+             ORDER BY d.embedding OPERATOR(public.<=>) $1
+             LIMIT $4
+           ) r$q$, '{' || sub_id || '}')
+      INTO found_ids, found_distances, found_versions
+      USING query_embedding, all_ids, any_ids, fetch_rows;
+    ELSE
+      SELECT array_agg(r.chunk_id ORDER BY r.distance, r.chunk_id),
+        array_agg(r.distance ORDER BY r.distance, r.chunk_id),
+        array_agg(r.origin_xmin ORDER BY r.distance, r.chunk_id)
+      INTO found_ids, found_distances, found_versions
+      FROM (
+        SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance, d.origin_xmin
+        FROM fgentic.chunks d
+        WHERE d.acl @> all_ids AND (any_ids IS NULL OR d.acl && any_ids)
+        ORDER BY d.embedding OPERATOR(public.<=>) query_embedding
+        LIMIT fetch_rows
+      ) r;
+    END IF;
     PERFORM set_config('enable_seqscan', 'on', true),
       set_config('enable_bitmapscan', 'on', true),
       set_config('enable_sort', 'on', true),
@@ -781,7 +866,7 @@ BEGIN
       END IF;
     END IF;
 
-    IF chosen = 'hnsw' AND plan_hint = 'auto' AND cardinality(passed_ids) > 0 THEN
+    IF chosen IN ('hnsw', 'subgraph') AND plan_hint = 'auto' AND cardinality(passed_ids) > 0 THEN
       last_distance := passed_distances[least(depth, cardinality(passed_ids))];
       SELECT 1 - public.inner_product(public.l2_normalize(query_embedding), s.unit_sum) / s.row_count,
         s.min_contrast
@@ -792,9 +877,9 @@ BEGIN
       END IF;
     END IF;
 
-    IF chosen = 'hnsw' THEN
+    IF chosen IN ('hnsw', 'subgraph') THEN
       RETURN QUERY
-        SELECT 'hnsw'::text, f.id, f.d
+        SELECT chosen, f.id, f.d
         FROM unnest(passed_ids[1:depth], passed_distances[1:depth]) WITH ORDINALITY AS f(id, d, n)
         ORDER BY f.n;
       RETURN;
@@ -812,7 +897,11 @@ BEGIN
   WITH authorized_rows AS MATERIALIZED (
     SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance, d.origin_xmin
     FROM fgentic.chunks d
-    WHERE d.acl @> all_ids AND (any_ids IS NULL OR d.acl && any_ids)
+    -- The index condition: the key ids only (a Matrix audience's rarest id, or a partner's groups),
+    -- never the level id every public row carries; the whole integer test is the filter (IS TRUE
+    -- keeps it out of the index condition).
+    WHERE d.acl && key_ids
+      AND (d.acl @> all_ids AND (any_ids IS NULL OR d.acl && any_ids)) IS TRUE
   )
   SELECT array_agg(r.chunk_id ORDER BY r.distance, r.chunk_id),
     array_agg(r.distance ORDER BY r.distance, r.chunk_id),
@@ -859,7 +948,8 @@ BEGIN
       SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance
       FROM fgentic.chunks d
       JOIN knowledge.chunks c ON c.chunk_id = d.chunk_id AND c.xmin = d.origin_xmin
-      WHERE d.acl @> all_ids AND (any_ids IS NULL OR d.acl && any_ids)
+      WHERE d.acl && key_ids
+        AND (d.acl @> all_ids AND (any_ids IS NULL OR d.acl && any_ids)) IS TRUE
         AND (c.metadata->>'classification') = ANY (allowed_classifications)
         AND (audience IS NULL OR (c.metadata->'allowed_principals') @> audience)
         AND (groups IS NULL OR (c.metadata->'allowed_groups') ?| groups)
@@ -923,7 +1013,7 @@ BEGIN
     OR NOT fgentic.is_valid_principal_array(audience, 16)
     OR max_results IS NULL OR max_results NOT BETWEEN 1 AND 20
     OR (query_text IS NOT NULL AND char_length(query_text) NOT BETWEEN 1 AND 4096)
-    OR plan_hint IS NULL OR plan_hint NOT IN ('auto', 'exact', 'hnsw')
+    OR plan_hint IS NULL OR plan_hint NOT IN ('auto', 'exact', 'hnsw', 'subgraph')
     OR exact_threshold IS NULL OR exact_threshold NOT BETWEEN 0 AND 1000000
     OR ef_search IS NULL OR ef_search NOT BETWEEN 1 AND 1000
     OR max_scan_tuples IS NULL OR max_scan_tuples NOT BETWEEN 1 AND 100000000
@@ -1023,7 +1113,7 @@ BEGIN
     OR EXISTS (SELECT 1 FROM unnest(groups) AS g(v) WHERE NOT starts_with(g.v, 'partner/' || policy_id || '/'))
     OR max_results IS NULL OR max_results NOT BETWEEN 1 AND 20
     OR (query_text IS NOT NULL AND char_length(query_text) NOT BETWEEN 1 AND 4096)
-    OR plan_hint IS NULL OR plan_hint NOT IN ('auto', 'exact', 'hnsw')
+    OR plan_hint IS NULL OR plan_hint NOT IN ('auto', 'exact', 'hnsw', 'subgraph')
     OR exact_threshold IS NULL OR exact_threshold NOT BETWEEN 0 AND 1000000
     OR ef_search IS NULL OR ef_search NOT BETWEEN 1 AND 1000
     OR max_scan_tuples IS NULL OR max_scan_tuples NOT BETWEEN 1 AND 100000000
