@@ -36,6 +36,7 @@ describe('migrations', () => {
       applied: [],
       synced: 0,
       vectorIndexBuilt: false,
+      subgraphs: { kept: 0, built: 0, dropped: 0, bytes: 0 },
     });
     // Project-first claims no origin version: the origin's table does not exist.
     const origin = await t.pool.query("SELECT to_regclass('knowledge.schema_migrations') AS t");
@@ -264,8 +265,14 @@ describe('migrate command', () => {
       applied: loadMigrations().map((m) => m.version),
       synced: 0,
       vectorIndexBuilt: true,
+      subgraphs: { kept: 0, built: 0, dropped: 0, bytes: 0 },
     });
-    assert.deepEqual(results[1], { applied: [], synced: 0, vectorIndexBuilt: false });
+    assert.deepEqual(results[1], {
+      applied: [],
+      synced: 0,
+      vectorIndexBuilt: false,
+      subgraphs: { kept: 0, built: 0, dropped: 0, bytes: 0 },
+    });
   });
 });
 
