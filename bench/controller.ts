@@ -5,9 +5,6 @@
  * shipped RBAC (plus one name per agent in the MCP-key Role, as deploy/base/rbac-controller.yaml asks).
  *
  * Arms (BENCH_ARMS, default `full,incremental`), each on a fresh double seeded with the same resources:
- *   previous    — the list-everything, apply-everything pass (bench/controller-baseline.ts), started by
- *                 the benchmark right after each change (no watch delay, no debounce: in its favour);
- *                 slow at full scale (minutes per pass), so not run by default;
  *   full        — the shipped controller (startController: informers, hashes, pool of 8, backoff,
  *                 200 ms debounce) with `incremental: false`: every pass renders, hashes and compares
  *                 every object, as before the incremental render;
@@ -44,7 +41,6 @@ import type {
   RetrievalAgent,
   RetrievalRoom,
 } from '../controller/types.ts';
-import { reconcileOnce as previousPass } from './controller-baseline.ts';
 
 // `--revocation` and `--faults`: the scale and fault schedules (bench/controller-scale.ts).
 if (process.argv.includes('--revocation') || process.argv.includes('--faults')) {
@@ -58,8 +54,7 @@ const ROOMS = Number(process.env['BENCH_ROOMS'] ?? 10_000);
 const PARTNERS = Number(process.env['BENCH_PARTNERS'] ?? 1000);
 const LATENCY = Number(process.env['BENCH_LATENCY_MS'] ?? 2);
 const ARMS = (process.env['BENCH_ARMS'] ?? 'full,incremental').split(',');
-for (const a of ARMS)
-  if (!['previous', 'full', 'incremental'].includes(a)) throw new Error(`unknown arm ${a}`);
+for (const a of ARMS) if (!['full', 'incremental'].includes(a)) throw new Error(`unknown arm ${a}`);
 const NS = 'kagent';
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
 const mib = (n: number) => Math.round((n / 1024 / 1024) * 10) / 10;
@@ -297,8 +292,8 @@ function renderedDiff(before: Resources, after: Resources): K8sObject[] {
  * Puts the cluster in the state a reconcile leaves behind (every rendered object, every status), as
  * storage writes that bypass the API: an initial sync of 12,000 objects through the double would take
  * most of the run on a loaded machine and is not what the scenarios measure. The state is what the
- * current reconciler computes (in memory), so the rendered objects carry their desired-hash annotation;
- * the previous pass ignores it. The MCP key mirrors are left out: the controller cannot read them.
+ * current reconciler computes (in memory), so the rendered objects carry their desired-hash annotation.
+ * The MCP key mirrors are left out: the controller cannot read them.
  */
 async function seedReconciled(api: ApiServerDouble): Promise<void> {
   const RVK = 'retrieval.fgentic.dev/v1alpha1';
@@ -422,43 +417,32 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
 
   const client = watchedClient(api, sw);
   const passes: PassTiming[] = [];
-  let stop = async (): Promise<void> => {};
-  let start: () => Promise<void>;
-  let settle: () => Promise<void>;
-  let resync: () => Promise<void>;
-  if (arm === 'previous') {
-    const pass = () => previousPass(client).then(() => undefined);
-    start = pass;
-    settle = pass;
-    resync = pass;
-  } else {
-    let handle: Awaited<ReturnType<typeof startController>> | undefined;
-    start = async () => {
-      handle = await startController({
-        kubeConfig: api.kubeConfig(),
-        port: 0,
-        leaseNamespace: 'fgentic-system',
-        identity: 'bench',
-        writer: () => client,
-        incremental: arm === 'incremental',
-        onPass: (p) => passes.push(p),
-      });
-      await new Promise((r) => setTimeout(r, 500)); // the lists and the first debounce
-      await settle();
-    };
-    stop = async () => handle?.stop();
-    // A pass can compute for seconds without a request: quiet alone could end a scenario early.
-    settle = async () => {
-      for (let i = 0; i < 3; i++) {
-        await handle?.idle();
-        await quiet(api);
-      }
-    };
-    resync = async () => {
-      handle?.resync();
-      await settle();
-    };
-  }
+  let handle: Awaited<ReturnType<typeof startController>> | undefined;
+  // A pass can compute for seconds without a request: quiet alone could end a scenario early.
+  const settle = async () => {
+    for (let i = 0; i < 3; i++) {
+      await handle?.idle();
+      await quiet(api);
+    }
+  };
+  const start = async () => {
+    handle = await startController({
+      kubeConfig: api.kubeConfig(),
+      port: 0,
+      leaseNamespace: 'fgentic-system',
+      identity: 'bench',
+      writer: () => client,
+      incremental: arm === 'incremental',
+      onPass: (p) => passes.push(p),
+    });
+    await new Promise((r) => setTimeout(r, 500)); // the lists and the first debounce
+    await settle();
+  };
+  const stop = async () => handle?.stop();
+  const resync = async () => {
+    handle?.resync();
+    await settle();
+  };
   const shard = (id: string) => (o: K8sObject) =>
     o.kind === 'ConfigMap' &&
     Object.values((o as { data?: Record<string, string> }).data ?? {}).some((v) =>

@@ -1,28 +1,30 @@
 /**
  * Ingest benchmark on the embedded database (PGlite + pgvector, persisted to a temporary directory)
  * with the local embedder, through the production entry point (ingestion role, single-writer lease).
- * Four write paths side by side in one run, each workload on its own fresh database, the paths
- * alternating workload by workload so a change in machine load hits all of them alike:
- *   before  the write path before this work (bench/ingest-baseline.ts), on a table whose metadata
- *           CHECK is still 0001's function tree (migration 0011 undone for this arm)
- *   rows    today's code held to row-by-row writes (batched upserts, every index maintained per row;
- *           an ACL change updated in place with the graph kept)
- *   bulk    today's code held to the bulk path (`path: 'bulk'`: indexes dropped and rebuilt for any
- *           write, an ACL change of part of the table included), the other side of the threshold
- *   after   today's code as it runs (`auto`: the bulk load when the write is large for the table,
- *           an ACL change of the whole table included)
+ * Four arms side by side in one run, each on its own fresh database, the arms alternating workload by
+ * workload so a change in machine load hits all of them alike:
+ *   rows       today's write path held to row-by-row writes (`path: 'rows'`: every index maintained per
+ *              row; an ACL change updated in place with the graph kept)
+ *   bulk       held to the bulk path (`path: 'bulk'`: indexes dropped and rebuilt for any write, an
+ *              ACL change of part of the table included), the other side of the threshold
+ *   after      as the CLI runs it (`auto`), on a database without filtered subgraphs
+ *   after+sub  the same, with the filtered subgraphs present: before each workload
+ *              `maintainSubgraphs` runs as `migrate` runs it (exact threshold BENCH_EXACT_THRESHOLD,
+ *              default 50, so that ids of a few percent of a 5,000-row table get one), untimed
  * Two rates per run: committed (the rows and their ACL indexes are committed and searchable, exactly)
- * and ready (the vector index is built and the table maintained: the call returned). The before arm
- * builds everything in its one transaction, so both of its rates are the same.
+ * and ready (the call returned: vector indexes built, table maintained).
  * Workloads:
- *   fresh-N  N new chunks into an empty table (embedding, insert, index maintenance or rebuild)
+ *   fresh-N  N new chunks into an empty table (no subgraph can exist yet)
  *   same     the largest input again, unchanged
- *   acl      the largest input with every chunk's ACL changed
+ *   acl      the largest input with every chunk's ACL changed (its principal; the groups stay)
  *   acl-2/3  then two thirds of those chunks with their ACL changed again (below the threshold)
- * Then a profile of where a fresh row's milliseconds go (BENCH_PROFILE=0 skips it): the embedder,
- * validation, the INSERT into a copy of the table without indexes, each index's incremental upkeep,
- * an ACL-only UPDATE of every row with every index, without the graph and with the btree indexes
- * only, and each index's build from scratch. Prints tables and writes bench/results/ingest.json.
+ *   grow     a fifth of the largest size in new chunks of new sources (row by row on `auto`: the
+ *            whole graph and every subgraph a row's ids select take an insertion per row)
+ * Corpus ACL: every chunk one Matrix principal, a third the group partner/org-b/docs, and five groups
+ * partner/org-c/share-K carried by 2, 4, 6, 8 and 10 % of the chunks (the subgraphs' ids).
+ * After each workload of after+sub the valid subgraph indexes are counted: a bulk write drops them
+ * with the whole graph and builds them again after its commit (fgentic.deferred_indexes).
+ * Then the search table (BENCH_SEARCH=0 skips it). Prints tables, writes bench/results/ingest.json.
  * BENCH_CHUNKS (default "1000,5000") lists the fresh sizes.
  */
 import { spawn } from 'node:child_process';
@@ -32,8 +34,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { migrate } from '../retrieval/db/migrate.ts';
-import { createPool, toVectorBinary, toVectorParam } from '../retrieval/db/pool.ts';
-import { asRole, bootstrapDatabase, INGESTION_ROLE, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
+import { createPool } from '../retrieval/db/pool.ts';
+import {
+  asRole,
+  bootstrapDatabase,
+  INGESTION_ROLE,
+  OWNER_ROLE,
+  RETRIEVAL_ROLE,
+} from '../retrieval/db/roles.ts';
+import { maintainSubgraphs, type SubgraphReport } from '../retrieval/db/subgraphs.ts';
 import { createLocalEmbedder } from '../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../retrieval/embeddings/profile.ts';
 import { type IngestRecord, ingestRecords, prepareRecords } from '../retrieval/ingest/jsonl.ts';
@@ -42,43 +51,64 @@ import { VECTOR_INDEX_MIN_ROWS, writeChunks } from '../retrieval/ingest/store.ts
 import { DEFAULT_PLANNER } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
 import { decodeFixture, matrixHeader, P } from '../retrieval/testing.ts';
-import { baselineIngest } from './ingest-baseline.ts';
 
 const SIZES = (process.env['BENCH_CHUNKS'] ?? '1000,5000').split(',').map(Number);
-const PROFILE = process.env['BENCH_PROFILE'] !== '0';
 const WORKLOADS = process.env['BENCH_WORKLOADS'] !== '0';
 const SEARCH = process.env['BENCH_SEARCH'] !== '0';
+const EXACT_THRESHOLD = Number(process.env['BENCH_EXACT_THRESHOLD'] ?? 50);
+for (const n of [...SIZES, EXACT_THRESHOLD])
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error('BENCH_CHUNKS and BENCH_EXACT_THRESHOLD: positive integers');
 const embedder = createLocalEmbedder();
 
 const WORDS =
   'policy travel expense handbook roadmap incident backup partner guide review quarter budget release'.split(
     ' ',
   );
-function records(n: number, principal: string): IngestRecord[] {
-  return Array.from({ length: n }, (_, i) => ({
-    content: `Section ${i}: the ${WORDS[i % WORDS.length]} notes for team ${i % 37} cover ${WORDS[(i * 7) % WORDS.length]} and ${WORDS[(i * 11) % WORDS.length]} in paragraph ${i}, with enough words to look like a real chunk of a handbook page.`,
-    metadata: {
-      source: { id: `bench/doc-${Math.floor(i / 20)}`, title: `Document ${Math.floor(i / 20)}` },
-      classification: 'public',
-      allowed_principals: [{ kind: 'matrix', principal }],
-      allowed_groups: i % 3 === 0 ? ['partner/org-b/docs'] : [],
-    },
-  }));
+/** Chunks out of every 50 that carry partner/org-c/share-K: 2, 4, 6, 8 and 10 %. */
+const SHARES = [1, 2, 3, 4, 5];
+function records(n: number, principal: string, from = 0, prefix = 'bench/doc'): IngestRecord[] {
+  return Array.from({ length: n }, (_, k) => {
+    const i = from + k;
+    const groups = i % 3 === 0 ? ['partner/org-b/docs'] : [];
+    SHARES.forEach((per50, g) => {
+      if (i % 50 < per50) groups.push(`partner/org-c/share-${g}`);
+    });
+    return {
+      content: `Section ${i}: the ${WORDS[i % WORDS.length]} notes for team ${i % 37} cover ${WORDS[(i * 7) % WORDS.length]} and ${WORDS[(i * 11) % WORDS.length]} in paragraph ${i}, with enough words to look like a real chunk of a handbook page.`,
+      metadata: {
+        source: { id: `${prefix}-${Math.floor(i / 20)}`, title: `Document ${Math.floor(i / 20)}` },
+        classification: 'public',
+        allowed_principals: [{ kind: 'matrix', principal }],
+        allowed_groups: groups,
+      },
+    };
+  });
 }
 
-const PATHS = ['before', 'rows', 'bulk', 'after'] as const;
-type Path = (typeof PATHS)[number];
+const ARMS = ['rows', 'bulk', 'after', 'after+sub'] as const;
+type Arm = (typeof ARMS)[number];
 interface Run {
   workload: string;
-  path: Path;
+  arm: Arm;
   chunks: number;
-  /** Until the call returned: rows committed, vector index built, table maintained. */
+  /** Until the call returned: rows committed, vector indexes built, table maintained. */
   seconds: number;
   chunksPerSecond: number;
   /** Until the rows were committed and visible to searches. */
   committedSeconds: number;
   committedPerSecond: number;
   result: string;
+  /** after+sub: maintainSubgraphs just before the workload (untimed in the rates), and what it did. */
+  subgraphs?: {
+    maintain: SubgraphReport;
+    maintainSeconds: number;
+    /** Valid, ready chunks_sub_% indexes before the write and after the call returned. */
+    validBefore: number;
+    validAfter: number;
+    /** Rows of fgentic.subgraphs after the call returned. */
+    registeredAfter: number;
+  };
 }
 
 interface Target {
@@ -86,12 +116,8 @@ interface Target {
   close(): Promise<void>;
 }
 
-/** 0001's metadata CHECK, as every table had it before migration 0011. */
-const ORIGINAL_CHECK =
-  'DROP CONSTRAINT chunks_metadata_valid, ADD CONSTRAINT chunks_metadata_valid CHECK (knowledge.is_valid_metadata(metadata))';
-
 /** A fresh persisted embedded database in a child process (bench/ingest-db.ts), as `npm start` runs it. */
-async function open(path?: Path): Promise<Target> {
+async function open(): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'fgentic-bench-ingest-'));
   const child = spawn(
     process.execPath,
@@ -117,7 +143,6 @@ async function open(path?: Path): Promise<Target> {
   await bootstrapDatabase(pool);
   await migrate(pool);
   await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
-  if (path === 'before') await pool.query(`ALTER TABLE knowledge.chunks ${ORIGINAL_CHECK}`);
   return {
     pool,
     async close() {
@@ -129,32 +154,60 @@ async function open(path?: Path): Promise<Target> {
   };
 }
 
-async function ingest(t: Target, path: Path, workload: string, input: IngestRecord[]): Promise<Run> {
+/** Valid, ready subgraph indexes on fgentic.chunks, and the rows of fgentic.subgraphs. */
+async function subgraphState(pool: pg.Pool): Promise<{ valid: number; registered: number }> {
+  const r = await pool.query<{ valid: number; registered: number }>(
+    `SELECT (SELECT count(*) FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
+              WHERE i.indrelid = 'fgentic.chunks'::regclass AND x.relname LIKE 'chunks\\_sub\\_%'
+                AND i.indisvalid AND i.indisready)::int AS valid,
+            (SELECT count(*) FROM fgentic.subgraphs)::int AS registered`,
+  );
+  return r.rows[0] ?? { valid: 0, registered: 0 };
+}
+
+async function ingest(t: Target, arm: Arm, workload: string, input: IngestRecord[]): Promise<Run> {
+  let subgraphs: Run['subgraphs'];
+  if (arm === 'after+sub') {
+    const client = await t.pool.connect();
+    const s0 = performance.now();
+    let maintain: SubgraphReport;
+    try {
+      maintain = await maintainSubgraphs(client, OWNER_ROLE, { exactThreshold: EXACT_THRESHOLD });
+    } finally {
+      client.release();
+    }
+    const maintainSeconds = (performance.now() - s0) / 1000;
+    const validBefore = (await subgraphState(t.pool)).valid;
+    subgraphs = { maintain, maintainSeconds, validBefore, validAfter: 0, registeredAfter: 0 };
+  }
   const t0 = performance.now();
   let committed: number | undefined;
   const stats = await withIngestionLease(t.pool, (writer) =>
-    path === 'before'
-      ? baselineIngest(writer, embedder, input)
-      : ingestRecords(
-          writer,
-          embedder,
-          input,
-          undefined,
-          {},
-          {
-            path: path === 'after' ? 'auto' : path,
-            onCommit: () => {
-              committed = performance.now();
-            },
-          },
-        ),
+    ingestRecords(
+      writer,
+      embedder,
+      input,
+      undefined,
+      {},
+      {
+        path: arm === 'rows' || arm === 'bulk' ? arm : 'auto',
+        onCommit: () => {
+          committed = performance.now();
+        },
+      },
+    ),
   );
   const end = performance.now();
+  if (subgraphs !== undefined) {
+    const after = await subgraphState(t.pool);
+    subgraphs.validAfter = after.valid;
+    subgraphs.registeredAfter = after.registered;
+  }
   const seconds = (end - t0) / 1000;
   const committedSeconds = ((committed ?? end) - t0) / 1000;
   return {
     workload,
-    path,
+    arm,
     chunks: input.length,
     seconds,
     chunksPerSecond: input.length / seconds,
@@ -164,6 +217,7 @@ async function ingest(t: Target, path: Path, workload: string, input: IngestReco
       .filter(([k, v]) => k !== 'records' && k !== 'embedded' && v !== 0 && v !== 'none')
       .map(([k, v]) => `${k} ${v}`)
       .join(', '),
+    ...(subgraphs !== undefined ? { subgraphs } : {}),
   };
 }
 
@@ -171,176 +225,79 @@ const runs: Run[] = [];
 /** Keeps a run and shows it at once on stderr (a full run takes minutes on a loaded machine). */
 function note(r: Run): void {
   runs.push(r);
+  const g = r.subgraphs;
   process.stderr.write(
-    `${r.workload} ${r.path}: committed ${r.committedSeconds.toFixed(1)} s (${r.committedPerSecond.toFixed(0)}/s), ready ${r.seconds.toFixed(1)} s (${r.chunksPerSecond.toFixed(0)}/s)\n`,
+    `${r.workload} ${r.arm}: committed ${r.committedSeconds.toFixed(1)} s (${r.committedPerSecond.toFixed(0)}/s), ready ${r.seconds.toFixed(1)} s (${r.chunksPerSecond.toFixed(0)}/s)${g ? `; subgraphs ${g.validBefore} → ${g.validAfter} valid (maintain ${g.maintainSeconds.toFixed(1)} s: built ${g.maintain.built}, kept ${g.maintain.kept}${g.maintain.skipped ? `, ${g.maintain.skipped}` : ''})` : ''}\n`,
   );
 }
 const largest = Math.max(...SIZES);
 for (const n of WORKLOADS ? SIZES : []) {
   const input = records(n, '@alice:org-a.example');
-  for (const path of PATHS) {
-    const t = await open(path);
-    try {
-      note(await ingest(t, path, `fresh-${n}`, input));
-      if (n === largest) {
-        note(await ingest(t, path, 'same', input));
-        const bob = records(n, '@bob:org-a.example');
-        note(await ingest(t, path, 'acl', bob));
-        // Two thirds of the rows change their ACL again: below the threshold (ACL_ONLY_WEIGHT), so
-        // `after` updates in place as `rows` does, and `bulk` shows what the other choice costs.
-        const carol = records(n, '@carol:org-a.example');
-        note(
-          await ingest(
-            t,
-            path,
-            'acl-2/3',
-            bob.map((r, i) => (i < Math.ceil((2 * n) / 3) ? carol[i] : r) as IngestRecord),
-          ),
-        );
-      }
-    } finally {
-      await t.close();
+  // The subgraph arm differs from `after` only once a table exists: at the largest size.
+  const arms = ARMS.filter((a) => a !== 'after+sub' || n === largest);
+  const targets = new Map<Arm, Target>();
+  try {
+    for (const arm of arms) targets.set(arm, await open());
+    const each = async (workload: string, batch: IngestRecord[]) => {
+      for (const arm of arms) note(await ingest(targets.get(arm) as Target, arm, workload, batch));
+    };
+    await each(`fresh-${n}`, input);
+    if (n === largest) {
+      await each('same', input);
+      const bob = records(n, '@bob:org-a.example');
+      await each('acl', bob);
+      // Two thirds of the rows change their ACL again: below the threshold (ACL_ONLY_WEIGHT), so
+      // `after` updates in place as `rows` does, and `bulk` shows what the other choice costs.
+      const carol = records(n, '@carol:org-a.example');
+      await each(
+        'acl-2/3',
+        bob.map((r, i) => (i < Math.ceil((2 * n) / 3) ? carol[i] : r) as IngestRecord),
+      );
+      await each('grow', records(Math.ceil(n / 5), '@bob:org-a.example', n, 'bench/grow'));
     }
+  } finally {
+    for (const t of targets.values()) await t.close();
   }
 }
 
+const rate = (x: number) => x.toFixed(0);
+const pair = (r: Run | undefined) => (r ? `${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}` : '—');
+const ratios: Record<
+  string,
+  { afterOverRows: number; afterOverBulk: number; subOverAfter?: { committed: number; ready: number } }
+> = {};
 if (runs.length > 0) {
   console.log(
     `ingest on the embedded database (PGlite persisted to disk), local embedder; load ${loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}\n`,
   );
-  console.log('chunks/s: committed (rows searchable) / ready (vector index built, table maintained)\n');
+  console.log('chunks/s: committed (rows searchable) / ready (vector indexes built, table maintained)');
   console.log(
-    'workload     chunks     before/s        rows/s        bulk/s     after/s committed   ready   after÷before committed   ready   ready ÷rows   ready ÷bulk   after result',
+    `after+sub: subgraphs from maintainSubgraphs (exact threshold ${EXACT_THRESHOLD}) before each workload; sub÷after: time with subgraphs ÷ time without (> 1: slower)\n`,
+  );
+  console.log(
+    'workload    chunks       rows/s       bulk/s      after/s  after+sub/s   rows÷after  bulk÷after  sub÷after c/r   subgraphs valid   after result',
   );
 }
-const workloads = [...new Set(runs.map((r) => r.workload))];
-const ratios: Record<
-  string,
-  {
-    afterOverBefore: number;
-    afterOverRows: number;
-    afterOverBulk: number;
-    committedAfterOverBefore: number;
-  }
-> = {};
-const rate = (x: number) => x.toFixed(0);
-for (const w of workloads) {
-  const by = (p: Path) => runs.find((r) => r.workload === w && r.path === p) as Run;
-  const [b, r, k, a] = [by('before'), by('rows'), by('bulk'), by('after')];
+for (const w of [...new Set(runs.map((r) => r.workload))]) {
+  const by = (a: Arm) => runs.find((r) => r.workload === w && r.arm === a);
+  const [r, k, a, s] = [by('rows'), by('bulk'), by('after'), by('after+sub')];
+  if (!r || !k || !a) continue;
   ratios[w] = {
-    afterOverBefore: b.seconds / a.seconds,
     afterOverRows: r.seconds / a.seconds,
     afterOverBulk: k.seconds / a.seconds,
-    committedAfterOverBefore: b.seconds / a.committedSeconds,
+    ...(s
+      ? { subOverAfter: { committed: s.committedSeconds / a.committedSeconds, ready: s.seconds / a.seconds } }
+      : {}),
   };
+  const sub = s
+    ? `${(s.committedSeconds / a.committedSeconds).toFixed(2)}/${(s.seconds / a.seconds).toFixed(2)}`
+    : '—';
+  const valid = s?.subgraphs ? `${s.subgraphs.validBefore} → ${s.subgraphs.validAfter}` : '—';
   console.log(
-    `${w.padEnd(11)} ${String(a.chunks).padStart(7)}   ${rate(b.chunksPerSecond).padStart(8)}   ${`${rate(r.committedPerSecond)}/${rate(r.chunksPerSecond)}`.padStart(11)}   ${`${rate(k.committedPerSecond)}/${rate(k.chunksPerSecond)}`.padStart(11)}   ${rate(a.committedPerSecond).padStart(16)}   ${rate(a.chunksPerSecond).padStart(5)}   ${`${(b.seconds / a.committedSeconds).toFixed(1)}×`.padStart(21)}   ${`${(b.seconds / a.seconds).toFixed(1)}×`.padStart(5)}   ${`${(r.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${`${(k.seconds / a.seconds).toFixed(2)}×`.padStart(11)}   ${a.result}`,
+    `${w.padEnd(10)} ${String(a.chunks).padStart(7)} ${pair(r).padStart(12)} ${pair(k).padStart(12)} ${pair(a).padStart(12)} ${pair(s).padStart(12)} ${`${(r.seconds / a.seconds).toFixed(2)}×`.padStart(12)} ${`${(k.seconds / a.seconds).toFixed(2)}×`.padStart(11)} ${sub.padStart(15)} ${valid.padStart(17)}   ${a.result}`,
   );
-}
-
-/** Milliseconds per row for each step a fresh row goes through. */
-async function profile(n: number) {
-  const t = await open();
-  const out: { step: string; msPerRow: number }[] = [];
-  const step = (name: string, ms: number) => out.push({ step: name, msPerRow: ms / n });
-  try {
-    const input = records(n, '@alice:org-a.example');
-    let t0 = performance.now();
-    const { prepared } = prepareRecords(input, embedder.profile);
-    step('validate records', performance.now() - t0);
-    t0 = performance.now();
-    const vectors = await embedder.embed(prepared.map((p) => p.content));
-    step('local embedder', performance.now() - t0);
-    const defs = (
-      await t.pool.query(
-        `SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS def, am.amname AS am
-           FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam
-          WHERE i.indrelid = 'knowledge.chunks'::regclass ORDER BY c.relname`,
-      )
-    ).rows as { name: string; def: string; am: string }[];
-    await t.pool.query('CREATE SCHEMA bench');
-    let k = 0;
-    // A copy of the table with its CHECK constraints and generated ACL ids and no index; `indexes`
-    // are added before the load. Vectors go as the store sends them (binary) unless `text` is set.
-    const load = async (
-      indexes: readonly string[],
-      settings: readonly string[] = [],
-      encode: (v: readonly number[]) => unknown = toVectorBinary,
-      alter?: string,
-    ) => {
-      const table = `bench.t${k++}`;
-      await t.pool.query(
-        `CREATE TABLE ${table} (LIKE knowledge.chunks INCLUDING CONSTRAINTS INCLUDING GENERATED)`,
-      );
-      if (alter !== undefined) await t.pool.query(`ALTER TABLE ${table} ${alter}`);
-      for (const d of indexes) await t.pool.query(retarget(d, table));
-      const client = await t.pool.connect();
-      try {
-        for (const s of settings) await client.query(s);
-        const started = performance.now();
-        for (let i = 0; i < n; i += 200) {
-          const values: unknown[] = [];
-          const tuples = prepared.slice(i, i + 200).map((c, j) => {
-            values.push(c.chunk_id, c.content, encode(vectors[i + j] ?? []), JSON.stringify(c.metadata));
-            return `($${j * 4 + 1}, $${j * 4 + 2}, $${j * 4 + 3}::vector, $${j * 4 + 4}::jsonb)`;
-          });
-          await client.query(
-            `INSERT INTO ${table} (chunk_id, content, embedding, metadata) VALUES ${tuples.join(', ')}`,
-            values,
-          );
-        }
-        for (const s of settings) await client.query(`RESET ${s.replace(/^SET (\w+).*/, '$1')}`);
-        return { table, ms: performance.now() - started };
-      } finally {
-        client.release();
-      }
-    };
-    // A first load compiles the CHECK functions and warms the caches; it is not counted.
-    await load([]);
-    const bare = await load([]);
-    step('INSERT: heap, TOAST, CHECKs, ACL ids (no index)', bare.ms);
-    step('  the same with vectors as decimal text (previous)', (await load([], [], toVectorParam)).ms);
-    step(
-      "  the same with 0001's metadata CHECK (previous)",
-      (await load([], [], toVectorBinary, ORIGINAL_CHECK)).ms,
-    );
-    step(
-      '  the same without the metadata CHECK',
-      (await load([], [], toVectorBinary, 'DROP CONSTRAINT chunks_metadata_valid')).ms,
-    );
-    for (const d of defs) step(`  + upkeep of ${d.name} (${d.am})`, (await load([d.def])).ms - bare.ms);
-    const all = defs.map((d) => d.def);
-    const withAll = await load(all);
-    step('INSERT with every index (the rows path)', withAll.ms);
-    // An ACL change of every row, in one UPDATE: with the graph in place, and on a copy without it.
-    const aclUpdate = async (table: string) => {
-      const started = performance.now();
-      await t.pool.query(
-        `UPDATE ${table} SET metadata = jsonb_set(metadata, '{allowed_principals}', '[{"kind":"matrix","principal":"@bob:org-a.example"}]')`,
-      );
-      return performance.now() - started;
-    };
-    step('ACL-only UPDATE with every index (graph walked per row)', await aclUpdate(withAll.table));
-    const noGraph = await load(defs.filter((d) => !VECTOR_INDEX_AMS.has(d.am)).map((d) => d.def));
-    step('ACL-only UPDATE with every index but the vector index', await aclUpdate(noGraph.table));
-    const btreeOnly = await load(defs.filter((d) => d.am === 'btree').map((d) => d.def));
-    step('ACL-only UPDATE with the btree indexes only (the bulk path)', await aclUpdate(btreeOnly.table));
-    step(
-      'INSERT with every index, synchronous_commit off',
-      (await load(all, ['SET synchronous_commit = off'])).ms,
-    );
-    await t.pool.query("SET maintenance_work_mem = '256MB'");
-    for (const d of defs) {
-      t0 = performance.now();
-      await t.pool.query(retarget(d.def, bare.table));
-      step(`  build of ${d.name} after the load`, performance.now() - t0);
-    }
-  } finally {
-    await t.close();
-  }
-  return out;
 }
 
 /**
@@ -402,22 +359,6 @@ function median(xs: readonly number[]): number {
   return s[Math.floor(s.length / 2)] ?? Number.NaN;
 }
 
-const VECTOR_INDEX_AMS: ReadonlySet<string> = new Set(['hnsw', 'ivfflat']);
-let copies = 0;
-/** An index definition moved onto a copy of the table, under a name no other copy uses. */
-function retarget(def: string, table: string): string {
-  copies += 1;
-  return def.replace(/ ON knowledge\.chunks /, ` ON ${table} `).replace(/INDEX (\S+)/, `INDEX $1_c${copies}`);
-}
-
-let breakdown: { step: string; msPerRow: number }[] = [];
-if (PROFILE) {
-  const n = Math.min(...SIZES);
-  breakdown = await profile(n);
-  console.log(`\nwhere a fresh row's time goes (${n} rows, ms per row)\n`);
-  for (const s of breakdown) console.log(`${s.step.padEnd(58)} ${s.msPerRow.toFixed(3).padStart(7)}`);
-}
-
 let search: Awaited<ReturnType<typeof searchLatency>> = [];
 if (SEARCH) {
   search = await searchLatency([VECTOR_INDEX_MIN_ROWS, 2 * VECTOR_INDEX_MIN_ROWS, 5 * VECTOR_INDEX_MIN_ROWS]);
@@ -435,5 +376,5 @@ const out = new URL('./results/', import.meta.url);
 mkdirSync(out, { recursive: true });
 writeFileSync(
   new URL('ingest.json', out),
-  `${JSON.stringify({ sizes: SIZES, load: loadavg(), runs, ratios, profile: breakdown, search }, null, 2)}\n`,
+  `${JSON.stringify({ sizes: SIZES, exactThreshold: EXACT_THRESHOLD, load: loadavg(), runs, ratios, search }, null, 2)}\n`,
 );
