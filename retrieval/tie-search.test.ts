@@ -91,7 +91,12 @@ test('the approximate path equals the exact ranking on corpora full of duplicate
       )
         return;
       compared++;
-      assert.equal(approx.plan, 'hnsw');
+      // The walk's answer stands, unless it holds fewer than k rows while the per-id counts bound
+      // allows more: then the exact path answers (an upper bound cannot prove the walk complete).
+      assert.ok(
+        approx.plan === 'hnsw' || (approx.plan === 'exact' && exact.hits.length < c.k),
+        `plan ${approx.plan} with ${exact.hits.length} of ${c.k} rows`,
+      );
       assert.deepEqual(
         approx.hits.map((h) => h.chunk_id),
         exact.hits.map((h) => h.chunk_id),
