@@ -6,7 +6,7 @@
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseFlags, usageError } from '../cli/args.ts';
+import { parseFlags, usageError } from '../common/args.ts';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { loadDocuments } from '../controller/render-command.ts';
 import { DatabaseInUseError, readLock } from '../retrieval/db/embedded.ts';

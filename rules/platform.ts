@@ -2,7 +2,7 @@
  * The RetrievalPlatform: every field that reaches `projector.json`, `retrieval.json` or a rendered
  * gateway, kagent or NetworkPolicy object, checked with the one rule of its family. The webhook
  * denies with these problems, the render reports the first as the platform's `Invalid` conflict,
- * and the CRD carries the same rules as schema (controller/crds.ts builds it from the same
+ * and the CRD carries the same rules as schema (crds/schema.ts builds it from the same
  * modules). Pure.
  */
 import { isServerName } from '../contract/index.ts';

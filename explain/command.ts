@@ -12,12 +12,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
-import { createLogger } from '../../common/log.ts';
-import type { ProjectorConfig } from '../../projector/config.ts';
-import type { RoomStateReader } from '../../projector/homeserver.ts';
-import { dataDirTarget } from '../data-dir.ts';
-import { DatabaseInUseError, DEFAULT_DATA_DIR, type EmbeddedDatabase } from '../db/embedded.ts';
-import { createPool } from '../db/pool.ts';
+import { createLogger } from '../common/log.ts';
+import type { ProjectorConfig } from '../projector/config.ts';
+import type { RoomStateReader } from '../projector/homeserver.ts';
+import { dataDirTarget } from '../retrieval/data-dir.ts';
+import { DatabaseInUseError, DEFAULT_DATA_DIR, type EmbeddedDatabase } from '../retrieval/db/embedded.ts';
+import { createPool } from '../retrieval/db/pool.ts';
 import {
   detailStatement,
   ExplainError,
