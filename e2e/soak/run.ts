@@ -10,13 +10,14 @@
 import { writeFileSync } from 'node:fs';
 import type { MatrixPrincipal } from '../../contract/index.ts';
 import { type ProjectorConfig, parseConfig } from '../../projector/config.ts';
+import { prng } from '../../retrieval/testing.ts';
 import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM } from '../helpers.ts';
 import type { SoakEngine } from './database.ts';
 import { type FaultContext, faultSchedule, sleep } from './faults.ts';
 import { MembershipHistory, type Registry, RegistryHistory } from './oracle.ts';
 import { buildReport, type FaultWindow, type MemorySample, type SoakReport } from './report.ts';
 import { type SoakStack, startSoakStack } from './stack.ts';
-import { matrixOp, mcpOp, type Op, partnerOp, prng, type TrafficContext } from './traffic.ts';
+import { matrixOp, mcpOp, type Op, partnerOp, type TrafficContext } from './traffic.ts';
 
 export type { FaultReport, MemorySample, PhaseStats, SoakReport } from './report.ts';
 export { formatReport, HEAP_GROWTH_BOUND_BYTES } from './report.ts';

@@ -16,6 +16,7 @@ import { encodeRoomContext, roomContextFromSnapshot } from '../../contract/index
 import type { ProjectorConfig } from '../../projector/config.ts';
 import { snapshotFromState } from '../../projector/homeserver.ts';
 import { matrixHeader, oauthHeader } from '../../retrieval/testing.ts';
+
 import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../../rules/index.ts';
 import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM, roomSnapshot, sendParams } from '../helpers.ts';
 import {
@@ -64,18 +65,6 @@ const QUERIES = [
 ];
 
 const pickQuery = (c: TrafficContext) => QUERIES[Math.floor(c.rand() * QUERIES.length)]!;
-
-/** mulberry32: a seeded PRNG so a run's traffic mix is reproducible. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Every `results` entry of a search (MCP structured content or an agent's data part), anywhere. */
 function resultRows(value: unknown): { sourceId: string; classification: string }[] {
