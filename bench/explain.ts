@@ -12,16 +12,16 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import type { ChunkMetadata, MatrixPrincipal } from '../contract/index.ts';
-import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
-import { migrate } from '../retrieval/db/migrate.ts';
-import { createPool } from '../retrieval/db/pool.ts';
 import {
   detailStatement,
   type Subject,
   subjectProjection,
   summarize,
   summaryStatement,
-} from '../retrieval/explain/core.ts';
+} from '../explain/core.ts';
+import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
+import { migrate } from '../retrieval/db/migrate.ts';
+import { createPool } from '../retrieval/db/pool.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { buildPredicate } from '../retrieval/predicate.ts';
 import { prng } from '../retrieval/testing.ts';

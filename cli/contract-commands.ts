@@ -1,8 +1,8 @@
 /** `projection decode` and `snapshot digest`: the contract on stdin/stdout, for scripts and other languages. */
 
+import { parseFlags, usageError } from '../common/args.ts';
 import type { AgentRef } from '../contract/index.ts';
 import { decodeProjection, jcs, parseStrictJson, stateDigest, validateSnapshot } from '../contract/index.ts';
-import { parseFlags, usageError } from './args.ts';
 import { readStdin } from './io.ts';
 
 export async function projectionDecode(args: { now?: string; agent?: string }): Promise<number> {

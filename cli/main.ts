@@ -174,7 +174,7 @@ or drops filtered subgraphs. Prints {"synced":N,"subgraphs":...} on stdout.`,
   --limit N              at most N chunks in a detail report (default 1000)
   --database-url URL | --data-dir DIR   the database, as for ingest
 Exit 0 with a report, 1 when it cannot be made, 2 on usage.`,
-    run: async (argv) => (await import('../retrieval/explain/command.ts')).explainCommand(argv),
+    run: async (argv) => (await import('../explain/command.ts')).explainCommand(argv),
   },
 };
 

@@ -58,152 +58,185 @@ export interface ConfigMapWatch {
   close(): void;
 }
 
-export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
-  const now = o.now ?? Date.now;
-  const watchTimeout = o.watchTimeoutSeconds ?? 20;
-  const listTimeoutMs = o.listTimeoutMs ?? 10_000;
-  const guard = new WatchGuard(o.backoff ?? RESTART_BACKOFF);
-  const objects = new Map<string, ConfigMapLike>();
-  const selectors = {
-    ...(o.labelSelector !== undefined ? { labelSelector: o.labelSelector } : {}),
-    ...(o.fieldSelector !== undefined ? { fieldSelector: o.fieldSelector } : {}),
-  };
-  const path = `/api/v1/namespaces/${encodeURIComponent(o.namespace)}/configmaps`;
-  let lastContact = Number.NEGATIVE_INFINITY;
-  /** The open watch: when it opened and whether it delivered anything (then it is contact). */
-  let current: { stream: WatchStream; openedAt: number; events: number } | undefined;
-  let resourceVersion: string | undefined;
-  let stopped = false;
-  let retry: NodeJS.Timeout | undefined;
-  let markSynced: () => void = () => {};
-  const synced = new Promise<void>((r) => {
-    markSynced = r;
+/** One open watch request: when it opened, what it delivered, and how it ended. */
+interface OpenWatch {
+  stream: WatchStream;
+  readonly openedAt: number;
+  events: number;
+  /** An ERROR event (e.g. 410 Gone: the resourceVersion is too old) asks for a fresh list. */
+  relist: boolean;
+  done: boolean;
+}
+
+/** The list + watch loop: the selected objects, the last resourceVersion and the contact clock. */
+class ConfigMapLoop implements ConfigMapWatch {
+  private readonly now: () => number;
+  private readonly watchTimeout: number;
+  private readonly listTimeoutMs: number;
+  private readonly guard: WatchGuard;
+  private readonly objects = new Map<string, ConfigMapLike>();
+  private readonly selectors: Record<string, string>;
+  private readonly path: string;
+  private lastContact = Number.NEGATIVE_INFINITY;
+  private current: OpenWatch | undefined;
+  private resourceVersion: string | undefined;
+  private stopped = false;
+  private retry: NodeJS.Timeout | undefined;
+  private pending: NodeJS.Timeout | undefined;
+  private markSynced: () => void = () => {};
+  readonly synced = new Promise<void>((r) => {
+    this.markSynced = r;
   });
 
-  let pending: NodeJS.Timeout | undefined;
-  const publishSoon = () => {
-    if (pending || stopped) return;
-    pending = setTimeout(() => {
-      pending = undefined;
-      if (!stopped) o.onObjects(objects);
-    }, 10);
-  };
+  constructor(private readonly o: ConfigMapWatchOptions) {
+    this.now = o.now ?? Date.now;
+    this.watchTimeout = o.watchTimeoutSeconds ?? 20;
+    this.listTimeoutMs = o.listTimeoutMs ?? 10_000;
+    this.guard = new WatchGuard(o.backoff ?? RESTART_BACKOFF);
+    this.selectors = {
+      ...(o.labelSelector !== undefined ? { labelSelector: o.labelSelector } : {}),
+      ...(o.fieldSelector !== undefined ? { fieldSelector: o.fieldSelector } : {}),
+    };
+    this.path = `/api/v1/namespaces/${encodeURIComponent(o.namespace)}/configmaps`;
+  }
 
-  const schedule = (fn: () => void, ms: number) => {
-    if (stopped) return;
-    retry = setTimeout(fn, ms);
-    retry.unref();
-  };
-  const failed = (kind: string, e: unknown, delay: number) => {
-    o.onWatchError?.(kind, errorClass(e));
-    schedule(() => void list(), delay);
-  };
+  contactAgeMs(): number {
+    // An open watch is contact; one that then ends at once without a word is not counted as
+    // contact afterwards (lastContact is left where the last real contact put it).
+    if (this.current?.stream.open) return 0;
+    return this.lastContact === Number.NEGATIVE_INFINITY ? Infinity : this.now() - this.lastContact;
+  }
 
-  const list = async () => {
-    if (stopped) return;
+  close(): void {
+    this.stopped = true;
+    if (this.pending) clearTimeout(this.pending);
+    if (this.retry) clearTimeout(this.retry);
+    this.current?.stream.close();
+  }
+
+  async list(): Promise<void> {
+    if (this.stopped) return;
     let res: { items?: ConfigMapLike[]; metadata?: { resourceVersion?: string } };
     try {
-      res = await requestJson(o.kubeConfig, {
+      res = await requestJson(this.o.kubeConfig, {
         method: 'GET',
-        path,
-        query: selectors,
-        timeoutMs: listTimeoutMs,
+        path: this.path,
+        query: this.selectors,
+        timeoutMs: this.listTimeoutMs,
       });
     } catch (e) {
-      markSynced();
-      return failed('list', e, guard.failure());
+      this.markSynced();
+      return this.failed('list', e, this.guard.failure());
     }
-    if (stopped) return;
-    objects.clear();
+    if (this.stopped) return;
+    this.objects.clear();
     for (const cm of res.items ?? []) {
       const name = cm.metadata?.name;
-      if (name !== undefined) objects.set(name, cm);
+      if (name !== undefined) this.objects.set(name, cm);
     }
-    resourceVersion = res.metadata?.resourceVersion;
-    lastContact = now();
-    o.onObjects(objects);
-    watch();
-  };
+    this.resourceVersion = res.metadata?.resourceVersion;
+    this.lastContact = this.now();
+    this.o.onObjects(this.objects);
+    this.watch();
+  }
 
-  const watch = () => {
-    if (stopped) return;
-    let relist = false;
-    const openedAt = now();
-    const w: { stream: WatchStream; openedAt: number; events: number } = {
+  private publishSoon(): void {
+    if (this.pending || this.stopped) return;
+    this.pending = setTimeout(() => {
+      this.pending = undefined;
+      if (!this.stopped) this.o.onObjects(this.objects);
+    }, 10);
+  }
+
+  private schedule(fn: () => void, ms: number): void {
+    if (this.stopped) return;
+    this.retry = setTimeout(fn, ms);
+    this.retry.unref();
+  }
+
+  private failed(kind: string, e: unknown, delay: number): void {
+    this.o.onWatchError?.(kind, errorClass(e));
+    this.schedule(() => void this.list(), delay);
+  }
+
+  private watch(): void {
+    if (this.stopped) return;
+    const w: OpenWatch = {
       stream: undefined as unknown as WatchStream,
-      openedAt,
+      openedAt: this.now(),
       events: 0,
+      relist: false,
+      done: false,
     };
-    current = w;
-    w.stream = openWatch(o.kubeConfig, {
-      path,
+    this.current = w;
+    w.stream = openWatch(this.o.kubeConfig, {
+      path: this.path,
       query: {
-        ...selectors,
+        ...this.selectors,
         allowWatchBookmarks: 'true',
-        timeoutSeconds: String(watchTimeout),
-        ...(resourceVersion ? { resourceVersion } : {}),
+        timeoutSeconds: String(this.watchTimeout),
+        ...(this.resourceVersion ? { resourceVersion: this.resourceVersion } : {}),
       },
       // The watchdog runs from the send: a request that never answers, or a watch silent past its
       // own server-side timeout, is a dead connection.
-      idleTimeoutMs: (watchTimeout + 5) * 1000,
-      headerTimeoutMs: listTimeoutMs,
-      onEvent: (type, raw) => {
-        const obj = raw as ConfigMapLike & { code?: number };
-        w.events++;
-        lastContact = now();
-        guard.alive();
-        if (type === 'ERROR') {
-          relist = true; // e.g. 410 Gone: the resourceVersion is too old
-          w.stream.close();
-          ended(undefined);
-          return;
-        }
-        if (obj?.metadata?.resourceVersion) resourceVersion = obj.metadata.resourceVersion;
-        if (type === 'BOOKMARK') return;
-        const name = obj?.metadata?.name;
-        if (name === undefined) return;
-        if (type === 'DELETED') objects.delete(name);
-        else objects.set(name, obj);
-        publishSoon();
-      },
-      onEnd: (err) => ended(err),
-      onOpen: markSynced,
+      idleTimeoutMs: (this.watchTimeout + 5) * 1000,
+      headerTimeoutMs: this.listTimeoutMs,
+      onEvent: (type, raw) => this.event(w, type, raw as ConfigMapLike & { code?: number }),
+      onEnd: (err) => this.ended(w, err),
+      onOpen: this.markSynced,
     });
-    let done = false;
-    const ended = (err: Error | undefined) => {
-      if (done) return;
-      done = true;
-      markSynced(); // a watch that failed to open still settles the first sync
-      if (current === w) current = undefined;
-      if (stopped) return;
-      const end = { failed: err !== undefined, events: w.events, livedMs: now() - w.openedAt };
-      // It was open until now, unless it ended at once without a word (then it proves nothing).
-      if (!WatchGuard.failed(end)) lastContact = now();
-      if (relist) return schedule(() => void list(), 0);
-      const delay = guard.ended(end);
-      if (err) return failed('watch', err, delay);
-      if (delay > 0) o.onWatchError?.('watch', 'closed at once');
-      // Server-side timeout: re-watch from the last resourceVersion (at once, unless it spun).
-      schedule(watch, delay);
-    };
-  };
+  }
 
-  void list();
+  private event(w: OpenWatch, type: string, obj: ConfigMapLike & { code?: number }): void {
+    w.events++;
+    this.lastContact = this.now();
+    this.guard.alive();
+    if (type === 'ERROR') {
+      w.relist = true;
+      w.stream.close();
+      this.ended(w, undefined);
+      return;
+    }
+    if (obj?.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
+    if (type === 'BOOKMARK') return;
+    const name = obj?.metadata?.name;
+    if (name === undefined) return;
+    if (type === 'DELETED') this.objects.delete(name);
+    else this.objects.set(name, obj);
+    this.publishSoon();
+  }
 
+  private ended(w: OpenWatch, err: Error | undefined): void {
+    if (w.done) return;
+    w.done = true;
+    this.markSynced(); // a watch that failed to open still settles the first sync
+    if (this.current === w) this.current = undefined;
+    if (this.stopped) return;
+    const end = { failed: err !== undefined, events: w.events, livedMs: this.now() - w.openedAt };
+    // It was open until now, unless it ended at once without a word (then it proves nothing).
+    if (!WatchGuard.failed(end)) this.lastContact = this.now();
+    if (w.relist) {
+      this.schedule(() => void this.list(), 0);
+      return;
+    }
+    const delay = this.guard.ended(end);
+    if (err) {
+      this.failed('watch', err, delay);
+      return;
+    }
+    if (delay > 0) this.o.onWatchError?.('watch', 'closed at once');
+    // Server-side timeout: re-watch from the last resourceVersion (at once, unless it spun).
+    this.schedule(() => this.watch(), delay);
+  }
+}
+
+export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
+  const loop = new ConfigMapLoop(o);
+  void loop.list();
   return {
-    contactAgeMs: () => {
-      // An open watch is contact; one that then ends at once without a word is not counted as
-      // contact afterwards (lastContact is left where the last real contact put it).
-      if (current?.stream.open) return 0;
-      return lastContact === Number.NEGATIVE_INFINITY ? Infinity : now() - lastContact;
-    },
-    synced,
-    close: () => {
-      stopped = true;
-      if (pending) clearTimeout(pending);
-      if (retry) clearTimeout(retry);
-      current?.stream.close();
-    },
+    contactAgeMs: () => loop.contactAgeMs(),
+    synced: loop.synced,
+    close: () => loop.close(),
   };
 }
 

@@ -12,23 +12,17 @@ import type * as k8s from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { apiServerProblem, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
+import { answerOps, listen, type OpsEndpoints } from '../common/server.ts';
 import { startHeartbeat } from './heartbeat.ts';
 import { KubeClient } from './kube/client.ts';
 import type { Informer } from './kube/informer.ts';
 import { LeaderElector } from './kube/lease.ts';
 import { DEFAULT_BURST, DEFAULT_QPS, TokenBucket } from './kube/rate-limit.ts';
 import { LEADER_DEFAULTS, LeaderElection } from './leader.ts';
-import { createControllerMetrics, recordConditions, recordPass } from './metrics.ts';
-import { type ClusterWriter, type PassStage, type ReconcileResult, selectPlatform } from './reconcile.ts';
-import {
-  clusterState,
-  followRetrievalNamespace,
-  informersOf,
-  resyncTerm,
-  startTerm,
-  stopTerm as stopTermCaches,
-  type Term,
-} from './term.ts';
+import { ReconcileLoop } from './loop.ts';
+import { type ControllerMetrics, createControllerMetrics, recordConditions } from './metrics.ts';
+import { type ClusterWriter, selectPlatform } from './reconcile.ts';
+import { informersOf, resyncTerm, startTerm } from './term.ts';
 import type { RetrievalPlatform } from './types.ts';
 
 const log = createLogger('controller');
@@ -65,17 +59,9 @@ export interface ControllerOptions {
   onPass?: (p: PassTiming) => void;
 }
 
-/** One pass's timeline (`performance.now()` ms) and the reconciler's stages. */
-export interface PassTiming {
-  /** When the first event (or timer) that asked for this pass arrived. */
-  requestedAt: number;
-  startedAt: number;
-  endedAt: number;
-  stages: Record<PassStage, number>;
-  agentsRendered: number;
-  applied: number;
-  statusWrites: number;
-}
+import type { PassTiming } from './loop.ts';
+
+export type { PassTiming };
 
 export interface ControllerHandle {
   port: number;
@@ -93,19 +79,30 @@ export interface ControllerHandle {
   stop(): Promise<void>;
 }
 
-export async function startController(o: ControllerOptions): Promise<ControllerHandle> {
+/** The API client of every request: rate-limited, and each write fenced by the current term. */
+function fencedClient(o: ControllerOptions, loop: ReconcileLoop) {
   const limiter = new TokenBucket(o.qps ?? DEFAULT_QPS, o.burst ?? DEFAULT_BURST);
   const client = new KubeClient(o.kubeConfig, { limiter });
   // Every write checks the term it is sent under: none after the term is lost or unrenewable.
   client.fence = () => {
-    const t = term?.lease;
+    const t = loop.term?.lease;
     if (!t) throw Object.assign(new Error('not the leader: write refused'), { fenced: true });
     t.check();
   };
-  const writer = o.writer ? o.writer(client) : client;
-  const registry = new Registry();
-  const m = createControllerMetrics(registry);
-  const identity = o.identity ?? `${hostname()}-${process.pid}`;
+  return { limiter, client, writer: o.writer ? o.writer(client) : client };
+}
+
+/**
+ * Leader election on the Lease: a won term starts its caches and a pass; a lost one stops them and
+ * either ends the process (`onLostLeadership`) or campaigns again.
+ */
+function createElection(
+  o: ControllerOptions,
+  identity: string,
+  loop: ReconcileLoop,
+  writer: ClusterWriter,
+  m: ControllerMetrics,
+): LeaderElection {
   const leaseDurationSeconds = o.leaseDurationSeconds ?? LEADER_DEFAULTS.leaseDurationMs / 1000;
   const elector = new LeaderElector(o.kubeConfig, {
     name: o.leaseName ?? 'fgentic-retrieval-controller',
@@ -113,123 +110,19 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     identity,
     leaseDurationSeconds,
   });
-  let passConditions: ReconcileResult['conditions'] = [];
-
-  let leader = false;
-  let electedOnce = false;
-  let synced = false;
-  let stopped = false;
-  let running: Promise<void> | undefined;
-  let pending = false;
-  /** When the oldest request not yet served by a pass arrived (performance.now()). */
-  let requestedAt: number | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let retryTimer: NodeJS.Timeout | undefined;
-  let passes = 0;
-  let idleWaiters: (() => void)[] = [];
-  // One leadership term: its caches and its reconciler (backoff, remembered mirrors).
-  let term: Term | undefined;
-
-  const settleIdle = () => {
-    if (!running && !pending && !timer) {
-      for (const w of idleWaiters) w();
-      idleWaiters = [];
-    }
-  };
-
-  const runPass = async () => {
-    const t = term;
-    if (!t) return;
-    await t.ready;
-    if (![...t.own.values()].every((i) => i.isSynced())) {
-      // Never render from a partial view of our own resources: it would prune what the missing
-      // resources render. The informers retry; their first list schedules a pass.
-      log.warn('reconcile deferred: resources not listed yet');
-      return;
-    }
-    await followRetrievalNamespace(t, schedule);
-    if (term !== t) return;
-    const end = m.duration.startTimer();
-    const startedAt = performance.now();
-    const asked = requestedAt ?? startedAt;
-    requestedAt = undefined;
-    m.queued.observe((startedAt - asked) / 1000);
-    try {
-      const r = await t.reconciler.pass(clusterState(t));
-      o.onPass?.({
-        requestedAt: asked,
-        startedAt,
-        endedAt: performance.now(),
-        stages: r.stages,
-        agentsRendered: r.agentsRendered,
-        applied: r.applied,
-        statusWrites: r.statusWrites,
-      });
-      recordPass(m, r, t.reconciler.backoff.size);
-      passConditions = r.conditions;
-      synced = true;
-      if (retryTimer) clearTimeout(retryTimer);
-      retryTimer = undefined;
-      if (r.retryAt !== undefined) {
-        retryTimer = setTimeout(
-          () => {
-            retryTimer = undefined;
-            schedule();
-          },
-          Math.max(0, r.retryAt - Date.now()),
-        );
-        retryTimer.unref();
-      }
-    } catch (e) {
-      m.reconciles.inc({ result: 'error' });
-      log.error('reconcile failed', { error: (e as Error).message });
-    } finally {
-      end();
-      passes++;
-    }
-  };
-
-  const loop = async () => {
-    await null; // let the caller store `running` before this pass can finish
-    while (pending && leader && !stopped) {
-      pending = false;
-      await runPass();
-    }
-    running = undefined;
-    settleIdle();
-  };
-
-  const schedule = () => {
-    if (!leader || stopped) return;
-    pending = true;
-    requestedAt ??= performance.now();
-    if (timer || running) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      if (!running) running = loop();
-    }, o.debounceMs ?? 200);
-  };
-
-  const stopTerm = () => {
-    stopTermCaches(term);
-    term = undefined;
-    if (retryTimer) clearTimeout(retryTimer);
-    retryTimer = undefined;
-  };
-
-  const election = new LeaderElection(elector, {
+  const election: LeaderElection = new LeaderElection(elector, {
     leaseDurationMs: leaseDurationSeconds * 1000,
     retryPeriodMs: o.renewIntervalMs ?? LEADER_DEFAULTS.retryPeriodMs,
     ...(o.renewDeadlineMs !== undefined ? { renewDeadlineMs: o.renewDeadlineMs } : {}),
     onStarted: (lease) => {
-      if (stopped) return;
-      leader = true;
+      if (loop.stopped) return;
+      loop.leader = true;
       m.leader.set(1);
       log.info('became leader', { term: lease.id });
-      term = startTerm(
+      loop.term = startTerm(
         o.kubeConfig,
         writer,
-        schedule,
+        loop.schedule,
         (kind: string, what: 'list' | 'watch') => m.watchRetries.inc({ kind, what }),
         {
           concurrency: o.concurrency ?? 8,
@@ -237,26 +130,39 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
         },
         lease,
       );
-      schedule();
+      loop.schedule();
     },
     onStopped: (lease, reason) => {
-      leader = false;
+      loop.leader = false;
       m.leader.set(0);
       log.error('lost leadership: no more writes under this term', { term: lease.id, reason });
-      stopTerm();
-      if (stopped) return;
+      loop.endTerm();
+      if (loop.stopped) return;
       if (o.onLostLeadership) o.onLostLeadership();
       else election.restart();
     },
     onError: (e) => log.warn('lease error', { error: e.message.slice(0, 200) }),
   });
+  return election;
+}
 
-  const heartbeat = startHeartbeat({
+/**
+ * The leader's heartbeat (projector/heartbeat.ts): written while the term is valid, a pass has
+ * completed, the caches are listed and no registry write has failed for longer than `stuckAfterMs`.
+ */
+function startControllerHeartbeat(
+  o: ControllerOptions,
+  identity: string,
+  loop: ReconcileLoop,
+  writer: ClusterWriter,
+  m: ControllerMetrics,
+) {
+  return startHeartbeat({
     writer,
     identity,
     ...(o.heartbeatPeriodMs !== undefined ? { periodMs: o.heartbeatPeriodMs } : {}),
     context: () => {
-      const t = term;
+      const t = loop.term;
       const platforms = (t?.own.get('RetrievalPlatform')?.list() ?? []) as unknown as RetrievalPlatform[];
       const ns = selectPlatform(platforms)?.spec?.namespaces?.retrieval;
       // No heartbeat before a pass has rendered the registry (an unsupported upstream renders nothing).
@@ -265,64 +171,65 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
       return { namespace: ns, ...(owner ? { ownerReferences: owner } : {}) };
     },
     healthy: () => {
-      const t = term;
+      const t = loop.term;
       return (
         t?.lease.valid() === true &&
-        synced &&
+        loop.synced &&
         [...t.own.values()].every((i) => i.isSynced()) &&
         t.registry.oldestFailureMs() < (o.stuckAfterMs ?? 10_000)
       );
     },
     onWrite: (ok) => m.heartbeats.inc({ result: ok ? 'ok' : 'error' }),
   });
+}
 
+export async function startController(o: ControllerOptions): Promise<ControllerHandle> {
+  const registry = new Registry();
+  const m = createControllerMetrics(registry);
+  const loop = new ReconcileLoop(m, o.debounceMs ?? 200, o.onPass);
+  const { limiter, writer } = fencedClient(o, loop);
+  const identity = o.identity ?? `${hostname()}-${process.pid}`;
+  const election = createElection(o, identity, loop, writer, m);
+  const heartbeat = startControllerHeartbeat(o, identity, loop, writer, m);
   const resync = () => {
-    if (term) resyncTerm(term);
-    schedule();
+    if (loop.term) resyncTerm(loop.term);
+    loop.schedule();
   };
 
   election.start();
   await election.firstAttempt;
-  electedOnce = true;
   const resyncTimer = setInterval(resync, o.resyncIntervalMs ?? 300_000);
-
-  const { server, port } = await startProbeServer(
-    o.port,
+  const { server, port } = await startProbeServer(o.port, {
     registry,
-    () => electedOnce && (!leader || synced),
+    // Ready once the first campaign is over: a standby at once, a leader after its first pass.
+    ready: () => !loop.leader || loop.synced,
     // Conditions as series: the pass's resources and the registry's rooms.
-    () => recordConditions(m, [...passConditions, ...(term?.registry.roomConditions() ?? [])]),
-  );
+    beforeScrape: () =>
+      recordConditions(m, [...loop.passConditions, ...(loop.term?.registry.roomConditions() ?? [])]),
+  });
 
   return {
     port,
     registry,
-    isLeader: () => leader,
+    isLeader: () => loop.leader,
     limiter,
-    reconciles: () => passes,
-    informers: () => informersOf(term),
+    reconciles: () => loop.passes,
+    informers: () => informersOf(loop.term),
     resync,
     // No pass pending or running, and no registry key queued or in process.
     idle: async () => {
       for (;;) {
-        await new Promise<void>((r) => {
-          idleWaiters.push(r);
-          settleIdle();
-        });
-        const q = term?.queue;
+        await loop.whenSettled();
+        const q = loop.term?.queue;
         if (!q || (q.length === 0 && q.inFlight === 0)) return;
         await new Promise((r) => setTimeout(r, 10));
       }
     },
     stop: async () => {
-      stopped = true;
+      loop.stopped = true;
       heartbeat.stop();
       clearInterval(resyncTimer);
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      pending = false;
-      stopTerm();
-      await running;
+      await loop.stop();
       // ReleaseOnCancel: hand the Lease back so a standby replica takes over at once.
       await election.stop(true);
       await new Promise<void>((r) => server.close(() => r()));
@@ -330,28 +237,16 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
   };
 }
 
-/** /healthz, /readyz (`ready()`) and /metrics on `port` (0: any free port). */
-async function startProbeServer(
-  port: number,
-  registry: Registry,
-  ready: () => boolean,
-  beforeScrape: () => void = () => undefined,
-): Promise<{ server: Server; port: number }> {
-  const server: Server = createServer(async (req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
-    } else if (path === '/readyz') {
-      const ok = ready();
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok\n' : 'not ready\n');
-    } else if (path === '/metrics') {
-      beforeScrape();
-      res.writeHead(200, { 'content-type': registry.contentType }).end(await registry.metrics());
-    } else res.writeHead(404).end();
+const PROBE_BODIES = { healthy: 'ok\n', ready: 'ok\n', notReady: 'not ready\n' };
+
+/** /healthz, /readyz and /metrics on `port` (0: any free port); any other path is 404. */
+async function startProbeServer(port: number, ops: OpsEndpoints): Promise<{ server: Server; port: number }> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (!answerOps(res, path, { ...ops, bodies: PROBE_BODIES })) res.writeHead(404).end();
   });
-  await new Promise<void>((r) => server.listen(port, r));
-  const addr = server.address();
-  return { server, port: typeof addr === 'object' && addr ? addr.port : port };
+  const address = await listen(server, port);
+  return { server, port: address.port };
 }
 
 export async function serveController(argv: string[]): Promise<number> {

@@ -189,19 +189,19 @@ export class Reconciler {
     clock.lap('status');
     const errors = [...this.failing.values()].sort();
     const retryAt = this.backoff.nextDue();
-    log.info('reconciled', {
+    const counts = {
       applied: ctx.applied,
       unchanged: ctx.unchanged,
       pruned: ctx.pruned,
       statusWrites: status.writes,
+    };
+    log.info('reconciled', {
+      ...counts,
       conflicts: conflicts.length,
       errors: errors.length + status.errors.length,
     });
     return {
-      applied: ctx.applied,
-      unchanged: ctx.unchanged,
-      pruned: ctx.pruned,
-      statusWrites: status.writes,
+      ...counts,
       conflicts,
       errors: [...errors, ...status.errors],
       conditions: status.computed,

@@ -2,7 +2,7 @@
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
-import { parseFlags, UsageError, usageError } from '../cli/args.ts';
+import { parseFlags, UsageError, usageError } from '../common/args.ts';
 import { fsErrorPath, fsProblem } from '../common/fs-problem.ts';
 import { render } from './render/index.ts';
 import { MANAGED_LABELS } from './render/model.ts';

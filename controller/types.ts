@@ -1,9 +1,7 @@
 /** Types of the four `retrieval.fgentic.dev/v1alpha1` resources (docs/interfaces.md) and rendered objects. */
 import type { CapabilityMode } from '../rules/ledger.ts';
 
-export const GROUP = 'retrieval.fgentic.dev';
-export const VERSION = 'v1alpha1';
-export const API_VERSION = `${GROUP}/${VERSION}`;
+export { API_VERSION, GROUP, VERSION } from '../rules/wire.ts';
 export const FIELD_MANAGER = 'fgentic-retrieval';
 
 export interface ObjectMeta {

@@ -1,7 +1,7 @@
 /** `kubectl explain` prints each field's `description`: every field of every CRD must have one. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { allCrds } from '../controller/crds.ts';
+import { allCrds } from './schema.ts';
 
 type Node = Record<string, unknown>;
 

@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { stringify } from 'yaml';
-import { allCrds } from '../controller/crds.ts';
 import { ADMIN_USER, ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { examples, partner, REPO, room } from '../controller/testsupport/fixtures.ts';
+import { allCrds } from './schema.ts';
 import { crValidator } from './validate.ts';
 
 const v = crValidator(allCrds());

@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import type { AgentCard } from '@a2a-js/sdk';
 import { importJWK, SignJWT } from 'jose';
 import { encodeCarrier } from '../contract/index.ts';
-import { explainCommand } from '../retrieval/explain/command.ts';
+import { explainCommand } from '../explain/command.ts';
 import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../rules/index.ts';
 import { bridgeClient, bridgeRequestHeaders, bridgeSend, textMessage } from './doubles/bridge.ts';
 import {

@@ -158,6 +158,62 @@ export interface Front {
   close(): Promise<void>;
 }
 
+/** Where the gateway double sends each rendered backend: the projector, the runtime, retrieval. */
+function upstreamsFor(o: FrontOptions, runtimeUrl: string): Record<string, string> {
+  const { objects, platform } = o;
+  const upstreams: Record<string, string> = {
+    [`${platform.spec.namespaces?.retrieval ?? 'knowledge'}/${platform.spec.projector?.service ?? 'fgentic-projector'}:${platform.spec.projector?.port ?? 8080}`]:
+      o.projectorUrl,
+  };
+  for (const b of objects.filter((x) => x.kind === 'AgentgatewayBackend') as (K8sObject & {
+    spec: any;
+  })[]) {
+    if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtimeUrl;
+    for (const t of b.spec.mcp?.targets ?? [])
+      upstreams[`${t.static.host}:${t.static.port}`] = o.retrievalUrl;
+  }
+  return upstreams;
+}
+
+/**
+ * The API-key Secrets the gateway authenticates with: the bridge's, and one MCP key mirror per
+ * rendered retrieval Agent, as the controller writes them (`agent`'s key is `agentMcpKey`).
+ */
+function apiKeySecretsFor(
+  objects: readonly K8sObject[],
+  platform: FrontOptions['platform'],
+  agent: K8sObject,
+  bridgeApiKey: string,
+  agentMcpKey: string,
+): { secrets: ApiKeySecret[]; agentMcpKeys: Record<string, string> } {
+  const gatewayNs = platform.spec.gateway?.namespace ?? 'agentgateway-system';
+  const secrets: ApiKeySecret[] = [
+    {
+      name: platform.spec.bridge?.apiKeySecretRef?.name ?? 'a2a-bridge-callers',
+      namespace: gatewayNs,
+      entries: [
+        {
+          key: bridgeApiKey,
+          metadata: { workload: platform.spec.bridge?.workload ?? 'matrix-a2a-bridge' },
+        },
+      ],
+    },
+  ];
+  const agentMcpKeys: Record<string, string> = {};
+  for (const a of objects.filter((x) => x.kind === 'Agent')) {
+    const workload = `${a.metadata.namespace}/${a.metadata.name}`;
+    const key = a === agent ? agentMcpKey : randomBytes(24).toString('base64url');
+    agentMcpKeys[workload] = key;
+    secrets.push({
+      name: `fgentic-mcp-key.${a.metadata.namespace}.${a.metadata.name}`,
+      namespace: gatewayNs,
+      labels: { 'retrieval.fgentic.dev/api-key': 'mcp' },
+      entries: [{ key, metadata: { workload } }],
+    });
+  }
+  return { secrets, agentMcpKeys };
+}
+
 export async function startFront(o: FrontOptions): Promise<Front> {
   const { objects, platform } = o;
   const closers: (() => Promise<void>)[] = [];
@@ -165,7 +221,6 @@ export async function startFront(o: FrontOptions): Promise<Front> {
     for (const c of closers.reverse()) await c().catch(() => {});
   };
   try {
-    const gatewayNs = platform.spec.gateway?.namespace ?? 'agentgateway-system';
     const bridgeApiKey = randomBytes(24).toString('base64url');
     const agentMcpKey = randomBytes(24).toString('base64url');
     const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
@@ -197,46 +252,12 @@ export async function startFront(o: FrontOptions): Promise<Front> {
     });
     closers.push(() => runtime.close());
 
-    const upstreams: Record<string, string> = {
-      [`${platform.spec.namespaces?.retrieval ?? 'knowledge'}/${platform.spec.projector?.service ?? 'fgentic-projector'}:${platform.spec.projector?.port ?? 8080}`]:
-        o.projectorUrl,
-    };
-    for (const b of objects.filter((x) => x.kind === 'AgentgatewayBackend') as (K8sObject & {
-      spec: any;
-    })[]) {
-      if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtime.url;
-      for (const t of b.spec.mcp?.targets ?? [])
-        upstreams[`${t.static.host}:${t.static.port}`] = o.retrievalUrl;
-    }
-    const apiKeySecrets: ApiKeySecret[] = [
-      {
-        name: platform.spec.bridge?.apiKeySecretRef?.name ?? 'a2a-bridge-callers',
-        namespace: gatewayNs,
-        entries: [
-          {
-            key: bridgeApiKey,
-            metadata: { workload: platform.spec.bridge?.workload ?? 'matrix-a2a-bridge' },
-          },
-        ],
-      },
-    ];
-    // One MCP key mirror per rendered retrieval Agent, as the controller writes them.
-    const agentMcpKeys: Record<string, string> = {};
-    for (const a of objects.filter((x) => x.kind === 'Agent')) {
-      const workload = `${a.metadata.namespace}/${a.metadata.name}`;
-      const key = a === agent ? agentMcpKey : randomBytes(24).toString('base64url');
-      agentMcpKeys[workload] = key;
-      apiKeySecrets.push({
-        name: `fgentic-mcp-key.${a.metadata.namespace}.${a.metadata.name}`,
-        namespace: gatewayNs,
-        labels: { 'retrieval.fgentic.dev/api-key': 'mcp' },
-        entries: [{ key, metadata: { workload } }],
-      });
-    }
+    const keys = apiKeySecretsFor(objects, platform, agent, bridgeApiKey, agentMcpKey);
+    const agentMcpKeys = keys.agentMcpKeys;
     const gateway = await startGatewayDouble({
       objects,
-      upstreams,
-      apiKeySecrets,
+      upstreams: upstreamsFor(o, runtime.url),
+      apiKeySecrets: keys.secrets,
       jwks: { [issuer]: jwks },
       ...(o.listenerPorts ? { ports: o.listenerPorts } : {}),
       ...(o.gatewayNow ? { now: o.gatewayNow } : {}),

@@ -25,7 +25,18 @@ import type { CapabilityLedger } from './ledger.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/fgentic/projector.json';
 
-export async function serveProjector(argv: string[]): Promise<number> {
+interface ServeFlags {
+  readonly config: string | undefined;
+  readonly host: string | undefined;
+  readonly namespace: string | undefined;
+  readonly port: number;
+  readonly source: 'file' | 'kubernetes';
+  readonly stalenessSeconds: number;
+  readonly heartbeatAgeSeconds: number;
+}
+
+/** The flags, checked; a usage message (exit 2) for the first one out of range. */
+function parseServeFlags(argv: string[]): ServeFlags | string {
   let values: {
     config?: string;
     port?: string;
@@ -51,84 +62,98 @@ export async function serveProjector(argv: string[]): Promise<number> {
       allowPositionals: false,
     }));
   } catch (e) {
-    process.stderr.write(`serve projector: ${(e as Error).message}\n`);
-    return 2;
+    return (e as Error).message;
   }
   const port = values.port === undefined ? 8080 : Number(values.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    process.stderr.write('serve projector: --port must be 0–65535\n');
-    return 2;
-  }
+  if (!Number.isInteger(port) || port < 0 || port > 65535) return '--port must be 0–65535';
   const source = values['registry-source'] ?? 'file';
-  if (source !== 'file' && source !== 'kubernetes') {
-    process.stderr.write('serve projector: --registry-source must be file or kubernetes\n');
-    return 2;
-  }
+  if (source !== 'file' && source !== 'kubernetes') return '--registry-source must be file or kubernetes';
   const staleness = values['max-staleness'] === undefined ? 30 : Number(values['max-staleness']);
-  if (!Number.isInteger(staleness) || staleness < 1 || staleness > 3600) {
-    process.stderr.write('serve projector: --max-staleness must be 1–3600 seconds\n');
-    return 2;
-  }
+  if (!Number.isInteger(staleness) || staleness < 1 || staleness > 3600)
+    return '--max-staleness must be 1–3600 seconds';
   const heartbeatAge = values['max-heartbeat-age'] === undefined ? 30 : Number(values['max-heartbeat-age']);
-  if (!Number.isInteger(heartbeatAge) || heartbeatAge < 0 || heartbeatAge > 3600) {
-    process.stderr.write('serve projector: --max-heartbeat-age must be 0–3600 seconds (0: off)\n');
+  if (!Number.isInteger(heartbeatAge) || heartbeatAge < 0 || heartbeatAge > 3600)
+    return '--max-heartbeat-age must be 0–3600 seconds (0: off)';
+  return {
+    config: values.config,
+    host: values.host,
+    namespace: values.namespace,
+    port,
+    source,
+    stalenessSeconds: staleness,
+    heartbeatAgeSeconds: heartbeatAge,
+  };
+}
+
+/**
+ * `--registry-source kubernetes`: the configuration and its shards through list + watch of the
+ * labelled ConfigMaps; a sentence (exit 2) when no namespace or kubeconfig is found.
+ */
+async function kubernetesStore(flags: ServeFlags): Promise<ConfigStore | string> {
+  const namespace = configNamespace(flags.namespace);
+  if (namespace === undefined)
+    return '--registry-source kubernetes needs --namespace, POD_NAMESPACE or a service account namespace file';
+  const { kubeConfigStore } = await import('./kube-store.ts');
+  const loaded = await loadKubeConfig();
+  if ('error' in loaded) return loaded.error;
+  const log = createLogger('projector');
+  return kubeConfigStore({
+    kubeConfig: loaded.kubeConfig,
+    namespace,
+    maxStalenessMs: flags.stalenessSeconds * 1000,
+    maxHeartbeatAgeMs: flags.heartbeatAgeSeconds * 1000,
+    onWatchError: (kind, error) => log.warn('registry API request failed', { request: kind, error }),
+    onChange: (s) =>
+      s.ready
+        ? log.info('configuration loaded', { generation: s.generation, source: 'kubernetes' })
+        : log.error('configuration unavailable: denying every check', {
+            generation: s.generation,
+            error: s.error,
+          }),
+  });
+}
+
+/** The capability ledger's writer thread when DATABASE_URL is set (TLS as for `serve retrieval`). */
+async function ledgerFromEnv(env: NodeJS.ProcessEnv): Promise<CapabilityLedger | undefined> {
+  const databaseUrl = env['DATABASE_URL'];
+  if (!databaseUrl) return undefined;
+  const { createWorkerLedger } = await import('./ledger-worker.ts');
+  const ca = env['DATABASE_CA_FILE'];
+  return createWorkerLedger({
+    database: {
+      connectionString: databaseUrl,
+      max: 2,
+      ...(ca ? { caFile: ca } : {}),
+      ...(env['DATABASE_TLS'] === 'require' ? { requireTls: true } : {}),
+      connectionTimeoutMs: 2_000,
+      statementTimeoutMs: 2_000,
+    },
+  });
+}
+
+export async function serveProjector(argv: string[]): Promise<number> {
+  const flags = parseServeFlags(argv);
+  if (typeof flags === 'string') {
+    process.stderr.write(`serve projector: ${flags}\n`);
     return 2;
   }
   let store: ConfigStore | undefined;
-  if (source === 'kubernetes') {
-    const namespace = configNamespace(values.namespace);
-    if (namespace === undefined) {
-      process.stderr.write(
-        'serve projector: --registry-source kubernetes needs --namespace, POD_NAMESPACE or a service account namespace file\n',
-      );
+  if (flags.source === 'kubernetes') {
+    const found = await kubernetesStore(flags);
+    if (typeof found === 'string') {
+      process.stderr.write(`serve projector: ${found}\n`);
       return 2;
     }
-    const { kubeConfigStore } = await import('./kube-store.ts');
-    const loaded = await loadKubeConfig();
-    if ('error' in loaded) {
-      process.stderr.write(`serve projector: ${loaded.error}\n`);
-      return 2;
-    }
-    const { kubeConfig } = loaded;
-    const log = createLogger('projector');
-    store = kubeConfigStore({
-      kubeConfig,
-      namespace,
-      maxStalenessMs: staleness * 1000,
-      maxHeartbeatAgeMs: heartbeatAge * 1000,
-      onWatchError: (kind, error) => log.warn('registry API request failed', { request: kind, error }),
-      onChange: (s) =>
-        s.ready
-          ? log.info('configuration loaded', { generation: s.generation, source: 'kubernetes' })
-          : log.error('configuration unavailable: denying every check', {
-              generation: s.generation,
-              error: s.error,
-            }),
-    });
+    store = found;
   }
-  const databaseUrl = process.env['DATABASE_URL'];
-  let ledger: CapabilityLedger | undefined;
-  if (databaseUrl) {
-    const { createWorkerLedger } = await import('./ledger-worker.ts');
-    const ca = process.env['DATABASE_CA_FILE'];
-    ledger = createWorkerLedger({
-      database: {
-        connectionString: databaseUrl,
-        max: 2,
-        ...(ca ? { caFile: ca } : {}),
-        ...(process.env['DATABASE_TLS'] === 'require' ? { requireTls: true } : {}),
-        connectionTimeoutMs: 2_000,
-        statementTimeoutMs: 2_000,
-      },
-    });
-  }
+  const ledger = await ledgerFromEnv(process.env);
   let running: Awaited<ReturnType<typeof startProjector>>;
   try {
     running = await startProjector({
-      ...(store !== undefined ? { store } : { configPath: values.config ?? DEFAULT_CONFIG_PATH }),
+      ...(store !== undefined ? { store } : { configPath: flags.config ?? DEFAULT_CONFIG_PATH }),
       ...(ledger ? { ledger } : {}),
-      port,
-      host: values.host ?? '0.0.0.0',
+      port: flags.port,
+      host: flags.host ?? '0.0.0.0',
     });
   } catch (e) {
     await ledger?.close();

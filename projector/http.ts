@@ -23,6 +23,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { type ErrorFields, errorFields } from '../common/error-fields.ts';
 import { createLogger } from '../common/log.ts';
+import { answerOps, sampledGauge } from '../common/server.ts';
 import { IDENTITY_HEADER } from '../rules/index.ts';
 import type { ProjectorConfig } from './config.ts';
 import type { ConfigStore } from './config-store.ts';
@@ -166,8 +167,8 @@ export function boundOf(value: string): { agent: string; exp: number } | undefin
   }
 }
 
-export function createProjectorHandler(options: ProjectorHandlerOptions): ProjectorHandler {
-  const registry = new Registry();
+/** The projector's series; the sampled gauges read the store, the ledger and readiness when scraped. */
+function createMetrics(registry: Registry, options: ProjectorHandlerOptions, isReady: () => boolean) {
   const decisions = new Counter({
     name: 'fgentic_projector_decisions_total',
     help: 'Ext-auth check decisions by route, decision and reason code.',
@@ -193,72 +194,32 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     stalenessSeconds?: () => number;
     heartbeatAgeSeconds?: () => number;
   };
-  if (store.heartbeatAgeSeconds !== undefined) {
-    const age = store.heartbeatAgeSeconds.bind(store);
-    new Gauge({
-      name: 'fgentic_projector_controller_heartbeat_age_seconds',
-      help: "Seconds since the controller's heartbeat last advanced (-1 before any).",
-      registers: [registry],
-      collect() {
-        const v = age();
-        this.set(Number.isFinite(v) ? v : -1);
-      },
-    });
-  }
-  if (store.stalenessSeconds !== undefined) {
-    const staleness = store.stalenessSeconds.bind(store);
-    new Gauge({
-      name: 'fgentic_projector_registry_staleness_seconds',
-      help: 'Seconds since the projector last had contact with the API server for its registry (0 while its watch is open).',
-      registers: [registry],
-      collect() {
-        const v = staleness();
-        this.set(Number.isFinite(v) ? v : -1);
-      },
-    });
-  }
+  if (store.heartbeatAgeSeconds !== undefined)
+    sampledGauge(
+      registry,
+      'fgentic_projector_controller_heartbeat_age_seconds',
+      "Seconds since the controller's heartbeat last advanced (-1 before any).",
+      store.heartbeatAgeSeconds.bind(store),
+    );
+  if (store.stalenessSeconds !== undefined)
+    sampledGauge(
+      registry,
+      'fgentic_projector_registry_staleness_seconds',
+      'Seconds since the projector last had contact with the API server for its registry (0 while its watch is open).',
+      store.stalenessSeconds.bind(store),
+    );
   const liveChecks = new Counter({
     name: 'fgentic_projector_live_room_checks_total',
     help: 'Live homeserver room-state checks by result.',
     labelNames: ['result'] as const,
     registers: [registry],
   });
-
   const ignoredHeaders = new Counter({
     name: 'fgentic_projector_ignored_headers_total',
     help: 'Check-request headers ignored as mesh, proxy or tracing plumbing, by bounded header name (never values).',
     labelNames: ['route', 'header'] as const,
     registers: [registry],
   });
-  const countIgnored = (input: CheckRequest) => {
-    const route = routeOf(input);
-    if (route === undefined) return;
-    for (const name of Object.keys(input.headers)) {
-      if (input.headers[name] !== undefined && classifyHeader(name, route) === 'ignored')
-        ignoredHeaders.inc({ route, header: ignoredHeaderLabel(name) });
-    }
-  };
-
-  const now = options.now ?? (() => Math.floor(Date.now() / 1000));
-  const random = options.randomBytes ?? ((n: number) => nodeRandomBytes(n));
-  const configured = new ConfiguredReader();
-  const readerFor = (config: ProjectorConfig, generation: number): RoomStateReader | undefined =>
-    options.homeserver ?? configured.get(config, generation);
-  const isReady = (): boolean => {
-    if (options.draining?.()) return false;
-    const state = options.store.current();
-    if (!state.ready) return false;
-    // Ledger mode: not ready while nothing could be minted.
-    if (state.config.capability === 'ledger' && !options.ledger?.healthy()) return false;
-    if (options.homeserver !== undefined) return options.homeserver.isWarm?.() ?? true;
-    return configured.usable(state.config, state.generation);
-  };
-
-  // Start loading the live check's client now (when the configuration enables it), so the replica
-  // turns ready as soon as it is warm instead of on its first probe.
-  isReady();
-  options.homeserver?.warm?.().catch(() => {});
-
   new Gauge({
     name: 'fgentic_projector_ledger_ready',
     help: 'Ledger mode: 1 while the capability ledger accepts writes, 0 while minting is refused; -1 in plain mode.',
@@ -275,127 +236,181 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     labelNames: ['result'] as const,
     registers: [registry],
   });
-  options.ledger?.onWrite((result, entries) => ledgerWrites.inc({ result }, entries));
+  return { decisions, latency, liveChecks, ignoredHeaders, ledgerWrites };
+}
 
-  /** Response writing: the one place a check is answered, counted and audited. */
-  const finish = (res: ServerResponse, started: bigint, decision: Outcome) => {
-    const status = writeDecision(res, decision);
-    if (status === undefined)
-      // A header value Node refuses to write: never a header-less 2xx.
-      return finish(res, started, { route: 'unknown', allow: false, reason: 'internal' });
-    const agent =
-      'agent' in decision && decision.agent
-        ? `${decision.agent.namespace}/${decision.agent.name}`
-        : undefined;
-    const reason = decision.allow ? 'ok' : decision.reason;
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    decisions.inc({ route: decision.route, decision: decision.allow ? 'allow' : 'deny', reason });
-    latency.observe({ route: decision.route }, seconds);
-    // An unexpected throw is logged at warn, with its class and code (never its message).
-    (decision.error ? log.warn : log.info)('decision', {
-      route: decision.route,
-      ...(agent ? { agent } : {}),
-      decision: decision.allow ? 'allow' : 'deny',
-      reason,
-      status,
-      duration_ms: Math.round(seconds * 1e6) / 1e3,
-      ...(decision.error
-        ? { thrown: decision.error.error, ...(decision.error.code ? { code: decision.error.code } : {}) }
-        : {}),
-    });
-  };
+type Metrics = ReturnType<typeof createMetrics>;
 
-  const ops = (res: ServerResponse, path: string) => {
-    if (path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
-    } else if (path === '/readyz') {
-      const ok = isReady();
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ready\n' : 'not ready\n');
-    } else {
-      registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-        () => res.writeHead(500).end(),
-      );
-    }
-  };
+/** Counts the headers the check ignores as plumbing (by bounded name, never value). */
+function countIgnored(metrics: Metrics, input: CheckRequest): void {
+  const route = routeOf(input);
+  if (route === undefined) return;
+  for (const name of Object.keys(input.headers)) {
+    if (input.headers[name] !== undefined && classifyHeader(name, route) === 'ignored')
+      metrics.ignoredHeaders.inc({ route, header: ignoredHeaderLabel(name) });
+  }
+}
 
-  /**
-   * The decision call: the pure decision, then the steps that need I/O — the live room check (local
-   * route, when enabled) and, in ledger mode, recording the minted value. Resolves to the outcome to
-   * write; never rejects.
-   */
-  const decideCheck = async (input: CheckRequest): Promise<Outcome> => {
+/**
+ * Ready: not draining, a valid configuration, in ledger mode a healthy ledger, and a usable live
+ * room-state reader where the configuration asks for the live check.
+ */
+function readinessOf(options: ProjectorHandlerOptions, configured: ConfiguredReader): () => boolean {
+  return () => {
+    if (options.draining?.()) return false;
     const state = options.store.current();
-    countIgnored(input);
-    if (!state.ready && state.reason) return { route: 'unknown', allow: false, reason: state.reason };
-    const decision = decide(input, state.ready ? state.config : undefined, {
-      now: now(),
-      randomBytes: random,
-    });
-    if (!decision.allow || !state.ready) return decision;
-    const config = state.config;
-    let outcome: Outcome = decision;
-    if (decision.route === 'local' && config.liveRoomCheck.enabled) {
-      const reader = readerFor(config, state.generation);
-      if (reader === undefined)
-        return { route: 'local', allow: false, reason: 'homeserver_unavailable', agent: decision.agent };
-      try {
-        const result = await liveRoomCheck(
-          reader,
-          config,
-          decision.room,
-          decision.context,
-          config.liveRoomCheck.timeoutMs,
-        );
-        liveChecks.inc({ result: result.ok ? 'ok' : result.reason });
-        if (!result.ok) return { route: 'local', allow: false, reason: result.reason, agent: decision.agent };
-      } catch (e) {
-        return {
-          route: 'local',
-          allow: false,
-          reason: 'internal',
-          agent: decision.agent,
-          error: errorFields(e),
-        };
-      }
-    }
-    if (config.capability === 'ledger') outcome = await recordMinted(decision, config);
-    return outcome;
+    if (!state.ready) return false;
+    // Ledger mode: not ready while nothing could be minted.
+    if (state.config.capability === 'ledger' && !options.ledger?.healthy()) return false;
+    if (options.homeserver !== undefined) return options.homeserver.isWarm?.() ?? true;
+    return configured.usable(state.config, state.generation);
   };
+}
 
-  /**
-   * Ledger mode: the value leaves the projector only once the ledger admitted it — queued while the
-   * ledger is healthy (deferred) or recorded (sync); projector/ledger.ts.
-   */
-  const recordMinted = async (
-    decision: Outcome & { allow: true },
-    config: ProjectorConfig,
-  ): Promise<Outcome> => {
-    const refuse: Outcome = {
-      route: decision.route,
-      allow: false,
-      reason: 'ledger_unavailable',
-      agent: decision.agent,
-    } as Outcome;
-    const value = decision.headers[IDENTITY_HEADER];
-    const bound = boundOf(value);
-    if (options.ledger === undefined || bound === undefined) return refuse;
-    try {
-      // The deadline of the configuration this check was decided under (spec.ledger).
-      options.ledger.setRecordDeadline(config.ledger.recordDeadlineMilliseconds);
-      await options.ledger.admit(value, bound.agent, bound.exp);
-      return decision;
-    } catch (e) {
-      // A ledger that is down is the expected case; anything else is logged by its class.
-      return e instanceof LedgerUnavailableError ? refuse : { ...refuse, error: errorFields(e) };
-    }
+/** Response writing: the one place a check is answered, counted and audited. */
+function finish(metrics: Metrics, res: ServerResponse, started: bigint, decision: Outcome): void {
+  const status = writeDecision(res, decision);
+  if (status === undefined) {
+    // A header value Node refuses to write: never a header-less 2xx.
+    finish(metrics, res, started, { route: 'unknown', allow: false, reason: 'internal' });
+    return;
+  }
+  const agent =
+    'agent' in decision && decision.agent ? `${decision.agent.namespace}/${decision.agent.name}` : undefined;
+  const reason = decision.allow ? 'ok' : decision.reason;
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  metrics.decisions.inc({ route: decision.route, decision: decision.allow ? 'allow' : 'deny', reason });
+  metrics.latency.observe({ route: decision.route }, seconds);
+  // An unexpected throw is logged at warn, with its class and code (never its message).
+  (decision.error ? log.warn : log.info)('decision', {
+    route: decision.route,
+    ...(agent ? { agent } : {}),
+    decision: decision.allow ? 'allow' : 'deny',
+    reason,
+    status,
+    duration_ms: Math.round(seconds * 1e6) / 1e3,
+    ...(decision.error
+      ? { thrown: decision.error.error, ...(decision.error.code ? { code: decision.error.code } : {}) }
+      : {}),
+  });
+}
+
+/** What the decision call needs besides the check itself. */
+interface DecideContext {
+  readonly options: ProjectorHandlerOptions;
+  readonly metrics: Metrics;
+  readonly now: () => number;
+  readonly random: (n: number) => Uint8Array;
+  readonly readerFor: (config: ProjectorConfig, generation: number) => RoomStateReader | undefined;
+}
+
+/**
+ * The decision call: the pure decision, then the steps that need I/O — the live room check (local
+ * route, when enabled) and, in ledger mode, recording the minted value. Resolves to the outcome to
+ * write; never rejects.
+ */
+async function decideCheck(ctx: DecideContext, input: CheckRequest): Promise<Outcome> {
+  const state = ctx.options.store.current();
+  countIgnored(ctx.metrics, input);
+  if (!state.ready && state.reason) return { route: 'unknown', allow: false, reason: state.reason };
+  const decision = decide(input, state.ready ? state.config : undefined, {
+    now: ctx.now(),
+    randomBytes: ctx.random,
+  });
+  if (!decision.allow || !state.ready) return decision;
+  const config = state.config;
+  if (decision.route === 'local' && config.liveRoomCheck.enabled) {
+    const denial = await checkLiveRoom(ctx, decision, config, state.generation);
+    if (denial !== undefined) return denial;
+  }
+  return config.capability === 'ledger' ? recordMinted(ctx.options.ledger, decision, config) : decision;
+}
+
+/** The live room check of an allowed local-route decision: a denial, or undefined when it passes. */
+async function checkLiveRoom(
+  ctx: DecideContext,
+  decision: Decision & { allow: true; route: 'local' },
+  config: ProjectorConfig,
+  generation: number,
+): Promise<Outcome | undefined> {
+  const reader = ctx.readerFor(config, generation);
+  if (reader === undefined)
+    return { route: 'local', allow: false, reason: 'homeserver_unavailable', agent: decision.agent };
+  try {
+    const result = await liveRoomCheck(
+      reader,
+      config,
+      decision.room,
+      decision.context,
+      config.liveRoomCheck.timeoutMs,
+    );
+    ctx.metrics.liveChecks.inc({ result: result.ok ? 'ok' : result.reason });
+    if (!result.ok) return { route: 'local', allow: false, reason: result.reason, agent: decision.agent };
+    return undefined;
+  } catch (e) {
+    return { route: 'local', allow: false, reason: 'internal', agent: decision.agent, error: errorFields(e) };
+  }
+}
+
+/**
+ * Ledger mode: the value leaves the projector only once the ledger admitted it — queued while the
+ * ledger is healthy (deferred) or recorded (sync); projector/ledger.ts.
+ */
+async function recordMinted(
+  ledger: CapabilityLedger | undefined,
+  decision: Outcome & { allow: true },
+  config: ProjectorConfig,
+): Promise<Outcome> {
+  const refuse: Outcome = {
+    route: decision.route,
+    allow: false,
+    reason: 'ledger_unavailable',
+    agent: decision.agent,
+  } as Outcome;
+  const value = decision.headers[IDENTITY_HEADER];
+  const bound = boundOf(value);
+  if (ledger === undefined || bound === undefined) return refuse;
+  try {
+    // The deadline of the configuration this check was decided under (spec.ledger).
+    ledger.setRecordDeadline(config.ledger.recordDeadlineMilliseconds);
+    await ledger.admit(value, bound.agent, bound.exp);
+    return decision;
+  } catch (e) {
+    // A ledger that is down is the expected case; anything else is logged by its class.
+    return e instanceof LedgerUnavailableError ? refuse : { ...refuse, error: errorFields(e) };
+  }
+}
+
+const PROBE_BODIES = { healthy: 'ok\n', ready: 'ready\n', notReady: 'not ready\n' };
+
+export function createProjectorHandler(options: ProjectorHandlerOptions): ProjectorHandler {
+  const registry = new Registry();
+  const configured = new ConfiguredReader();
+  const isReady = readinessOf(options, configured);
+  const metrics = createMetrics(registry, options, isReady);
+  const ctx: DecideContext = {
+    options,
+    metrics,
+    now: options.now ?? (() => Math.floor(Date.now() / 1000)),
+    random: options.randomBytes ?? ((n: number) => nodeRandomBytes(n)),
+    readerFor: (config, generation) => options.homeserver ?? configured.get(config, generation),
   };
+  // Start loading the live check's client now (when the configuration enables it), so the replica
+  // turns ready as soon as it is warm instead of on its first probe.
+  isReady();
+  options.homeserver?.warm?.().catch(() => {});
+  options.ledger?.onWrite((result, entries) => metrics.ledgerWrites.inc({ result }, entries));
 
   const check = (res: ServerResponse, started: bigint, input: CheckRequest) => {
-    decideCheck(input).then(
-      (outcome) => finish(res, started, outcome),
+    decideCheck(ctx, input).then(
+      (outcome) => finish(metrics, res, started, outcome),
       (e) =>
-        finish(res, started, { route: 'unknown', allow: false, reason: 'internal', error: errorFields(e) }),
+        finish(metrics, res, started, {
+          route: 'unknown',
+          allow: false,
+          reason: 'internal',
+          error: errorFields(e),
+        }),
     );
   };
 
@@ -403,14 +418,14 @@ export function createProjectorHandler(options: ProjectorHandlerOptions): Projec
     const started = process.hrtime.bigint();
     const target = req.url ?? '';
     if (req.method === 'GET' && OPS_PATHS.has(target) && !hasIdentityInput(req.headers)) {
-      ops(res, target);
+      answerOps(res, target, { registry, ready: isReady, bodies: PROBE_BODIES });
       return;
     }
     readCheck(req, (parsed) => {
       if (parsed.ok) check(res, started, parsed.input);
       else {
         if (parsed.close) res.setHeader('connection', 'close');
-        finish(res, started, { route: 'unknown', allow: false, reason: parsed.reason });
+        finish(metrics, res, started, { route: 'unknown', allow: false, reason: parsed.reason });
       }
     });
   }) as ProjectorHandler;

@@ -4,7 +4,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createLogger } from '../common/log.ts';
-import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
+import { listen, Readiness, stopGracefully, urlOf } from '../common/server.ts';
+import type { ShutdownTiming } from '../common/shutdown.ts';
 import type { ProjectorConfig } from './config.ts';
 import { type ConfigStore, fileConfigStore, staticConfigStore } from './config-store.ts';
 import type { RoomStateReader } from './homeserver.ts';
@@ -68,10 +69,10 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
                   }),
           })
         : staticConfigStore({ ok: true, config: options.config! });
-  let draining = false;
+  const readiness = new Readiness();
   const handler = createProjectorHandler({
     store,
-    draining: () => draining,
+    draining: () => readiness.draining,
     ...(options.now ? { now: options.now } : {}),
     ...(options.randomBytes ? { randomBytes: options.randomBytes } : {}),
     ...(options.homeserver ? { homeserver: options.homeserver } : {}),
@@ -81,23 +82,15 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
     { keepAliveTimeout: 65_000, requestTimeout: 10_000, headersTimeout: 5_000 },
     handler,
   );
-  const host = options.host ?? '127.0.0.1';
+  let address: AddressInfo;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port ?? 0, host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    address = await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');
   } catch (e) {
     store.close();
     throw e;
   }
-  const address = server.address() as AddressInfo;
-  const urlHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {
-    url: `http://${urlHost}:${address.port}`,
+    url: urlOf(address),
     server,
     store,
     close: () =>
@@ -106,18 +99,18 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
         server.close(() => resolve());
         server.closeAllConnections();
       }).then(() => options.ledger?.close()),
-    async shutdown(timing) {
-      draining = true;
-      log.info('shutting down: not ready, draining', {
-        delay_ms: timing.delayMs,
-        timeout_ms: timing.timeoutMs,
-      });
-      await sleep(timing.delayMs);
-      const result = await drainHttpServer(server, timing.timeoutMs);
-      store.close();
-      await options.ledger?.close();
-      log.info('stopped', { forced: result.forced });
-      return result;
-    },
+    shutdown: (timing) =>
+      stopGracefully(
+        {
+          server,
+          readiness,
+          log,
+          afterDrain: async () => {
+            store.close();
+            await options.ledger?.close();
+          },
+        },
+        timing,
+      ),
   };
 }

@@ -56,73 +56,120 @@ export interface KubeConfigStore extends ConfigStore {
 const cm0 = (objects: ReadonlyMap<string, ConfigMapLike>) =>
   [...objects.values()].every((cm) => cm.metadata?.resourceVersion !== undefined);
 
-export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
-  const now = o.now ?? Date.now;
-  const maxStaleness = o.maxStalenessMs ?? 30_000;
-  const maxHeartbeatAge = o.maxHeartbeatAgeMs ?? 30_000;
-  const heartbeat = new HeartbeatClock();
-  const texts = new Map<string, string>();
+/**
+ * The registry as last read: the ConfigMaps' texts, the assembled configuration, and the bounds
+ * that deny once it is too old (no contact, no controller heartbeat, shards inconsistent for long).
+ */
+class RegistryAssembly {
+  private readonly texts = new Map<string, string>();
   /** resourceVersion of each registry ConfigMap last assembled: a heartbeat alone assembles nothing. */
-  let versions = '';
-  const assemble = createAssembler();
-  let generation = 0;
-  let state: ConfigState = { ready: false, error: 'not loaded', generation };
-  let lastGood: ConfigState | undefined;
-  let inconsistentSince: number | undefined;
+  private versions = '';
+  private readonly assemble = createAssembler();
+  private generation = 0;
+  state: ConfigState = { ready: false, error: 'not loaded', generation: 0 };
+  private lastGood: ConfigState | undefined;
+  private inconsistentSince: number | undefined;
+  readonly heartbeat = new HeartbeatClock();
 
-  const set = (next: ConfigState) => {
-    const changed = next.ready !== state.ready || (next.ready && state.ready && next.config !== state.config);
-    state = next;
-    if (changed || !next.ready) o.onChange?.(next);
-  };
-  const denyAll = (error: string, reason?: 'registry_stale') => {
-    if (!state.ready && state.error === error) return;
-    generation += 1;
-    set({ ready: false, error, generation, ...(reason ? { reason } : {}) });
-  };
+  constructor(
+    private readonly now: () => number,
+    private readonly maxStaleness: number,
+    private readonly maxHeartbeatAge: number,
+    private readonly contactAgeMs: () => number,
+    private readonly onChange: ((s: ConfigState) => void) | undefined,
+  ) {}
 
-  const rebuild = () => {
-    const base = texts.get(BASE_NAME);
+  /** A listed or watched set of the labelled ConfigMaps. */
+  observe(objects: ReadonlyMap<string, ConfigMapLike>): void {
+    this.heartbeat.observe(objects.get(HEARTBEAT_CONFIGMAP)?.data?.[HEARTBEAT_KEY], this.now());
+    const v = [...objects]
+      .filter(([name]) => name !== HEARTBEAT_CONFIGMAP)
+      .map(([name, cm]) => `${name}@${cm.metadata?.resourceVersion ?? ''}`)
+      .sort()
+      .join(',');
+    if (v !== this.versions || !cm0(objects)) {
+      this.versions = v;
+      this.texts.clear();
+      for (const [name, cm] of objects) {
+        if (name === HEARTBEAT_CONFIGMAP) continue;
+        const text = cm.data?.[name === BASE_NAME ? BASE_KEY : SHARD_KEY];
+        if (text !== undefined) this.texts.set(name, text);
+      }
+      this.rebuild();
+    }
+    this.enforceBounds();
+  }
+
+  /** Deny once the last good configuration is older than the bound (no contact, or inconsistent). */
+  enforceBounds(): void {
+    const stale = this.staleness(this.now());
+    if (stale !== undefined) this.denyAll(stale.error, stale.reason);
+    else if (!this.state.ready && this.lastGood !== undefined) this.set(this.lastGood);
+  }
+
+  /** The bound the last good configuration is past at `t`, if any. */
+  private staleness(t: number): { error: string; reason?: 'registry_stale' } | undefined {
+    if (this.contactAgeMs() > this.maxStaleness)
+      return { error: 'registry stale: no contact with the API server', reason: 'registry_stale' };
+    // A dead, stuck or non-leading controller stops advancing its heartbeat: its registry no longer
+    // follows the cluster, so it is not served past the bound either.
+    if (this.maxHeartbeatAge > 0 && this.heartbeat.ageMs(t) > this.maxHeartbeatAge)
+      return { error: 'registry stale: no controller heartbeat', reason: 'registry_stale' };
+    if (this.inconsistentSince !== undefined && t - this.inconsistentSince > this.maxStaleness)
+      return { error: 'registry shards inconsistent with the manifest' };
+    return undefined;
+  }
+
+  private set(next: ConfigState): void {
+    const prev = this.state;
+    const changed = next.ready !== prev.ready || (next.ready && prev.ready && next.config !== prev.config);
+    this.state = next;
+    if (changed || !next.ready) this.onChange?.(next);
+  }
+
+  private denyAll(error: string, reason?: 'registry_stale'): void {
+    if (!this.state.ready && this.state.error === error) return;
+    this.generation += 1;
+    this.set({ ready: false, error, generation: this.generation, ...(reason ? { reason } : {}) });
+  }
+
+  private rebuild(): void {
+    const base = this.texts.get(BASE_NAME);
     if (base === undefined) {
-      lastGood = undefined;
-      inconsistentSince = undefined;
-      denyAll('projector.json missing');
+      this.lastGood = undefined;
+      this.inconsistentSince = undefined;
+      this.denyAll('projector.json missing');
       return;
     }
     const shards = new Map<string, string>();
-    for (const [name, text] of texts)
+    for (const [name, text] of this.texts)
       if (name !== BASE_NAME && name !== HEARTBEAT_CONFIGMAP) shards.set(name, text);
-    const result = assemble(base, shards);
+    const result = this.assemble(base, shards);
     if (result.ok) {
-      inconsistentSince = undefined;
-      generation += 1;
-      lastGood = { ready: true, config: result.config, generation };
-      set(lastGood);
+      this.inconsistentSince = undefined;
+      this.generation += 1;
+      this.lastGood = { ready: true, config: result.config, generation: this.generation };
+      this.set(this.lastGood);
     } else if ('inconsistent' in result) {
-      inconsistentSince ??= now();
-      enforceBounds();
+      this.inconsistentSince ??= this.now();
+      this.enforceBounds();
     } else {
-      lastGood = undefined;
-      inconsistentSince = undefined;
-      denyAll(result.error);
+      this.lastGood = undefined;
+      this.inconsistentSince = undefined;
+      this.denyAll(result.error);
     }
-  };
+  }
+}
 
-  /** Deny once the last good configuration is older than the bound (no contact, or inconsistent). */
-  const enforceBounds = () => {
-    const t = now();
-    if (watch.contactAgeMs() > maxStaleness)
-      return denyAll('registry stale: no contact with the API server', 'registry_stale');
-    // A dead, stuck or non-leading controller stops advancing its heartbeat: its registry no longer
-    // follows the cluster, so it is not served past the bound either.
-    if (maxHeartbeatAge > 0 && heartbeat.ageMs(t) > maxHeartbeatAge)
-      return denyAll('registry stale: no controller heartbeat', 'registry_stale');
-    if (inconsistentSince !== undefined && t - inconsistentSince > maxStaleness)
-      return denyAll('registry shards inconsistent with the manifest');
-    if (!state.ready && lastGood !== undefined) set(lastGood);
-  };
-
-  const keyOf = (name: string): string => (name === BASE_NAME ? BASE_KEY : SHARD_KEY);
+export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
+  const now = o.now ?? Date.now;
+  const registry = new RegistryAssembly(
+    now,
+    o.maxStalenessMs ?? 30_000,
+    o.maxHeartbeatAgeMs ?? 30_000,
+    () => watch.contactAgeMs(),
+    o.onChange,
+  );
   // Events arrive one object at a time (the controller writes shards, then the manifest): the watch
   // coalesces a burst into one assembly.
   const watch = watchConfigMaps({
@@ -131,37 +178,19 @@ export function kubeConfigStore(o: KubeStoreOptions): KubeConfigStore {
     labelSelector: PROJECTOR_CONFIG_SELECTOR,
     ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
     now,
-    onObjects: (objects: ReadonlyMap<string, ConfigMapLike>) => {
-      heartbeat.observe(objects.get(HEARTBEAT_CONFIGMAP)?.data?.[HEARTBEAT_KEY], now());
-      const v = [...objects]
-        .filter(([name]) => name !== HEARTBEAT_CONFIGMAP)
-        .map(([name, cm]) => `${name}@${cm.metadata?.resourceVersion ?? ''}`)
-        .sort()
-        .join(',');
-      if (v !== versions || !cm0(objects)) {
-        versions = v;
-        texts.clear();
-        for (const [name, cm] of objects) {
-          if (name === HEARTBEAT_CONFIGMAP) continue;
-          const text = cm.data?.[keyOf(name)];
-          if (text !== undefined) texts.set(name, text);
-        }
-        rebuild();
-      }
-      enforceBounds();
-    },
+    onObjects: (objects: ReadonlyMap<string, ConfigMapLike>) => registry.observe(objects),
     ...(o.onWatchError ? { onWatchError: o.onWatchError } : {}),
   });
-  const ticker = setInterval(enforceBounds, 250);
+  const ticker = setInterval(() => registry.enforceBounds(), 250);
   ticker.unref();
 
   return {
     current: () => {
-      enforceBounds();
-      return state;
+      registry.enforceBounds();
+      return registry.state;
     },
     stalenessSeconds: () => watch.contactAgeMs() / 1000,
-    heartbeatAgeSeconds: () => heartbeat.ageMs(now()) / 1000,
+    heartbeatAgeSeconds: () => registry.heartbeat.ageMs(now()) / 1000,
     synced: watch.synced,
     close: () => {
       clearInterval(ticker);

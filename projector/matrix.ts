@@ -53,7 +53,7 @@ export interface MatrixOptions {
 /**
  * The readers' kinds against the trusted configuration (bridged origins, the bridge's own service
  * users): a member the configuration classifies otherwise than the room state says is refused.
- * `explain` judges a room with this same function (retrieval/explain/subject.ts).
+ * `explain` judges a room with this same function (explain/subject.ts).
  */
 export function audienceDenial(
   config: ProjectorConfig,

@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
-import { parseFlags, UsageError, usageError } from '../cli/args.ts';
+import { parseFlags, UsageError, usageError } from '../common/args.ts';
 import { fsProblem } from '../common/fs-problem.ts';
 import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';

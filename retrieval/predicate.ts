@@ -53,7 +53,7 @@ function checkPlacement(firstParam: number, alias: string): void {
 }
 
 /*
- * The rules one at a time, so that an operator-side explanation (retrieval/explain/) asks the
+ * The rules one at a time, so that an operator-side explanation (explain/) asks the
  * database the very same questions as the search; buildPredicate is their conjunction.
  */
 

@@ -4,6 +4,7 @@
  * DNS-1123 labels; its spec reaches the rendered kagent Agent and the MCP route's rate limit. One
  * module for the CRD, the webhook and the render. Pure.
  */
+import { isObject as isObj } from '../common/json-read.ts';
 import { DNS1123_LABEL, isDns1123Label } from '../contract/index.ts';
 import { charLength, checkSecretKeyRef, checkSubdomain } from './kube.ts';
 import { celString } from './names.ts';
@@ -21,9 +22,6 @@ export const SKILLS = {
   tagMax: 64,
 } as const;
 const SKILL_ID = new RegExp(SKILLS.idPattern);
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The CRD's rule on a RetrievalAgent's name, from the same source as `isDns1123Label`. */
 export const AGENT_NAME_CEL = {

@@ -17,8 +17,8 @@ import {
   textNear,
   urlish,
 } from '../common/testing/field-arbitraries.ts';
-import { allCrds } from '../controller/crds.ts';
 import { agent, examples } from '../controller/testsupport/fixtures.ts';
+import { allCrds } from '../crds/schema.ts';
 import { crValidator } from '../crds/validate.ts';
 import { validateConfig } from '../projector/config.ts';
 import { configJson } from '../projector/test-doubles/fixtures.ts';

@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { allCrds } from '../controller/crds.ts';
 import { render } from '../controller/render/index.ts';
 import { examples, partner } from '../controller/testsupport/fixtures.ts';
 import type { Resources } from '../controller/types.ts';
+import { allCrds } from '../crds/schema.ts';
 import { crValidator } from '../crds/validate.ts';
 import { validateConfig } from '../projector/config.ts';
 import { configJson } from '../projector/test-doubles/fixtures.ts';

@@ -2,9 +2,10 @@
  * The RetrievalPlatform: every field that reaches `projector.json`, `retrieval.json` or a rendered
  * gateway, kagent or NetworkPolicy object, checked with the one rule of its family. The webhook
  * denies with these problems, the render reports the first as the platform's `Invalid` conflict,
- * and the CRD carries the same rules as schema (controller/crds.ts builds it from the same
+ * and the CRD carries the same rules as schema (crds/schema.ts builds it from the same
  * modules). Pure.
  */
+import { isObject as isObj, type JsonRecord } from '../common/json-read.ts';
 import { isServerName } from '../contract/index.ts';
 import { checkBridgeRegexes } from './bridge.ts';
 import { checkEmbeddings } from './embeddings.ts';
@@ -21,8 +22,7 @@ export const A2A_BACKENDS = ['controller', 'agentService'] as const;
 export const MCP_URL_MAX = 512;
 export const MAX_OBSERVABILITY_PORTS = 4;
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+type Obj = JsonRecord;
 
 /** A required object: its problems, or one `required` problem when it is missing. */
 function section(s: Obj, key: string, path: string, check: (o: Obj, p: string) => Problem[]): Problem[] {

@@ -9,17 +9,16 @@
  * reason code. An unknown member is reported at its object's path, not by its name, which is the
  * file's content. Pure.
  */
+import { isObject, type JsonRecord } from '../common/json-read.ts';
 import { type Problem, type Problems, problem } from './result.ts';
 
 export type ReadResult<T> =
   | { readonly ok: true; readonly value: T }
   | { readonly ok: false; readonly problems: Problems };
 
-type Obj = Record<string, unknown>;
+type Obj = JsonRecord;
 
-export function isObject(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+export { isObject };
 
 const CONTROL = /[\x00-\x1f\x7f]/;
 

@@ -3,6 +3,7 @@
  * problems and the render reports the first as the resource's `Invalid` conflict, so both decide
  * alike. The rules across resources are in cross-object.ts. Pure.
  */
+import { isObject as isObj } from '../common/json-read.ts';
 import { isRoomId } from '../contract/index.ts';
 import { checkAgent } from './agents.ts';
 import { checkCeiling } from './classifications.ts';
@@ -11,9 +12,6 @@ import { checkPlatform } from './platform.ts';
 import { type Problem, problem } from './result.ts';
 
 export { checkAgent, checkPlatform };
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function checkRoom(r: { spec?: unknown }): Problem[] {
   const s = r.spec;

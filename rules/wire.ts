@@ -7,6 +7,10 @@
 
 // The identity header belongs to the identity contract, which imports nothing of ours.
 export { IDENTITY_HEADER, IDENTITY_HEADER_NAME } from '../contract/carrier.ts';
+/** The API group and version of our four resources (the CRDs, the render and the webhook). */
+export const GROUP = 'retrieval.fgentic.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
 export const ROOM_CONTEXT_HEADER = 'x-fgentic-room-context';
 export const USER_ID_HEADER = 'x-user-id';
 /**

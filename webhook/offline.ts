@@ -4,7 +4,7 @@
  * against our CRDs' structural schema and CEL rules (crds/validate.ts), as the API server does before
  * any webhook sees them, so offline denials equal the cluster's.
  */
-import { allCrds } from '../controller/crds.ts';
+import { allCrds } from '../crds/schema.ts';
 import { crValidator } from '../crds/validate.ts';
 import type { Manifest } from './manifests.ts';
 import { makeAdmissionReview, review } from './review.ts';

@@ -5,14 +5,15 @@
  */
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { errorFields } from '../common/error-fields.ts';
 import { fsProblem } from '../common/fs-problem.ts';
 import { createLogger, type Logger } from '../common/log.ts';
-import { drainHttpServer, type ShutdownTiming, sleep } from '../common/shutdown.ts';
+import { answerOps, listen, type OpsEndpoints, Readiness, stopGracefully } from '../common/server.ts';
+import type { ShutdownTiming } from '../common/shutdown.ts';
 import type { ReviewOutcome } from './review.ts';
 
 export type ReviewHandler = (body: Buffer) => ReviewOutcome | Promise<ReviewOutcome>;
@@ -117,181 +118,216 @@ class Metrics {
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
+const TEXT = { 'content-type': 'text/plain' };
 
-export async function startWebhookServer(opts: WebhookServerOptions): Promise<WebhookServer> {
-  const log = opts.logger ?? createLogger('webhook');
-  const registry = opts.registry ?? new Registry();
-  const metrics = new Metrics(registry);
+/** Logs a review that was not allowed; one that threw at error, by the thrown class and code only. */
+function logOutcome(log: Logger, out: ReviewOutcome): void {
+  if (out.verdict === 'allowed') return;
+  (out.error ? log.error : log.info)('admission', {
+    kind: out.kind,
+    namespace: out.namespace,
+    name: out.name,
+    verdict: out.verdict,
+    reason: out.reason,
+    ...(out.error ? { thrown: out.error.error, ...(out.error.code ? { code: out.error.code } : {}) } : {}),
+  });
+}
+
+/** Runs the handler on a complete body and answers, counts and logs the outcome. */
+function answerReview(
+  res: ServerResponse,
+  body: Buffer,
+  opts: WebhookServerOptions,
+  metrics: Metrics,
+  log: Logger,
+) {
+  const start = process.hrtime.bigint();
+  const send = (out: ReviewOutcome) => {
+    res.writeHead(200, JSON_HEADERS).end(JSON.stringify(out.review));
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    metrics.latency.observe({ kind: out.kind }, seconds);
+    metrics.reviews.inc({ kind: out.kind, verdict: out.verdict, reason: out.reason });
+    logOutcome(log, out);
+  };
+  let result: ReviewOutcome | Promise<ReviewOutcome>;
+  try {
+    result = opts.handler(body);
+  } catch (err) {
+    result = Promise.reject(err);
+  }
+  if (result instanceof Promise)
+    result.then(send, (err: unknown) => {
+      log.error('admission review failed; denied', errorFields(err));
+      metrics.reviews.inc({ kind: 'unknown', verdict: 'error', reason: 'internal' });
+      res.writeHead(500, TEXT).end('internal error');
+    });
+  else send(result);
+}
+
+/**
+ * Reads a review body of at most `maxBody` bytes and calls `done` with it; a larger one is answered
+ * 413 and the connection closed, an aborted one is dropped.
+ */
+function readReviewBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  maxBody: number,
+  metrics: Metrics,
+  done: (body: Buffer) => void,
+): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let aborted = false;
+  req.on('data', (c: Buffer) => {
+    if (aborted) return;
+    size += c.length;
+    if (size > maxBody) {
+      aborted = true;
+      metrics.reviews.inc({ kind: 'unknown', verdict: 'error', reason: 'too-large' });
+      res.writeHead(413, { ...TEXT, connection: 'close' }).end('request body too large');
+      req.destroy();
+      return;
+    }
+    chunks.push(c);
+  });
+  req.on('error', () => {
+    aborted = true;
+  });
+  req.on('end', () => {
+    if (!aborted) done(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+  });
+}
+
+/** The request router: operations endpoints, then `POST /validate*` with a JSON body. */
+function createRequestListener(
+  opts: WebhookServerOptions,
+  ops: OpsEndpoints,
+  metrics: Metrics,
+  log: Logger,
+): (req: IncomingMessage, res: ServerResponse) => void {
   const maxBody = opts.maxBodyBytes ?? 3 * 1024 * 1024;
-  let pair = readPair(opts.certDir);
-  metrics.reloads.inc({ result: 'loaded' });
-  metrics.notAfter.set(pair.notAfter);
-
-  let draining = false;
-  const server = createServer({ cert: pair.cert, key: pair.key, minVersion: 'TLSv1.2' }, (req, res) => {
-    const url = req.url ?? '/';
-    const path = url.split('?')[0] ?? '/';
-    if (req.method === 'GET' && path === '/healthz') {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
-      return;
-    }
-    if (req.method === 'GET' && path === '/readyz') {
-      const ok = !draining && (opts.ready ? opts.ready() : true);
-      res.writeHead(ok ? 200 : 503, { 'content-type': 'text/plain' }).end(ok ? 'ok' : 'not ready');
-      return;
-    }
-    if (req.method === 'GET' && path === '/metrics') {
-      registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-        () => res.writeHead(500).end(),
-      );
-      return;
-    }
+  return (req, res) => {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (req.method === 'GET' && answerOps(res, path, ops)) return;
     if (path !== '/validate' && !path.startsWith('/validate/')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+      res.writeHead(404, TEXT).end('not found');
       return;
     }
     if (req.method !== 'POST') {
-      res.writeHead(405, { allow: 'POST', 'content-type': 'text/plain' }).end('POST only');
+      res.writeHead(405, { allow: 'POST', ...TEXT }).end('POST only');
       return;
     }
     const ct = req.headers['content-type'] ?? '';
     if (!ct.startsWith('application/json')) {
-      res.writeHead(415, { 'content-type': 'text/plain' }).end('content-type must be application/json');
+      res.writeHead(415, TEXT).end('content-type must be application/json');
       return;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let aborted = false;
-    req.on('data', (c: Buffer) => {
-      if (aborted) return;
-      size += c.length;
-      if (size > maxBody) {
-        aborted = true;
-        metrics.reviews.inc({ kind: 'unknown', verdict: 'error', reason: 'too-large' });
-        res
-          .writeHead(413, { 'content-type': 'text/plain', connection: 'close' })
-          .end('request body too large');
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('error', () => {
-      aborted = true;
-    });
-    req.on('end', () => {
-      if (aborted) return;
-      const start = process.hrtime.bigint();
-      const send = (out: ReviewOutcome) => {
-        res.writeHead(200, JSON_HEADERS).end(JSON.stringify(out.review));
-        const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-        metrics.latency.observe({ kind: out.kind }, seconds);
-        metrics.reviews.inc({ kind: out.kind, verdict: out.verdict, reason: out.reason });
-        if (out.verdict !== 'allowed')
-          // A review that threw is logged at error, by the thrown class and code only.
-          (out.error ? log.error : log.info)('admission', {
-            kind: out.kind,
-            namespace: out.namespace,
-            name: out.name,
-            verdict: out.verdict,
-            reason: out.reason,
-            ...(out.error
-              ? { thrown: out.error.error, ...(out.error.code ? { code: out.error.code } : {}) }
-              : {}),
-          });
-      };
-      let result: ReviewOutcome | Promise<ReviewOutcome>;
-      try {
-        result = opts.handler(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
-      } catch (err) {
-        result = Promise.reject(err);
-      }
-      if (result instanceof Promise)
-        result.then(send, (err: unknown) => {
-          log.error('admission review failed; denied', errorFields(err));
-          metrics.reviews.inc({ kind: 'unknown', verdict: 'error', reason: 'internal' });
-          res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
-        });
-      else send(result);
-    });
-  });
-  server.keepAliveTimeout = 30_000;
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 10_000;
+    readReviewBody(req, res, maxBody, metrics, (body) => answerReview(res, body, opts, metrics, log));
+  };
+}
 
-  const reloadCertificate = (): boolean => {
+/**
+ * The serving certificate: re-read on a change of the directory (debounced) and every `pollMs`;
+ * a pair that does not load keeps the previous one.
+ */
+class CertificateWatch {
+  private debounce: NodeJS.Timeout | undefined;
+  private watcher: FSWatcher | undefined;
+  private readonly poll: NodeJS.Timeout;
+
+  constructor(
+    private pair: KeyPair,
+    private readonly server: Server,
+    private readonly certDir: string,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+    pollMs: number,
+  ) {
+    try {
+      this.watcher = watch(certDir, { persistent: false }, () => {
+        clearTimeout(this.debounce);
+        this.debounce = setTimeout(() => this.reload(), 100);
+        this.debounce.unref();
+      });
+      this.watcher.on('error', () => this.watcher?.close());
+    } catch {
+      this.watcher = undefined;
+    }
+    this.poll = setInterval(() => this.reload(), pollMs);
+    this.poll.unref();
+  }
+
+  /** True when a new pair was installed. */
+  reload(): boolean {
     let next: KeyPair;
     try {
-      next = readPair(opts.certDir);
+      next = readPair(this.certDir);
     } catch (err) {
       // Mid-rotation (one file written, not the other) or a broken Secret: keep serving the old pair.
-      metrics.reloads.inc({ result: 'failed' });
-      log.warn('certificate reload failed; keeping the previous certificate', {
+      this.metrics.reloads.inc({ result: 'failed' });
+      this.log.warn('certificate reload failed; keeping the previous certificate', {
         // The class and errno only: a message names paths and can quote file content.
         ...errorFields(err),
       });
       return false;
     }
-    if (next.digest === pair.digest) return false;
-    server.setSecureContext({ cert: next.cert, key: next.key, minVersion: 'TLSv1.2' });
-    pair = next;
-    metrics.reloads.inc({ result: 'reloaded' });
-    metrics.notAfter.set(pair.notAfter);
-    log.info('certificate reloaded', { notAfter: new Date(pair.notAfter * 1000).toISOString() });
+    if (next.digest === this.pair.digest) return false;
+    this.server.setSecureContext({ cert: next.cert, key: next.key, minVersion: 'TLSv1.2' });
+    this.pair = next;
+    this.metrics.reloads.inc({ result: 'reloaded' });
+    this.metrics.notAfter.set(next.notAfter);
+    this.log.info('certificate reloaded', { notAfter: new Date(next.notAfter * 1000).toISOString() });
     return true;
-  };
-
-  let debounce: NodeJS.Timeout | undefined;
-  let watcher: FSWatcher | undefined;
-  try {
-    watcher = watch(opts.certDir, { persistent: false }, () => {
-      clearTimeout(debounce);
-      debounce = setTimeout(reloadCertificate, 100);
-      debounce.unref();
-    });
-    watcher.on('error', () => watcher?.close());
-  } catch {
-    watcher = undefined;
   }
-  const poll = setInterval(reloadCertificate, opts.certPollMs ?? 10_000);
-  poll.unref();
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port ?? 8443, opts.host ?? '0.0.0.0', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  stop(): void {
+    clearInterval(this.poll);
+    clearTimeout(this.debounce);
+    this.watcher?.close();
+  }
+}
+
+export async function startWebhookServer(opts: WebhookServerOptions): Promise<WebhookServer> {
+  const log = opts.logger ?? createLogger('webhook');
+  const registry = opts.registry ?? new Registry();
+  const metrics = new Metrics(registry);
+  const pair = readPair(opts.certDir);
+  metrics.reloads.inc({ result: 'loaded' });
+  metrics.notAfter.set(pair.notAfter);
+  const readiness = new Readiness(opts.ready ?? (() => true));
+  const listener = createRequestListener(opts, { registry, ready: () => readiness.ready() }, metrics, log);
+  const server = createServer({ cert: pair.cert, key: pair.key, minVersion: 'TLSv1.2' }, listener);
+  server.keepAliveTimeout = 30_000;
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 10_000;
+  const certificate = new CertificateWatch(
+    pair,
+    server,
+    opts.certDir,
+    metrics,
+    log,
+    opts.certPollMs ?? 10_000,
+  );
+  let port: number;
+  try {
+    ({ port } = await listen(server, opts.port ?? 8443, opts.host ?? '0.0.0.0'));
+  } catch (err) {
+    certificate.stop();
+    throw err;
+  }
   log.info('webhook listening', { port });
   return {
     server,
     port,
     registry,
-    reloadCertificate,
+    reloadCertificate: () => certificate.reload(),
     close: () =>
       new Promise<void>((resolve) => {
-        clearInterval(poll);
-        clearTimeout(debounce);
-        watcher?.close();
+        certificate.stop();
         server.closeAllConnections();
         server.close(() => resolve());
       }),
-    async shutdown(timing) {
-      draining = true;
-      log.info('shutting down: not ready, draining', {
-        delay_ms: timing.delayMs,
-        timeout_ms: timing.timeoutMs,
-      });
-      await sleep(timing.delayMs);
-      clearInterval(poll);
-      clearTimeout(debounce);
-      watcher?.close();
-      const result = await drainHttpServer(server, timing.timeoutMs);
-      log.info('stopped', { forced: result.forced });
-      return result;
-    },
+    shutdown: (timing) =>
+      stopGracefully({ server, readiness, log, beforeDrain: () => certificate.stop() }, timing),
   };
 }

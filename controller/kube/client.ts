@@ -9,7 +9,7 @@ import {
   type RequestPolicy,
   requestJson,
 } from '../../common/kube-request.ts';
-import { kindInfo } from '../crds.ts';
+import { kindInfo } from '../../crds/schema.ts';
 import { PRUNE_SELECTOR } from '../render/model.ts';
 import {
   API_VERSION,

@@ -2,6 +2,7 @@
  * Shared shapes of the admission rules: the request the rules see, their verdict, and the view of the
  * other objects in the cluster (or in the offline file set). No I/O here.
  */
+import { field as readField, isObject as readObject, stringField } from '../../common/json-read.ts';
 import {
   IDENTITY_HEADER_NAME,
   PROJECT,
@@ -104,18 +105,10 @@ export const DEFAULT_RULES_CONFIG: RulesConfig = {
   retrievalTool: RETRIEVAL_TOOL,
 };
 
-export function isObject(v: unknown): v is JsonObject {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-export function field(o: unknown, key: string): Json | undefined {
-  return isObject(o) && Object.hasOwn(o, key) ? o[key] : undefined;
-}
-
-export function str(o: unknown, key: string): string | undefined {
-  const v = field(o, key);
-  return typeof v === 'string' ? v : undefined;
-}
+// The readers of common/json-read.ts, typed as the review's JSON.
+export const isObject = readObject as (v: unknown) => v is JsonObject;
+export const field = readField as (o: unknown, key: string) => Json | undefined;
+export const str = stringField;
 
 export function meta(o: KubeObject | null | undefined): JsonObject {
   const m = o ? field(o, 'metadata') : undefined;

@@ -15,7 +15,8 @@ import {
   SKILLS,
   SYSTEM_MESSAGE_MAX,
 } from '../rules/index.ts';
-import { platformSpec } from './crd-platform.ts';
+import { GROUP, VERSION } from '../rules/wire.ts';
+import { platformSpec } from './platform-schema.ts';
 import {
   arr,
   bool,
@@ -28,10 +29,9 @@ import {
   type Schema,
   secretKeyRef,
   str,
-} from './crd-schema.ts';
-import { GROUP, VERSION } from './types.ts';
+} from './schema-kit.ts';
 
-export { PATTERNS } from './crd-schema.ts';
+export { PATTERNS } from './schema-kit.ts';
 
 const conditionSchema = obj(
   {

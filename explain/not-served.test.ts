@@ -13,12 +13,12 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { type RetrievalServer, startRetrievalServer } from '../index.ts';
-import { TOOL } from '../mcp/tool.ts';
-import { AGENT } from '../testing.ts';
+import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
+import { TOOL } from '../retrieval/mcp/tool.ts';
+import { AGENT } from '../retrieval/testing.ts';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const EXPLAIN_DIR = join(ROOT, 'retrieval/explain') + '/';
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const EXPLAIN_DIR = join(ROOT, 'explain') + '/';
 
 /** Every server's entry module (and the local stack that wires them for `npm start`). */
 const SERVER_ENTRIES = [
@@ -69,7 +69,7 @@ function sourceFiles(dir: string): string[] {
 }
 
 describe('explain is not reachable from any server', () => {
-  test('no server entry module reaches retrieval/explain/ through its imports', () => {
+  test('no server entry module reaches explain/ through its imports', () => {
     for (const entry of SERVER_ENTRIES) {
       const files = reachable(entry);
       assert.ok(files.size > 1, `${entry} has imports (the walk works)`);

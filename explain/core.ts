@@ -14,14 +14,14 @@ import {
   CLASSIFICATIONS,
   type MatrixPrincipal,
   type Projection,
-} from '../../contract/index.ts';
+} from '../contract/index.ts';
 import {
   audienceRule,
   buildPredicate,
   classificationRule,
   groupsRule,
   type Predicate,
-} from '../predicate.ts';
+} from '../retrieval/predicate.ts';
 
 export type Subject =
   | {

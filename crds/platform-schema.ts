@@ -37,7 +37,7 @@ import {
   secretKeyRef,
   str,
   url,
-} from './crd-schema.ts';
+} from './schema-kit.ts';
 
 const listenerName = (description: string) => dnsLabel(description);
 export const platformSpec = obj(

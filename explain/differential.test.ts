@@ -15,10 +15,10 @@ import {
   CLASSIFICATIONS,
   type MatrixPrincipal,
   type Projection,
-} from '../../contract/index.ts';
-import { writeChunks } from '../ingest/store.ts';
-import { DEFAULT_PLANNER, type Plan } from '../planner.ts';
-import { searchKnowledge } from '../search.ts';
+} from '../contract/index.ts';
+import { writeChunks } from '../retrieval/ingest/store.ts';
+import { DEFAULT_PLANNER, type Plan } from '../retrieval/planner.ts';
+import { searchKnowledge } from '../retrieval/search.ts';
 import {
   decodeFixture,
   matrixHeader,
@@ -28,7 +28,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testing.ts';
+} from '../retrieval/testing.ts';
 import {
   type ChunkExplanation,
   detailStatement,

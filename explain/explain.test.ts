@@ -10,14 +10,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import type { ChunkMetadata, MatrixPrincipal } from '../../contract/index.ts';
-import type { ProjectorConfig } from '../../projector/config.ts';
-import { matrixSdkReader } from '../../projector/homeserver.ts';
-import { configJson, snapshot } from '../../projector/test-doubles/fixtures.ts';
-import { HomeserverDouble } from '../../projector/test-doubles/homeserver.ts';
-import { startEmbeddedDatabase } from '../db/embedded.ts';
-import { writeChunks } from '../ingest/store.ts';
-import { prng, randomVector, startTestDatabase, type TestDatabase } from '../testing.ts';
+import type { ChunkMetadata, MatrixPrincipal } from '../contract/index.ts';
+import type { ProjectorConfig } from '../projector/config.ts';
+import { matrixSdkReader } from '../projector/homeserver.ts';
+import { configJson, snapshot } from '../projector/test-doubles/fixtures.ts';
+import { HomeserverDouble } from '../projector/test-doubles/homeserver.ts';
+import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
+import { writeChunks } from '../retrieval/ingest/store.ts';
+import { prng, randomVector, startTestDatabase, type TestDatabase } from '../retrieval/testing.ts';
 import { type ExplainIo, explainCommand } from './command.ts';
 import { ExplainError, explainRows, type Subject } from './core.ts';
 
@@ -444,7 +444,7 @@ describe('explain: usage and guards', () => {
 
 describe('explain is a command of the binary', () => {
   test('fgentic-retrieval explain runs through cli/main.ts', async () => {
-    const bin = new URL('../../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
+    const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
     const argv = [
       ...room([ALICE, BOB, GUEST]),
       '--summary',

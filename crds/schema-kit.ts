@@ -1,5 +1,5 @@
 /**
- * Building blocks of the CRD schemas (controller/crds.ts): typed schema helpers and the patterns,
+ * Building blocks of the CRD schemas (crds/schema.ts): typed schema helpers and the patterns,
  * each taken from the one rule of its family in rules/.
  */
 import { PARTNER_GROUP } from '../contract/index.ts';

@@ -1,5 +1,5 @@
 /** Output of `explain`: a table for people, JSON for scripts. Pure. Ids, sources, counts, principals, classes. */
-import type { MatrixPrincipal } from '../../contract/index.ts';
+import type { MatrixPrincipal } from '../contract/index.ts';
 import type { ChunkExplanation, Reason, Subject, Summary } from './core.ts';
 
 export interface ChunksReport {

@@ -11,12 +11,12 @@ import {
   parseStrictJson,
   type RoomSnapshot,
   validateSnapshot,
-} from '../../contract/index.ts';
-import type { ProjectorConfig, RoomEntry } from '../../projector/config.ts';
-import { readShardsBeside } from '../../projector/config-store.ts';
-import { matrixSdkReader, type RoomStateReader, snapshotFromState } from '../../projector/homeserver.ts';
-import { audienceDenial, ceilingDenial } from '../../projector/matrix.ts';
-import { assembleConfig } from '../../projector/registry.ts';
+} from '../contract/index.ts';
+import type { ProjectorConfig, RoomEntry } from '../projector/config.ts';
+import { readShardsBeside } from '../projector/config-store.ts';
+import { matrixSdkReader, type RoomStateReader, snapshotFromState } from '../projector/homeserver.ts';
+import { audienceDenial, ceilingDenial } from '../projector/matrix.ts';
+import { assembleConfig } from '../projector/registry.ts';
 import { ExplainError, type Subject } from './core.ts';
 
 export function loadProjectorConfig(path: string): ProjectorConfig {

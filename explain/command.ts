@@ -12,12 +12,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
-import { createLogger } from '../../common/log.ts';
-import type { ProjectorConfig } from '../../projector/config.ts';
-import type { RoomStateReader } from '../../projector/homeserver.ts';
-import { dataDirTarget } from '../data-dir.ts';
-import { DatabaseInUseError, DEFAULT_DATA_DIR, type EmbeddedDatabase } from '../db/embedded.ts';
-import { createPool } from '../db/pool.ts';
+import { createLogger } from '../common/log.ts';
+import { withTransaction } from '../common/transaction.ts';
+import type { ProjectorConfig } from '../projector/config.ts';
+import type { RoomStateReader } from '../projector/homeserver.ts';
+import { dataDirTarget } from '../retrieval/data-dir.ts';
+import { DatabaseInUseError, DEFAULT_DATA_DIR, type EmbeddedDatabase } from '../retrieval/db/embedded.ts';
+import { createPool } from '../retrieval/db/pool.ts';
 import {
   detailStatement,
   ExplainError,
@@ -159,28 +160,27 @@ async function query(pool: pg.Pool, o: Options, subject: Subject): Promise<strin
   const client = await pool.connect();
   let failed = false;
   try {
-    await client.query('BEGIN READ ONLY');
-    let out: string;
-    if (o.summary) {
-      const s = summaryStatement(subject, o.scope);
-      const rows = (await client.query(s.text, s.values as unknown[])).rows;
-      const report = { subject, summary: summarize(subject, rows) };
-      out = o.json ? summaryJson(report) : summaryTable(report);
-    } else {
-      const s = detailStatement(subject, o.scope, { titles: o.titles, limit: o.limit });
-      const rows = (await client.query(s.text, s.values as unknown[])).rows;
-      const report = { subject, ...explainRows(subject, rows, o.limit) };
-      out = o.json ? chunksJson(report) : chunksTable(report);
-    }
-    await client.query('COMMIT');
-    return out;
+    return await withTransaction(client, (c) => report(c, o, subject), { readOnly: true });
   } catch (err) {
     failed = true;
-    await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
+    // A connection whose transaction failed is not handed back to the pool.
     client.release(failed ? true : undefined);
   }
+}
+
+async function report(client: pg.PoolClient, o: Options, subject: Subject): Promise<string> {
+  if (o.summary) {
+    const s = summaryStatement(subject, o.scope);
+    const rows = (await client.query(s.text, s.values as unknown[])).rows;
+    const report = { subject, summary: summarize(subject, rows) };
+    return o.json ? summaryJson(report) : summaryTable(report);
+  }
+  const s = detailStatement(subject, o.scope, { titles: o.titles, limit: o.limit });
+  const rows = (await client.query(s.text, s.values as unknown[])).rows;
+  const report = { subject, ...explainRows(subject, rows, o.limit) };
+  return o.json ? chunksJson(report) : chunksTable(report);
 }
 
 function tlsFromEnv(env: NodeJS.ProcessEnv): { caFile?: string; requireTls?: boolean } {
