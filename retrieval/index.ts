@@ -125,7 +125,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
   // Behind a pooler in transaction mode nothing is kept per session: every search is an explicit
   // read-only transaction that sets the role and the statement timeout itself.
   const roleOptions: RoleOptions | undefined = pooler
-    ? { transactionPooler: { statementTimeoutMs: statementTimeoutMs(options.pool ?? {}) } }
+    ? { transactionPooler: { statementTimeoutMs: statementTimeoutMs(options.pool ?? {}), readOnly: true } }
     : undefined;
   const external = (connectionString: string, extra: Partial<PoolOptions> = {}) =>
     createPool({

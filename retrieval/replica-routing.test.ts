@@ -11,6 +11,9 @@ import {
   afterSearchFailure,
   chooseEndpoint,
   DEFAULT_MAX_REPLICA_LAG_MS,
+  keepSamples,
+  parseLsn,
+  provenAsOf,
   type ReplicaView,
   replicaAge,
   replicaTiming,
@@ -75,36 +78,43 @@ describe('withinBound', () => {
   });
 });
 
-describe('afterCheck', () => {
-  test('a caught-up standby is fresh as of the check start', () => {
-    assert.deepEqual(
-      afterCheck(UNCHECKED, { ok: true, startedMs: 50, standby: true, caughtUp: true }),
-      fresh(50),
-    );
+describe('afterCheck and provenAsOf', () => {
+  test('LSN text parses as PostgreSQL orders it; anything else is undefined', () => {
+    assert.equal(parseLsn('0/3018FD0'), 0x3018fd0n);
+    assert.equal(parseLsn('1/0'), 1n << 32n);
+    assert.ok((parseLsn('A/0') as bigint) > (parseLsn('9/FFFFFFFF') as bigint));
+    for (const bad of [null, '', '0/', 'x/1', '0/3018FD0 ', 5]) assert.equal(parseLsn(bad), undefined);
+  });
+  test('fresh as of the newest sample whose position the replica has replayed', () => {
+    const samples = [
+      { startedMs: 0, lsn: 100n },
+      { startedMs: 250, lsn: 200n },
+      { startedMs: 500, lsn: 300n },
+    ];
+    assert.equal(provenAsOf(samples, 99n), undefined);
+    assert.equal(provenAsOf(samples, 250n), 250);
+    assert.equal(provenAsOf(samples, 300n), 500);
+    assert.deepEqual(keepSamples(samples, 1250, timing), [{ startedMs: 500, lsn: 300n }]);
+  });
+  test('a proven standby is fresh as of the proof', () => {
+    assert.deepEqual(afterCheck(UNCHECKED, { ok: true, standby: true, provenAsOfMs: 50 }), fresh(50));
   });
   test('a standby that is behind keeps the freshness an earlier check proved, and ages', () => {
-    const v = afterCheck(fresh(50), { ok: true, startedMs: 300, standby: true, caughtUp: false });
+    const v = afterCheck(fresh(50), { ok: true, standby: true });
     assert.deepEqual(v, fresh(50));
+    assert.deepEqual(afterCheck(fresh(50), { ok: true, standby: true, provenAsOfMs: 20 }), fresh(50));
     assert.equal(replicaAge(v, 1050), 1000);
     assert.equal(chooseEndpoint([v], 1050, timing, 0).endpoint, 'primary');
   });
   test('fails closed: a failed check or a server that is not a standby forgets the freshness', () => {
     assert.deepEqual(afterCheck(fresh(50), { ok: false }), { down: true });
-    assert.deepEqual(afterCheck(fresh(50), { ok: true, startedMs: 300, standby: false, caughtUp: true }), {
-      down: true,
-    });
+    assert.deepEqual(afterCheck(fresh(50), { ok: true, standby: false, provenAsOfMs: 300 }), { down: true });
     assert.equal(replicaAge({ down: true }, 0), Number.POSITIVE_INFINITY);
   });
   test('a down replica that is behind comes back unchecked, not with its old freshness', () => {
-    assert.deepEqual(
-      afterCheck(
-        { down: true, freshAsOfMs: 50 },
-        { ok: true, startedMs: 300, standby: true, caughtUp: false },
-      ),
-      {
-        down: false,
-      },
-    );
+    assert.deepEqual(afterCheck({ down: true, freshAsOfMs: 50 }, { ok: true, standby: true }), {
+      down: false,
+    });
   });
   test('a failed search takes the replica out of rotation', () => {
     assert.deepEqual(afterSearchFailure(), { down: true });

@@ -3,10 +3,10 @@
  * does the I/O). Each replica's freshness is checked every `checkIntervalMs` on connections of its
  * own (one to the primary, one per replica), so a busy serving pool never delays a check:
  *
- *   T0 = monotonic now; L = pg_current_wal_insert_lsn() on the primary;
- *   on each replica: pg_is_in_recovery(), pg_last_wal_replay_lsn() >= L.
+ *   T0 = monotonic now; L = pg_current_wal_insert_lsn() on the primary, kept as a sample (T0, L)
+ *   while younger than the bound; on each replica: pg_is_in_recovery(), pg_last_wal_replay_lsn() R.
  *
- * Caught up → the replica is fresh as of T0. A search goes to a replica chosen by `chooseEndpoint`
+ * The replica is fresh as of the newest sample start T0 whose L ≤ R (retrieval/replicas.ts). A search goes to a replica chosen by `chooseEndpoint`
  * and its rows are used only if they arrived within the bound of that freshness; otherwise, and on
  * any failure on the replica, the search runs once on the primary (the retry policy: at most one
  * more attempt, always on the primary; a failure there reaches the caller). In ledger mode an
@@ -29,7 +29,11 @@ import {
   afterSearchFailure,
   type CheckOutcome,
   chooseEndpoint,
+  keepSamples,
   type PrimaryReason,
+  type PrimarySample,
+  parseLsn,
+  provenAsOf,
   type ReplicaTiming,
   type ReplicaView,
   replicaAge,
@@ -42,8 +46,7 @@ const log = createLogger('retrieval');
 
 export const PRIMARY_POSITION_SQL = 'SELECT pg_catalog.pg_current_wal_insert_lsn()::text AS lsn';
 export const REPLICA_POSITION_SQL =
-  'SELECT pg_catalog.pg_is_in_recovery() AS standby, ' +
-  'coalesce(pg_catalog.pg_last_wal_replay_lsn() >= $1::pg_lsn, false) AS caught_up';
+  'SELECT pg_catalog.pg_is_in_recovery() AS standby, pg_catalog.pg_last_wal_replay_lsn()::text AS replayed';
 
 export interface ReplicaEndpoint {
   /** What searches run on: the replica's serving pool (asRole, as the primary's). */
@@ -124,29 +127,31 @@ export function createReplicaSet(options: ReplicaSetOptions): ReplicaSet {
   };
 
   let checking: Promise<void> | undefined;
+  let samples: PrimarySample[] = [];
   const runChecks = async (): Promise<void> => {
     const startedMs = clock();
-    let lsn: string;
     try {
       const r = await options.primaryCheck.query(PRIMARY_POSITION_SQL);
-      lsn = String(r.rows[0]?.['lsn']);
+      const lsn = parseLsn(r.rows[0]?.['lsn']);
+      if (lsn === undefined) throw new TypeError('primary position');
+      samples = [...keepSamples(samples, clock(), timing), { startedMs, lsn }];
     } catch (err) {
-      // Without the primary's position nothing is proven; each replica keeps what an earlier check
-      // proved, and ages.
+      // Without the primary's position nothing new is proven; each replica keeps what an earlier
+      // check proved (the samples kept), and ages.
       log.warn('replica check: primary position unavailable', errorFields(err));
-      return;
     }
     await Promise.all(
       options.replicas.map(async (replica, i) => {
         let outcome: CheckOutcome;
         try {
-          const r = await replica.check.query(REPLICA_POSITION_SQL, [lsn]);
-          const row = r.rows[0] as { standby?: unknown; caught_up?: unknown } | undefined;
+          const r = await replica.check.query(REPLICA_POSITION_SQL);
+          const row = r.rows[0] as { standby?: unknown; replayed?: unknown } | undefined;
+          const replayed = parseLsn(row?.replayed);
+          const proven = replayed === undefined ? undefined : provenAsOf(samples, replayed);
           outcome = {
             ok: true,
-            startedMs,
             standby: row?.standby === true,
-            caughtUp: row?.caught_up === true,
+            ...(proven !== undefined ? { provenAsOfMs: proven } : {}),
           };
         } catch (err) {
           log.warn('replica check failed', { replica: i, ...errorFields(err) });
@@ -158,7 +163,7 @@ export function createReplicaSet(options: ReplicaSetOptions): ReplicaSet {
             ? 'failed'
             : !outcome.standby
               ? 'not_standby'
-              : outcome.caughtUp
+              : outcome.provenAsOfMs === startedMs
                 ? 'caught_up'
                 : 'behind',
         });

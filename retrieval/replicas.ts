@@ -1,14 +1,14 @@
 /**
  * Which database serves a search when the server has read replicas, and when a replica's answer may
  * be used. Pure: plain values in, a decision out; the I/O (the periodic check, the pools, the retry)
- * is retrieval/db/replica-set.ts.
+ * is retrieval/replica-set.ts.
  *
  * The bound: an ACL change committed on the primary is never served by a replica later than
  * `maxLagMs` after its commit. A replica is *fresh as of* T0 when a check that started at T0 (this
- * process's monotonic clock, before it asked the primary anything) saw the replica's replayed WAL
- * position at or past the primary's WAL insert position: every transaction committed on the
- * primary before T0 is then visible to every later snapshot on the replica (replay only moves
- * forward). A search may start on a replica only while its freshness leaves room for the search
+ * process's monotonic clock, before it asked the primary anything) read the primary's WAL insert
+ * position L, and the replica's replayed position has since been seen at or past L: every
+ * transaction committed on the primary before T0 is then visible to every later snapshot on the
+ * replica (replay only moves forward). A search may start on a replica only while its freshness leaves room for the search
  * (`age + reserve < maxLag`), and its rows are used only if they arrived before `T0 + maxLag`; the
  * rows were read under a snapshot taken before they arrived, so a change committed at c was either
  * before T0 (and visible) or less than `maxLag` before the answer. Nothing here compares two hosts'
@@ -109,16 +109,48 @@ export function withinBound(freshAsOfMs: number, arrivedMs: number, timing: Repl
   return arrivedMs - freshAsOfMs < timing.maxLagMs;
 }
 
+/** The primary's WAL insert position, asked at `startedMs` (monotonic ms, taken before asking). */
+export interface PrimarySample {
+  readonly startedMs: number;
+  readonly lsn: bigint;
+}
+
+/** A `pg_lsn` text (`X/Y`, hex) as a number; undefined for anything else. */
+export function parseLsn(text: unknown): bigint | undefined {
+  if (typeof text !== 'string') return undefined;
+  const m = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(text);
+  return m ? (BigInt(`0x${m[1]}`) << 32n) | BigInt(`0x${m[2]}`) : undefined;
+}
+
+/**
+ * The newest sample start the replica is proven fresh as of: the latest sample whose position it
+ * has replayed. On a primary that keeps writing, a replica is rarely at the position of this very
+ * instant, but it has passed the one asked a check or two ago; that sample's start is its proof.
+ */
+export function provenAsOf(samples: readonly PrimarySample[], replayed: bigint): number | undefined {
+  let best: number | undefined;
+  for (const s of samples)
+    if (s.lsn <= replayed && (best === undefined || s.startedMs > best)) best = s.startedMs;
+  return best;
+}
+
+/** The samples worth keeping: those younger than the bound (an older proof is useless). */
+export function keepSamples(
+  samples: readonly PrimarySample[],
+  nowMs: number,
+  timing: ReplicaTiming,
+): PrimarySample[] {
+  return samples.filter((s) => nowMs - s.startedMs < timing.maxLagMs);
+}
+
 /** What one freshness check saw. */
 export type CheckOutcome =
   | {
       readonly ok: true;
-      /** Monotonic ms, taken before the primary's position was asked. */
-      readonly startedMs: number;
       /** pg_is_in_recovery() on the replica. */
       readonly standby: boolean;
-      /** The replica's replayed position is at or past the primary's insert position. */
-      readonly caughtUp: boolean;
+      /** provenAsOf for its replayed position; absent: it has replayed none of the recent samples. */
+      readonly provenAsOfMs?: number;
     }
   | { readonly ok: false };
 
@@ -130,17 +162,10 @@ export type CheckOutcome =
  */
 export function afterCheck(prev: ReplicaView, outcome: CheckOutcome): ReplicaView {
   if (!outcome.ok || !outcome.standby) return { down: true };
-  if (outcome.caughtUp)
-    return {
-      down: false,
-      freshAsOfMs: Math.max(
-        prev.down ? outcome.startedMs : (prev.freshAsOfMs ?? outcome.startedMs),
-        outcome.startedMs,
-      ),
-    };
-  return prev.down || prev.freshAsOfMs === undefined
-    ? { down: false }
-    : { down: false, freshAsOfMs: prev.freshAsOfMs };
+  const earlier = prev.down ? undefined : prev.freshAsOfMs;
+  const proven = outcome.provenAsOfMs;
+  const fresh = proven === undefined ? earlier : earlier === undefined ? proven : Math.max(earlier, proven);
+  return fresh === undefined ? { down: false } : { down: false, freshAsOfMs: fresh };
 }
 
 /** A search on the replica failed (connection lost, server gone, anything but its input): out of rotation. */

@@ -50,16 +50,24 @@ export interface RoleOptions {
    * transaction that sets the role and this statement timeout (ms) locally, in the message that
    * opens it, and no statement is prepared under a name.
    */
-  readonly transactionPooler?: { readonly statementTimeoutMs: number };
+  readonly transactionPooler?: {
+    readonly statementTimeoutMs: number;
+    /** Every transaction read-only, as a serving pool's startup options make it on a direct connection. */
+    readonly readOnly?: boolean;
+  };
 }
 
 /** `set_config` calls for the transaction's local settings, in one SELECT list; values checked here. */
 function localSettings(role: DbRole, options: RoleOptions | undefined): string {
   if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
-  const timeout = options?.transactionPooler?.statementTimeoutMs;
-  if (timeout === undefined) return `set_config('role', '${role}', true)`;
+  const pooled = options?.transactionPooler;
+  if (pooled === undefined) return `set_config('role', '${role}', true)`;
+  const timeout = pooled.statementTimeoutMs;
   if (!Number.isSafeInteger(timeout) || timeout < 0) throw new RangeError('statement timeout');
-  return `set_config('role', '${role}', true), set_config('statement_timeout', '${timeout}', true)`;
+  return (
+    `set_config('role', '${role}', true), set_config('statement_timeout', '${timeout}', true)` +
+    (pooled.readOnly ? ", set_config('transaction_read_only', 'on', true)" : '')
+  );
 }
 
 async function enter(
