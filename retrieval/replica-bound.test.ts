@@ -16,6 +16,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import fc from 'fast-check';
 import type pg from 'pg';
 import { Registry } from 'prom-client';
@@ -23,18 +25,24 @@ import { type Cluster, type PgBouncer, startPgBouncer, startReplica } from '../c
 import type { ChunkMetadata, Classification, Projection } from '../contract/index.ts';
 import { matrixArb, metadataArb, oauthArb, projectionFrom, referenceAllows } from './acl-model.ts';
 import { createPool } from './db/pool.ts';
-import { asRole, RETRIEVAL_ROLE } from './db/roles.ts';
+import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
+import { createLocalEmbedder } from './embeddings/local.ts';
+import { ensureProfile } from './embeddings/profile.ts';
+import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import { writeChunks } from './ingest/store.ts';
+import { capabilityDigest, RECORD_SQL, UnmintedCapabilityError } from './ledger.ts';
 import { DEFAULT_PLANNER } from './planner.ts';
 import { createReplicaSet, type ReplicaSet, type RoutedResult } from './replica-set.ts';
 import { replicaTiming } from './replicas.ts';
 import { type SearchRequest, searchKnowledge } from './search.ts';
 import {
+  AGENT,
   cosineDistance,
   decodeFixture,
   ENGINE,
   matrixHeader,
   meta,
+  NOW,
   P,
   prng,
   randomVector,
@@ -44,6 +52,7 @@ import {
 
 const skip = ENGINE === 'postgres' ? false : 'postgres only: streaming replication and PgBouncer';
 const MAX_LAG_MS = 1000;
+const AGENT_KEY = `${AGENT.namespace}/${AGENT.name}`;
 
 let t: TestDatabase;
 let replica: Cluster | undefined;
@@ -333,6 +342,135 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
     } finally {
       await replicaAdmin.query('SELECT pg_wal_replay_resume()').catch(() => {});
       await set.close();
+    }
+  });
+
+  test('ledger mode: a projection minted a moment ago, not yet replayed on the replica, is checked on the primary', async () => {
+    const rand = prng(36);
+    const q = randomVector(rand);
+    await load(
+      Array.from({ length: 6 }, (_, i) => ({
+        id: `l-${i}`,
+        m: meta({ principals: [P.alice] }),
+        v: randomVector(rand),
+      })),
+    );
+    await caughtUp();
+    const header = matrixHeader({ caller: P.alice, audience: [P.alice] });
+    const alice = decodeFixture(header);
+    // A bound long enough that the paused replica stays in rotation for this test's few searches.
+    const set = createReplicaSet({
+      primary,
+      primaryCheck: own(createPool({ connectionString: t.db.urlAs(RETRIEVAL_ROLE), max: 1 })),
+      replicas: [
+        {
+          serving: onReplica,
+          check: own(
+            createPool({ connectionString: (replica as Cluster).url(t.db.name, RETRIEVAL_ROLE), max: 1 }),
+          ),
+        },
+      ],
+      timing: replicaTiming(10_000),
+    });
+    try {
+      await onceOnReplica(set, { projection: alice, embedding: q, maxResults: 3 });
+      await replicaAdmin.query('SELECT pg_wal_replay_pause()');
+      // The projector records the value on the primary as it mints it.
+      await asRole(t.pool, PROJECTOR_ROLE).query(RECORD_SQL, [
+        capabilityDigest(header),
+        AGENT_KEY,
+        NOW + 600,
+      ]);
+      const capability = { digest: capabilityDigest(header), agent: AGENT_KEY, now: NOW };
+      const r = await set.search(
+        { projection: alice, embedding: q, maxResults: 3, capability },
+        DEFAULT_PLANNER,
+      );
+      assert.deepEqual([r.endpoint, r.reason, r.hits.length], ['primary', 'ledger_unminted', 3]);
+      // A value the projector never recorded is refused by the primary too.
+      const never = { digest: capabilityDigest(`${header}x`), agent: AGENT_KEY, now: NOW };
+      await assert.rejects(
+        set.search({ projection: alice, embedding: q, maxResults: 3, capability: never }, DEFAULT_PLANNER),
+        UnmintedCapabilityError,
+      );
+      // Once replayed, the replica answers the recorded value itself.
+      await replicaAdmin.query('SELECT pg_wal_replay_resume()');
+      await caughtUp();
+      const back = await onceOnReplica(set, { projection: alice, embedding: q, maxResults: 3, capability });
+      assert.equal(back.hits.length, 3);
+    } finally {
+      await replicaAdmin.query('SELECT pg_wal_replay_resume()').catch(() => {});
+      await set.close();
+    }
+  });
+
+  test('serve retrieval with a replica, and through PgBouncer: MCP calls answered, counted by endpoint', async () => {
+    const rand = prng(37);
+    // What ingestion does first, on an empty store: record the embedder's profile, which the server checks.
+    await t.pool.query('DELETE FROM knowledge.chunks; DELETE FROM fgentic.chunks');
+    assert.equal((await ensureProfile(t.ingestion, createLocalEmbedder().profile, true)).ok, true);
+    await load(
+      Array.from({ length: 6 }, (_, i) => ({
+        id: `s-${i}`,
+        m: meta({ principals: [P.alice] }),
+        v: randomVector(rand),
+      })),
+    );
+    await caughtUp();
+    const header = matrixHeader({ caller: P.alice, audience: [P.alice] });
+    const call = async (server: RetrievalServer) => {
+      const client = new Client({ name: 'test', version: '1.0.0' });
+      const transport = new StreamableHTTPClientTransport(new URL(server.mcpUrl), {
+        requestInit: {
+          headers: { 'x-fgentic-agent': `${AGENT.namespace}/${AGENT.name}`, 'x-fgentic-identity': header },
+        },
+      });
+      await client.connect(transport);
+      try {
+        const r = await client.callTool({
+          name: 'search_knowledge',
+          arguments: { query: 'any', max_results: 4 },
+        });
+        assert.notEqual(r.isError, true, JSON.stringify(r.content));
+        return (r.structuredContent as { results: unknown[] }).results.length;
+      } finally {
+        await client.close();
+      }
+    };
+    const b = bouncer as PgBouncer;
+    const replicaUrl = (replica as Cluster).url(t.db.name, RETRIEVAL_ROLE);
+    for (const setup of [
+      { databaseUrl: t.db.urlAs(RETRIEVAL_ROLE), replicaUrls: [replicaUrl] },
+      {
+        databaseUrl: b.url(t.db.name, RETRIEVAL_ROLE),
+        replicaUrls: [replicaUrl],
+        pooler: 'transaction' as const,
+      },
+      { databaseUrl: b.url(t.db.name, RETRIEVAL_ROLE), pooler: 'transaction' as const },
+    ]) {
+      const server = await startRetrievalServer({
+        agents: [AGENT],
+        port: 0,
+        now: () => NOW,
+        pool: { max: 2 },
+        ...setup,
+      });
+      try {
+        let onReplicaCount = 0;
+        for (let i = 0; i < 40 && onReplicaCount === 0; i++) {
+          await server.replicas?.checkNow();
+          assert.equal(await call(server), 4);
+          const text = await server.metrics.registry.metrics();
+          onReplicaCount = Number(
+            /fgentic_retrieval_searches_total\{endpoint="replica"[^}]*\} (\d+)/.exec(text)?.[1] ?? 0,
+          );
+          if (setup.replicaUrls === undefined) break;
+        }
+        if (setup.replicaUrls) assert.ok(onReplicaCount > 0, 'a search was answered by the replica');
+        else assert.equal(server.replicas, undefined);
+      } finally {
+        await server.close();
+      }
     }
   });
 
