@@ -48,6 +48,43 @@ export const PRIMARY_POSITION_SQL = 'SELECT pg_catalog.pg_current_wal_insert_lsn
 export const REPLICA_POSITION_SQL =
   'SELECT pg_catalog.pg_is_in_recovery() AS standby, pg_catalog.pg_last_wal_replay_lsn()::text AS replayed';
 
+/** A check statement that took longer than the bound: it proves nothing in time. */
+class CheckTimeoutError extends Error {
+  constructor() {
+    super('replica check timed out');
+    this.name = 'CheckTimeoutError';
+  }
+}
+
+/**
+ * One check statement, given at most `ms`: a connection whose statement did not answer in time (a
+ * server gone silent, a network that drops packets) is destroyed rather than waited for, so the next
+ * check opens a fresh one instead of queueing behind it.
+ */
+async function timedQuery(
+  pool: pg.Pool,
+  text: string,
+  ms: number,
+): Promise<pg.QueryResult<Record<string, unknown>>> {
+  const client = await pool.connect();
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const r = await Promise.race([
+      client.query(text),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new CheckTimeoutError()), ms);
+      }),
+    ]);
+    client.release();
+    return r;
+  } catch (err) {
+    client.release(true);
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export interface ReplicaEndpoint {
   /** What searches run on: the replica's serving pool (asRole, as the primary's). */
   readonly serving: pg.Pool;
@@ -131,7 +168,7 @@ export function createReplicaSet(options: ReplicaSetOptions): ReplicaSet {
   const runChecks = async (): Promise<void> => {
     const startedMs = clock();
     try {
-      const r = await options.primaryCheck.query(PRIMARY_POSITION_SQL);
+      const r = await timedQuery(options.primaryCheck, PRIMARY_POSITION_SQL, timing.maxLagMs);
       const lsn = parseLsn(r.rows[0]?.['lsn']);
       if (lsn === undefined) throw new TypeError('primary position');
       samples = [...keepSamples(samples, clock(), timing), { startedMs, lsn }];
@@ -144,7 +181,7 @@ export function createReplicaSet(options: ReplicaSetOptions): ReplicaSet {
       options.replicas.map(async (replica, i) => {
         let outcome: CheckOutcome;
         try {
-          const r = await replica.check.query(REPLICA_POSITION_SQL);
+          const r = await timedQuery(replica.check, REPLICA_POSITION_SQL, timing.maxLagMs);
           const row = r.rows[0] as { standby?: unknown; replayed?: unknown } | undefined;
           const replayed = parseLsn(row?.replayed);
           const proven = replayed === undefined ? undefined : provenAsOf(samples, replayed);
