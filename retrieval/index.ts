@@ -127,13 +127,13 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
   const roleOptions: RoleOptions | undefined = pooler
     ? { transactionPooler: { statementTimeoutMs: statementTimeoutMs(options.pool ?? {}), readOnly: true } }
     : undefined;
-  const external = (connectionString: string, extra: Partial<PoolOptions> = {}) =>
+  // A replica's serving pool: as the primary's (below), on its own URL.
+  const replicaPool = (connectionString: string) =>
     createPool({
       ...options.pool,
       connectionString,
       session: { role: RETRIEVAL_ROLE, readOnly: true },
       ...(pooler ? { pooler } : {}),
-      ...extra,
     });
   const pool = createPool({
     ...options.pool,
@@ -186,7 +186,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
         });
       for (const u of replicaUrls)
         replicaPools.push({
-          serving: asRole(external(u), RETRIEVAL_ROLE, undefined, roleOptions),
+          serving: asRole(replicaPool(u), RETRIEVAL_ROLE, undefined, roleOptions),
           check: checkPool(u),
         });
       replicas = createReplicaSet({
