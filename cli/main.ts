@@ -54,7 +54,7 @@ directory is refused; ingest into a running stack with \`ingest --data-dir DIR/p
   },
   'serve retrieval': {
     synopsis:
-      'serve retrieval [--config FILE | --config-source kubernetes [--namespace NS] [--max-staleness S]] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]',
+      'serve retrieval [--config FILE | --config-source kubernetes [--namespace NS] [--max-staleness S]] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate] [--replica-url URL]... [--max-replica-lag MS] [--pooler transaction]',
     summary: 'MCP retrieval server',
     details: `  --config FILE    retrieval.json (default /etc/fgentic/retrieval.json; reloaded on change)
   --config-source file|kubernetes
@@ -65,7 +65,10 @@ directory is refused; ingest into a running stack with \`ingest --data-dir DIR/p
   --host ADDR      listen address (default 0.0.0.0 with DATABASE_URL, else 127.0.0.1)
   --data-dir DIR   embedded database directory when DATABASE_URL is unset (default ./data/pglite)
   --no-migrate     do not apply schema migrations at start
-Environment: DATABASE_URL, DATABASE_CA_FILE, DATABASE_TLS=require.`,
+  --replica-url URL  a read replica of DATABASE_URL for searches (repeatable; also DATABASE_REPLICA_URLS)
+  --max-replica-lag MS  revocation bound on replicas: older ones serve no search (default 1000)
+  --pooler transaction  every database URL is PgBouncer in transaction mode (also DATABASE_POOLER)
+Environment: DATABASE_URL, DATABASE_REPLICA_URLS, DATABASE_POOLER, DATABASE_CA_FILE, DATABASE_TLS=require.`,
     run: async (argv) => (await import('../retrieval/cli.ts')).serveRetrieval(argv),
   },
   'serve webhook': {

@@ -2,6 +2,7 @@
  * CLI entry points (wired by cli/main.ts):
  *   serve retrieval [--config-source file|kubernetes] [--config FILE] [--namespace NS]
  *                   [--max-staleness SECONDS] [--port N] [--host H] [--data-dir DIR] [--no-migrate]
+ *                   [--replica-url URL]... [--max-replica-lag MS] [--pooler transaction]
  *   ingest --jsonl FILE | --bundle DIR [--database-url URL | --data-dir DIR] [--config FILE]
  *   migrate [--database-url URL] [--bootstrap] [--data-dir DIR]
  * The database is DATABASE_URL (or --database-url for ingest; TLS via DATABASE_CA_FILE and
@@ -46,6 +47,7 @@ import { type IngestStats, ingestPrepared, prepareRecords, readJsonlFile } from 
 import { LeaseBusyError, withIngestionLease } from './ingest/lease.ts';
 import { createProgress } from './ingest/progress.ts';
 import { StoreConflictError } from './ingest/store.ts';
+import { DEFAULT_MAX_REPLICA_LAG_MS, MAX_REPLICA_LAG_RANGE } from './replicas.ts';
 
 const log = createLogger('retrieval');
 const DEFAULT_CONFIG = '/etc/fgentic/retrieval.json';
@@ -113,7 +115,63 @@ export function readConfig(path: string, isDefault: boolean): RetrievalConfig {
 }
 
 export const SERVE_RETRIEVAL_USAGE =
-  'fgentic-retrieval serve retrieval [--config-source file|kubernetes] [--config FILE] [--namespace NS] [--max-staleness SECONDS] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate]';
+  'fgentic-retrieval serve retrieval [--config-source file|kubernetes] [--config FILE] [--namespace NS] [--max-staleness SECONDS] [--port N] [--host ADDR] [--data-dir DIR] [--no-migrate] [--replica-url URL]... [--max-replica-lag MS] [--pooler transaction]';
+
+export interface DatabaseTopology {
+  /** Read replicas searches may use (retrieval/replica-set.ts). */
+  readonly replicaUrls: readonly string[];
+  /** The revocation bound on replicas, ms. */
+  readonly maxReplicaLagMs: number;
+  /** Every database URL is a pooler in transaction mode. */
+  readonly pooler?: 'transaction';
+}
+
+/**
+ * The read replicas and pooler mode from the flags and the environment: `--replica-url` (repeatable)
+ * and `DATABASE_REPLICA_URLS` (comma-separated; from a Secret, like DATABASE_URL) together,
+ * `--max-replica-lag MS`, `--pooler transaction` or `DATABASE_POOLER=transaction`. A URL is never
+ * echoed (it may carry a password): a problem names its position only. Pure.
+ */
+export function databaseTopology(
+  values: Record<string, unknown>,
+  env: Readonly<Record<string, string | undefined>>,
+  hasPrimary: boolean,
+): DatabaseTopology {
+  const flagged = (values['replica-url'] as string[] | undefined) ?? [];
+  const fromEnv = (env['DATABASE_REPLICA_URLS'] ?? '')
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
+  const replicaUrls = [...flagged, ...fromEnv];
+  replicaUrls.forEach((u, i) => {
+    let scheme: string | undefined;
+    try {
+      scheme = new URL(u).protocol;
+    } catch {
+      scheme = undefined;
+    }
+    if (scheme !== 'postgres:' && scheme !== 'postgresql:')
+      throw new UsageError(`replica URL #${i + 1} must be a postgres:// URL`);
+  });
+  if (replicaUrls.length > 8) throw new UsageError('at most 8 replica URLs');
+  if (replicaUrls.length > 0 && !hasPrimary)
+    throw new UsageError('replica URLs need DATABASE_URL (the primary)');
+  const rawLag = values['max-replica-lag'] as string | undefined;
+  const maxReplicaLagMs = rawLag === undefined ? DEFAULT_MAX_REPLICA_LAG_MS : Number(rawLag);
+  if (
+    !Number.isInteger(maxReplicaLagMs) ||
+    maxReplicaLagMs < MAX_REPLICA_LAG_RANGE.min ||
+    maxReplicaLagMs > MAX_REPLICA_LAG_RANGE.max
+  )
+    throw new UsageError(
+      `--max-replica-lag must be ${MAX_REPLICA_LAG_RANGE.min}–${MAX_REPLICA_LAG_RANGE.max} milliseconds`,
+    );
+  const pooler = (values['pooler'] as string | undefined) ?? env['DATABASE_POOLER'];
+  if (pooler !== undefined && pooler !== 'transaction')
+    throw new UsageError('--pooler (DATABASE_POOLER) must be transaction');
+  if (pooler !== undefined && !hasPrimary) throw new UsageError('--pooler needs DATABASE_URL');
+  return { replicaUrls, maxReplicaLagMs, ...(pooler ? { pooler } : {}) };
+}
 
 type ConfigSourceFlags = {
   source: 'file' | 'kubernetes';
@@ -198,6 +256,7 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   let listenPort: number;
   let flags: ConfigSourceFlags;
+  let topology: DatabaseTopology;
   try {
     values = parseFlags(argv, {
       config: { type: 'string' },
@@ -208,9 +267,13 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
       host: { type: 'string' },
       'data-dir': { type: 'string' },
       'no-migrate': { type: 'boolean' },
+      'replica-url': { type: 'string', multiple: true },
+      'max-replica-lag': { type: 'string' },
+      pooler: { type: 'string' },
     }).values as Record<string, string | boolean | undefined>;
     listenPort = port(values['port'] as string | undefined, 8080);
     flags = configSourceFlags(values);
+    topology = databaseTopology(values, process.env, Boolean(process.env['DATABASE_URL']));
   } catch (err) {
     return usageError('serve retrieval', SERVE_RETRIEVAL_USAGE, err);
   }
@@ -263,6 +326,9 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
       capability: config.capability,
       // Read at start, like the capability itself (rules/ledger.ts bounds it).
       ledgerWaitMs: config.ledger.mintWindowMilliseconds,
+      replicaUrls: topology.replicaUrls,
+      maxReplicaLagMs: topology.maxReplicaLagMs,
+      ...(topology.pooler ? { pooler: topology.pooler } : {}),
     });
     if (!server.profileOk) log.error('serving /readyz=false until the embedding profile matches');
     process.stdout.write(`retrieval listening on ${server.mcpUrl}\n`);

@@ -11,13 +11,14 @@ import type { AgentRef } from '../contract/index.ts';
 import { configMetrics, type RetrievalConfigStore } from './config-store.ts';
 import { type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
 import { migrate } from './db/migrate.ts';
-import { createPool, type PoolOptions } from './db/pool.ts';
+import { createPool, type PoolOptions, statementTimeoutMs } from './db/pool.ts';
 import {
   asRole,
   assertServingPrivileges,
   bootstrapDatabase,
   INGESTION_ROLE,
   RETRIEVAL_ROLE,
+  type RoleOptions,
 } from './db/roles.ts';
 import { createLocalEmbedder } from './embeddings/local.ts';
 import { ensureProfile } from './embeddings/profile.ts';
@@ -28,6 +29,8 @@ import { withIngestionLease } from './ingest/lease.ts';
 import { type CapabilityMode, ledgerReachable } from './ledger.ts';
 import { createMetrics, type RetrievalMetrics } from './metrics.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
+import { createReplicaSet, type ReplicaEndpoint, type ReplicaSet } from './replica-set.ts';
+import { replicaTiming } from './replicas.ts';
 
 const log = createLogger('retrieval');
 
@@ -63,6 +66,18 @@ export interface RetrievalServerOptions {
   readonly capability?: CapabilityMode;
   /** Ledger mode: the mint window, ms (default LEDGER_WAIT_MS, retrieval/ledger.ts). */
   readonly ledgerWaitMs?: number;
+  /**
+   * Read replicas of `databaseUrl` (hot standbys, or a service in front of them): searches go to a
+   * fresh one, everything else to the primary (retrieval/replica-set.ts). Needs `databaseUrl`.
+   */
+  readonly replicaUrls?: readonly string[];
+  /** The revocation bound on replicas, ms (default DEFAULT_MAX_REPLICA_LAG_MS, retrieval/replicas.ts). */
+  readonly maxReplicaLagMs?: number;
+  /**
+   * `transaction`: every database URL points at a pooler in transaction mode (PgBouncer): no startup
+   * options, the role, read-only mode and statement timeout set in each transaction.
+   */
+  readonly pooler?: 'transaction';
 }
 
 export interface RetrievalServer {
@@ -78,6 +93,8 @@ export interface RetrievalServer {
   readonly embeddedDatabaseUrl?: string;
   readonly embedder: Embedder;
   readonly metrics: RetrievalMetrics;
+  /** The read replicas searches are routed to (absent without replicaUrls). */
+  readonly replicas?: ReplicaSet;
   /** Whether the stored embedding profile matches the embedder. */
   readonly profileOk: boolean;
   seed(records: readonly IngestRecord[]): Promise<IngestStats>;
@@ -99,9 +116,29 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     );
     url = embedded.url;
   }
+  const replicaUrls = options.replicaUrls ?? [];
+  if (replicaUrls.length > 0 && embedded) {
+    await embedded.close();
+    throw new Error('read replicas need an external primary (DATABASE_URL)');
+  }
+  const pooler = embedded ? undefined : options.pooler;
+  // Behind a pooler in transaction mode nothing is kept per session: every search is an explicit
+  // read-only transaction that sets the role and the statement timeout itself.
+  const roleOptions: RoleOptions | undefined = pooler
+    ? { transactionPooler: { statementTimeoutMs: statementTimeoutMs(options.pool ?? {}), readOnly: true } }
+    : undefined;
+  // A replica's serving pool: as the primary's (below), on its own URL.
+  const replicaPool = (connectionString: string) =>
+    createPool({
+      ...options.pool,
+      connectionString,
+      session: { role: RETRIEVAL_ROLE, readOnly: true },
+      ...(pooler ? { pooler } : {}),
+    });
   const pool = createPool({
     ...options.pool,
     connectionString: url,
+    ...(pooler ? { pooler } : {}),
     // PGlite runs its queries on this process's thread, so a connection handshake can wait behind a
     // long statement (a migration, a bulk ingest through the socket) on a busy machine.
     ...(embedded
@@ -114,7 +151,13 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
   // Serves as the retrieval role only: it can call the search functions and read the profile, nothing
   // else. On the embedded database this process is also the database's administrator, so it prepares
   // the schema first, as the owner, and records the profile as the ingestion role.
-  const servingPool = asRole(pool, RETRIEVAL_ROLE);
+  const servingPool = asRole(pool, RETRIEVAL_ROLE, undefined, roleOptions);
+  const replicaPools: ReplicaEndpoint[] = [];
+  let replicas: ReplicaSet | undefined;
+  const endReplicas = async () => {
+    await replicas?.close();
+    for (const r of replicaPools) await r.serving.end().catch(() => {});
+  };
   try {
     if (embedded) {
       await bootstrapDatabase(pool);
@@ -128,6 +171,32 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
     if (!state.ok) log.error('embedding profile mismatch: refusing to serve', { reason: state.reason });
     const metrics = options.metrics ?? createMetrics();
     if (config) configMetrics(metrics.registry, config);
+    if (replicaUrls.length > 0) {
+      const timing = replicaTiming(options.maxReplicaLagMs);
+      // The checks have connections of their own, so a busy serving pool never delays one; a check
+      // that takes longer than the bound proves nothing in time anyway.
+      const checkPool = (u: string) =>
+        createPool({
+          ...options.pool,
+          connectionString: u,
+          max: 1,
+          connectionTimeoutMs: timing.maxLagMs,
+          statementTimeoutMs: timing.maxLagMs,
+          ...(pooler ? { pooler } : {}),
+        });
+      for (const u of replicaUrls)
+        replicaPools.push({
+          serving: asRole(replicaPool(u), RETRIEVAL_ROLE, undefined, roleOptions),
+          check: checkPool(u),
+        });
+      replicas = createReplicaSet({
+        primary: servingPool,
+        primaryCheck: checkPool(url),
+        replicas: replicaPools,
+        timing,
+        registry: metrics.registry,
+      });
+    }
     const ledger = options.capability === 'ledger';
     const checkReady = async () => {
       // A missing or stale configuration serves no agent: not ready, whatever the database says.
@@ -179,6 +248,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       ...(options.now ? { now: options.now } : {}),
       ...(ledger ? { capability: 'ledger' as const } : {}),
       ...(options.ledgerWaitMs !== undefined ? { ledgerWaitMs: options.ledgerWaitMs } : {}),
+      ...(replicas ? { replicas } : {}),
     });
     const host = options.host ?? '127.0.0.1';
     await new Promise<void>((resolve, reject) => {
@@ -191,6 +261,9 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       port: addr.port,
       embedded: embedded !== undefined,
       capability: ledger ? 'ledger' : 'plain',
+      replicas: replicaUrls.length,
+      ...(replicas ? { max_replica_lag_ms: replicaTiming(options.maxReplicaLagMs).maxLagMs } : {}),
+      ...(pooler ? { pooler } : {}),
     });
     return {
       url: base,
@@ -200,6 +273,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       ...(embedded ? { embeddedDatabaseUrl: embedded.url } : {}),
       embedder,
       metrics,
+      ...(replicas ? { replicas } : {}),
       get profileOk() {
         return profileOk;
       },
@@ -222,6 +296,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
           http.close(() => r());
           http.closeAllConnections();
         });
+        await endReplicas();
         await pool.end().catch(() => {});
         await embedded?.close();
       },
@@ -233,6 +308,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
         });
         await sleep(timing.delayMs);
         const result = await drainHttpServer(http, timing.timeoutMs);
+        await endReplicas();
         await pool.end().catch(() => {});
         await embedded?.close();
         log.info('stopped', { forced: result.forced });
@@ -240,6 +316,7 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       },
     };
   } catch (err) {
+    await endReplicas();
     await pool.end().catch(() => {});
     await embedded?.close();
     throw err;

@@ -107,9 +107,9 @@ function postgresAccount(): { uid: number; gid: number } {
   return { uid: id('-u'), gid: id('-g') };
 }
 
-function run(bin: string, args: readonly string[]): void {
+function run(bin: string, args: readonly string[], env?: Readonly<Record<string, string>>): void {
   const [cmd, argv] = asRoot ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
-  const r = spawnSync(cmd, argv, { encoding: 'utf8' });
+  const r = spawnSync(cmd, argv, { encoding: 'utf8', ...(env ? { env: { ...process.env, ...env } } : {}) });
   if (r.status !== 0) {
     throw new Error(`${bin.split('/').pop()} failed (exit ${r.status ?? r.signal}): ${r.stderr.trim()}`);
   }
@@ -256,6 +256,183 @@ export async function startCluster(install: PostgresInstall, options: ClusterOpt
     rmSync(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/** A private directory for a server run by the `postgres` account (as root) or by this user. */
+function serverDir(parent: string | undefined, prefix: string): string {
+  const dir = mkdtempSync(join(parent ?? tmpdir(), prefix));
+  chmodSync(dir, 0o700);
+  if (asRoot) {
+    const { uid, gid } = postgresAccount();
+    chownSync(dir, uid, gid);
+  }
+  return dir;
+}
+
+/**
+ * A streaming replica of `primary`: `pg_basebackup -R` (the standby signal and `primary_conninfo`
+ * with the superuser's password) from the running primary over TCP, started as a hot standby on a
+ * free loopback port. Its logins and passwords are the primary's (replicated). `stop()` removes it
+ * (an immediate stop first: a kill, as far as its clients can tell).
+ */
+export async function startReplica(primary: ClusterInfo, options: ClusterOptions = {}): Promise<Cluster> {
+  const dir = serverDir(options.parent, 'fgentic-pg-replica-');
+  try {
+    run(
+      join(primary.install.bin, 'pg_basebackup'),
+      [
+        '-D',
+        join(dir, 'data'),
+        '-R',
+        '-X',
+        'stream',
+        '--checkpoint=fast',
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(primary.port),
+        '-U',
+        'postgres',
+        '-w',
+      ],
+      { PGPASSWORD: primary.password },
+    );
+    let replica: Cluster | undefined;
+    let lastError: unknown;
+    for (let attempt = 0; attempt < 5 && replica === undefined; attempt++) {
+      const candidate = bind(
+        { port: freePortSync(), password: primary.password, install: primary.install, dir },
+        { hot_standby: 'on', ...options.settings },
+      );
+      try {
+        candidate.startServer();
+        replica = candidate;
+      } catch (err) {
+        lastError = err;
+      }
+    }
+    if (replica === undefined) throw lastError;
+    return replica;
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** A running PgBouncer. */
+export interface PgBouncer {
+  readonly port: number;
+  /** postgres://ROLE:PASSWORD@127.0.0.1:PORT/DATABASE through the pooler (ROLE defaults to postgres). */
+  url(database: string, role?: string): string;
+  /** Stops it (SIGINT: at once) and removes its directory; safe to call twice. */
+  stop(): void;
+}
+
+export const PGBOUNCER = '/usr/sbin/pgbouncer';
+
+/**
+ * PgBouncer in transaction mode in front of `target`, as operators deploy it: every database of the
+ * target by name, SCRAM for clients and for the server (the logins' passwords in its auth file), no
+ * `ignore_startup_parameters`, on a free loopback port. Runs as the `postgres` account when this
+ * process is root (PgBouncer refuses root).
+ */
+export async function startPgBouncer(
+  target: Pick<ClusterInfo, 'port' | 'password'>,
+  options: { readonly parent?: string; readonly poolSize?: number; readonly bin?: string } = {},
+): Promise<PgBouncer> {
+  const bin = options.bin ?? PGBOUNCER;
+  if (!existsSync(bin)) throw new Error(`PgBouncer is not installed (${bin}; scripts/install-postgres.sh)`);
+  const dir = serverDir(options.parent, 'fgentic-pgbouncer-');
+  const quote = (v: string) => `"${v.replaceAll('"', '""')}"`;
+  const owned = (path: string, text: string) => {
+    writeFileSync(path, text, { mode: 0o600 });
+    if (asRoot) {
+      const { uid, gid } = postgresAccount();
+      chownSync(path, uid, gid);
+    }
+  };
+  owned(
+    join(dir, 'userlist.txt'),
+    `${['postgres', ...CLUSTER_ROLES].map((r) => `${quote(r)} ${quote(target.password)}`).join('\n')}\n`,
+  );
+  let stopped = false;
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    const pidFile = join(dir, 'pgbouncer.pid');
+    if (existsSync(pidFile)) {
+      const pid = Number(readFileSync(pidFile, 'utf8').trim());
+      try {
+        if (Number.isInteger(pid) && pid > 0) process.kill(pid, 'SIGINT');
+      } catch {
+        // Already gone.
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = freePortSync();
+    owned(
+      join(dir, 'pgbouncer.ini'),
+      [
+        '[databases]',
+        `* = host=127.0.0.1 port=${target.port}`,
+        '[pgbouncer]',
+        'listen_addr = 127.0.0.1',
+        `listen_port = ${port}`,
+        'unix_socket_dir =',
+        'auth_type = scram-sha-256',
+        `auth_file = ${join(dir, 'userlist.txt')}`,
+        'pool_mode = transaction',
+        'max_client_conn = 500',
+        `default_pool_size = ${options.poolSize ?? 20}`,
+        `logfile = ${join(dir, 'pgbouncer.log')}`,
+        `pidfile = ${join(dir, 'pgbouncer.pid')}`,
+        '',
+      ].join('\n'),
+    );
+    try {
+      run(bin, ['-d', join(dir, 'pgbouncer.ini')]);
+      const bouncer: PgBouncer = {
+        port,
+        url: (database, role = 'postgres') =>
+          `postgres://${role}:${encodeURIComponent(target.password)}@127.0.0.1:${port}/${database}`,
+        stop,
+      };
+      // Ready once it answers a login (it daemonizes before it listens).
+      for (let i = 0; ; i++) {
+        const c = new pg.Client({
+          connectionString: bouncer.url('postgres'),
+          connectionTimeoutMillis: 2_000,
+        });
+        try {
+          await c.connect();
+          await c.query('SELECT 1');
+          await c.end();
+          break;
+        } catch (err) {
+          await c.end().catch(() => {});
+          if (i >= 50) throw err;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      return bouncer;
+    } catch (err) {
+      lastError = err;
+      const pidFile = join(dir, 'pgbouncer.pid');
+      if (existsSync(pidFile)) {
+        try {
+          process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 'SIGINT');
+        } catch {
+          // Not running.
+        }
+        rmSync(pidFile, { force: true });
+      }
+    }
+  }
+  stop();
+  throw lastError;
 }
 
 const ENV = 'FGENTIC_TEST_PG';

@@ -26,12 +26,25 @@ export interface PoolOptions {
    * is checked, and one that did not start this way is used as before.
    */
   readonly session?: { readonly role: string; readonly readOnly: boolean };
+  /**
+   * `transaction`: the URL points at a pooler in transaction mode (PgBouncer `pool_mode =
+   * transaction`). The pool then sends no startup parameter a pooler refuses or would apply to one
+   * server session only (`options`, `statement_timeout`; `session` is ignored): the role, read-only
+   * mode and the statement timeout are set per transaction instead (retrieval/db/roles.ts, asRole
+   * with `transactionPooler`).
+   */
+  readonly pooler?: 'transaction';
 }
 
 /** The startup `options` for PoolOptions.session; role names are this project's constants. */
 export function sessionOptions(session: NonNullable<PoolOptions['session']>): string {
   if (!/^[a-z_][a-z0-9_]*$/.test(session.role)) throw new RangeError('role name');
   return `-c role=${session.role}${session.readOnly ? ' -c default_transaction_read_only=on' : ''}`;
+}
+
+/** The statement timeout a pool's statements run under, ms. */
+export function statementTimeoutMs(options: Pick<PoolOptions, 'statementTimeoutMs'>): number {
+  return options.statementTimeoutMs ?? 10_000;
 }
 
 export function createPool(options: PoolOptions): pg.Pool {
@@ -47,10 +60,10 @@ export function createPool(options: PoolOptions): pg.Pool {
     max,
     ...(ssl ? { ssl } : {}),
     connectionTimeoutMillis: options.connectionTimeoutMs ?? 5_000,
-    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    ...(options.pooler ? {} : { statement_timeout: statementTimeoutMs(options) }),
     idleTimeoutMillis: 30_000,
     application_name: 'fgentic-retrieval',
-    ...(options.session ? { options: sessionOptions(options.session) } : {}),
+    ...(options.session && !options.pooler ? { options: sessionOptions(options.session) } : {}),
   });
   // A broken idle connection must not crash the process; the next query fails closed instead.
   pool.on('error', () => {});

@@ -41,8 +41,43 @@ const BEGIN = /^\s*(BEGIN|START\s+TRANSACTION)\b/i;
 const END = /^\s*(COMMIT|ROLLBACK(?!\s+TO\b)|END|ABORT)\b/i;
 const SET_ROLE = "SELECT set_config('role', $1, true)";
 
-async function enter(client: pg.PoolClient, role: DbRole, guard?: TransactionGuard): Promise<void> {
-  await client.query(SET_ROLE, [role]);
+/** How `asRole` treats its connections. */
+export interface RoleOptions {
+  /**
+   * The pool reaches the database through a pooler in transaction mode (retrieval/db/pool.ts,
+   * PoolOptions.pooler): consecutive transactions of one client may run in different server
+   * sessions, so nothing is read or kept per session. Every statement runs in an explicit
+   * transaction that sets the role and this statement timeout (ms) locally, in the message that
+   * opens it, and no statement is prepared under a name.
+   */
+  readonly transactionPooler?: {
+    readonly statementTimeoutMs: number;
+    /** Every transaction read-only, as a serving pool's startup options make it on a direct connection. */
+    readonly readOnly?: boolean;
+  };
+}
+
+/** `set_config` calls for the transaction's local settings, in one SELECT list; values checked here. */
+function localSettings(role: DbRole, options: RoleOptions | undefined): string {
+  if (!/^[a-z_]+$/.test(role)) throw new RangeError('role');
+  const pooled = options?.transactionPooler;
+  if (pooled === undefined) return `set_config('role', '${role}', true)`;
+  const timeout = pooled.statementTimeoutMs;
+  if (!Number.isSafeInteger(timeout) || timeout < 0) throw new RangeError('statement timeout');
+  return (
+    `set_config('role', '${role}', true), set_config('statement_timeout', '${timeout}', true)` +
+    (pooled.readOnly ? ", set_config('transaction_read_only', 'on', true)" : '')
+  );
+}
+
+async function enter(
+  client: pg.PoolClient,
+  role: DbRole,
+  guard?: TransactionGuard,
+  options?: RoleOptions,
+): Promise<void> {
+  if (options?.transactionPooler) await client.query(`SELECT ${localSettings(role, options)}`);
+  else await client.query(SET_ROLE, [role]);
   if (guard) await guard(client);
 }
 
@@ -57,14 +92,15 @@ async function beginAs(
   begin: string,
   role: DbRole,
   guard?: TransactionGuard,
+  options?: RoleOptions,
 ): Promise<pg.QueryResult> {
   if (guard !== undefined || !/^[a-z_]+$/.test(role)) {
     const r = await client.query(begin);
-    await enter(client, role, guard);
+    await enter(client, role, guard, options);
     return r;
   }
   // Two statements in one message: node-postgres answers with one result per statement.
-  const r = (await client.query(`${begin}; SELECT set_config('role', '${role}', true)`)) as unknown;
+  const r = (await client.query(`${begin}; SELECT ${localSettings(role, options)}`)) as unknown;
   return (Array.isArray(r) ? r[0] : r) as pg.QueryResult;
 }
 
@@ -132,9 +168,10 @@ function roleClient(
   role: DbRole,
   session: SessionState,
   guard?: TransactionGuard,
+  options?: RoleOptions,
 ): pg.PoolClient {
   let inTx = false;
-  const direct = guard === undefined && session.role === role;
+  const direct = guard === undefined && session.role === role && options?.transactionPooler === undefined;
   const query = async (arg: unknown, values?: unknown) => {
     // A prepared statement ({ name, text, values }; retrieval/ledger.ts, preparedName) is kept by the
     // session, so it goes out as one only on a connection that runs as the role by itself; anywhere
@@ -149,7 +186,7 @@ function roleClient(
       inTx = true;
       // A connection that runs as the role needs no switch (and, without a guard, nothing else).
       if (direct) return client.query(text);
-      return beginAs(client, text, role, guard);
+      return beginAs(client, text, role, guard, options);
     }
     if (END.test(text)) {
       inTx = false;
@@ -158,7 +195,7 @@ function roleClient(
     if (direct && prepared) return client.query({ name: prepared.name, text, values: args ?? [] });
     if (inTx || direct) return client.query(text, args);
     try {
-      await beginAs(client, 'BEGIN', role, guard);
+      await beginAs(client, 'BEGIN', role, guard, options);
       const r = await client.query(text, args);
       await client.query('COMMIT');
       return r;
@@ -177,12 +214,21 @@ function roleClient(
   });
 }
 
+/** What a connection through a pooler in transaction mode is taken to be: nothing known, nothing kept. */
+const POOLED_SESSION: SessionState = { role: '', readOnly: false };
+
 /** A view of `pool` whose every statement runs inside a transaction as `role`. */
-export function asRole(pool: pg.Pool, role: DbRole, guard?: TransactionGuard): pg.Pool {
+export function asRole(
+  pool: pg.Pool,
+  role: DbRole,
+  guard?: TransactionGuard,
+  options?: RoleOptions,
+): pg.Pool {
   const connect = async () => {
     const client = await pool.connect();
     try {
-      return roleClient(client, role, await sessionOf(client), guard);
+      const session = options?.transactionPooler ? POOLED_SESSION : await sessionOf(client);
+      return roleClient(client, role, session, guard, options);
     } catch (err) {
       client.release(true);
       throw err;

@@ -31,6 +31,7 @@ import {
 } from '../ledger.ts';
 import type { RetrievalMetrics } from '../metrics.ts';
 import type { PlannerOptions } from '../planner.ts';
+import type { ReplicaSet } from '../replica-set.ts';
 import { searchKnowledge } from '../search.ts';
 import { callerDenial } from './caller.ts';
 import { classifySearchError } from './db-errors.ts';
@@ -65,6 +66,11 @@ export interface McpContext {
    * re-checked until that long after its issue second (retrieval/ledger.ts `recordHorizon`).
    */
   readonly ledgerWaitMs?: number;
+  /**
+   * Read replicas (retrieval/replica-set.ts): a search's first attempt goes where they route it;
+   * `pool` stays the primary, where the ledger's re-checks and the attempt after them run.
+   */
+  readonly replicas?: ReplicaSet;
 }
 
 /** Every raw value of a header (Node merges duplicates in req.headers; rawHeaders keeps them apart). */
@@ -153,19 +159,21 @@ function buildServer(ctx: McpContext, call: CallIdentity, configUnavailable = fa
     }
     const started = process.hrtime.bigint();
     try {
+      const request = {
+        projection: identity.value,
+        embedding,
+        maxResults: args.maxResults,
+        mode: args.mode,
+        queryText: args.query,
+        ...(proof ? { capability: proof } : {}),
+      };
+      // The first attempt may run on a replica; one after the ledger's re-check runs on the primary,
+      // which holds the record.
+      let attempts = 0;
       const attempt = () =>
-        searchKnowledge(
-          ctx.pool,
-          {
-            projection: identity.value,
-            embedding,
-            maxResults: args.maxResults,
-            mode: args.mode,
-            queryText: args.query,
-            ...(proof ? { capability: proof } : {}),
-          },
-          ctx.planner,
-        );
+        ctx.replicas !== undefined && attempts++ === 0
+          ? ctx.replicas.search(request, ctx.planner)
+          : searchKnowledge(ctx.pool, request, ctx.planner);
       // Ledger mode: a value not recorded yet is re-checked within the mint window (retrieval/ledger.ts).
       const result = proof
         ? await withinMintWindow(attempt, () => isRecorded(ctx.pool, proof), {
