@@ -125,7 +125,14 @@ export interface RetrievalPlatformSpec {
   /** Ledger timing (rules/ledger.ts); absent fields take their defaults. */
   ledger?: { recordDeadlineMilliseconds?: number; mintWindowMilliseconds?: number };
   liveRoomCheck?: { enabled?: boolean; homeserverUrl?: string; tokenSecretRef?: SecretKeyRef };
-  database?: { namespace?: string; podLabels?: Record<string, string>; port?: number };
+  database?: {
+    namespace?: string;
+    podLabels?: Record<string, string>;
+    port?: number;
+    replicaUrls?: string[];
+    maxReplicaLagMilliseconds?: number;
+    pooler?: string;
+  };
   observability?: { namespace?: string; podLabels?: Record<string, string>; ports?: number[] };
 }
 

@@ -1,6 +1,8 @@
 import {
   A2A_BACKENDS,
   BRIDGE_REGEX_SCHEMA,
+  DATABASE_URL_SCHEMA,
+  DEFAULT_POOLER,
   IDENTITY_HEADER_NAME,
   ISSUER_SCHEMA,
   LOCAL_GROUP_MAX,
@@ -8,8 +10,11 @@ import {
   MAX_BRIDGED_ORIGINS,
   MAX_LOCAL_GROUPS,
   MAX_OBSERVABILITY_PORTS,
+  MAX_REPLICA_LAG,
+  MAX_REPLICAS,
   MCP_URL_MAX,
   MODEL_SCHEMA,
+  POOLER_MODES,
   PORT_SCHEMA,
   PROFILE_CEL,
   PROFILE_SCHEMA,
@@ -244,9 +249,38 @@ export const platformSpec = obj(
         namespace: dnsLabel('Namespace of the Postgres pods (default postgres).'),
         podLabels: labels('Pod labels of the Postgres pods (default cnpg.io/cluster: platform-pg).'),
         port: port('Postgres port (default 5432).'),
+        replicaUrls: arr(
+          str({
+            ...structuredClone(DATABASE_URL_SCHEMA),
+            description:
+              'A read replica (or a read-only Service in front of replicas), postgres://host[:port][/database][?key=value&...], without user or password: the server logs in with PGUSER/PGPASSWORD as on the primary.',
+          }),
+          {
+            maxItems: MAX_REPLICAS,
+            'x-kubernetes-list-type': 'set',
+            description:
+              'Read replicas searches may go to while they are within maxReplicaLagMilliseconds of the primary; everything else stays on the primary (DATABASE_URL).',
+          },
+        ),
+        maxReplicaLagMilliseconds: int({
+          minimum: MAX_REPLICA_LAG.min,
+          maximum: MAX_REPLICA_LAG.max,
+          default: MAX_REPLICA_LAG.default,
+          description:
+            'The revocation bound on replicas: an ACL change committed on the primary is never served by a replica later than this after its commit (ms).',
+        }),
+        pooler: str({
+          enum: [...POOLER_MODES],
+          default: DEFAULT_POOLER,
+          description:
+            'none (the URLs are PostgreSQL servers) or transaction (every database URL is a pooler such as PgBouncer in transaction mode).',
+        }),
       },
       [],
-      { description: 'Where the retrieval server may connect to Postgres (its egress NetworkPolicy).' },
+      {
+        description:
+          'The database the retrieval server searches: where it may connect (its egress NetworkPolicy) and its read replicas.',
+      },
     ),
     observability: obj(
       {

@@ -19,6 +19,16 @@ import { configNamespace, loadKubeConfig } from '../common/kube-config.ts';
 import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import { parseStrictJson } from '../contract/index.ts';
+import {
+  isDirect,
+  isMaxReplicaLag,
+  isPoolerMode,
+  MAX_REPLICA_LAG,
+  MAX_REPLICA_LAG_MESSAGE,
+  MAX_REPLICAS,
+  POOLER_MODES,
+  type ReplicaSettings,
+} from '../rules/database.ts';
 import { describeProblems, type RetrievalConfig, readConfig as readConfigValue } from './config.ts';
 import {
   fileRetrievalConfigStore,
@@ -47,7 +57,6 @@ import { type IngestStats, ingestPrepared, prepareRecords, readJsonlFile } from 
 import { LeaseBusyError, withIngestionLease } from './ingest/lease.ts';
 import { createProgress } from './ingest/progress.ts';
 import { StoreConflictError } from './ingest/store.ts';
-import { DEFAULT_MAX_REPLICA_LAG_MS, MAX_REPLICA_LAG_RANGE } from './replicas.ts';
 
 const log = createLogger('retrieval');
 const DEFAULT_CONFIG = '/etc/fgentic/retrieval.json';
@@ -129,14 +138,15 @@ export interface DatabaseTopology {
 /**
  * The read replicas and pooler mode from the flags and the environment: `--replica-url` (repeatable)
  * and `DATABASE_REPLICA_URLS` (comma-separated; from a Secret, like DATABASE_URL) together,
- * `--max-replica-lag MS`, `--pooler transaction` or `DATABASE_POOLER=transaction`. A URL is never
- * echoed (it may carry a password): a problem names its position only. Pure.
+ * `--max-replica-lag MS`, `--pooler transaction` or `DATABASE_POOLER=transaction`. These URLs may
+ * carry a password, so a URL is never echoed: a problem names its position only. `explicit` says
+ * whether any of them was given. Pure.
  */
 export function databaseTopology(
   values: Record<string, unknown>,
   env: Readonly<Record<string, string | undefined>>,
   hasPrimary: boolean,
-): DatabaseTopology {
+): DatabaseTopology & { readonly explicit: boolean } {
   const flagged = (values['replica-url'] as string[] | undefined) ?? [];
   const fromEnv = (env['DATABASE_REPLICA_URLS'] ?? '')
     .split(',')
@@ -153,24 +163,52 @@ export function databaseTopology(
     if (scheme !== 'postgres:' && scheme !== 'postgresql:')
       throw new UsageError(`replica URL #${i + 1} must be a postgres:// URL`);
   });
-  if (replicaUrls.length > 8) throw new UsageError('at most 8 replica URLs');
+  if (replicaUrls.length > MAX_REPLICAS) throw new UsageError(`at most ${MAX_REPLICAS} replica URLs`);
   if (replicaUrls.length > 0 && !hasPrimary)
     throw new UsageError('replica URLs need DATABASE_URL (the primary)');
   const rawLag = values['max-replica-lag'] as string | undefined;
-  const maxReplicaLagMs = rawLag === undefined ? DEFAULT_MAX_REPLICA_LAG_MS : Number(rawLag);
-  if (
-    !Number.isInteger(maxReplicaLagMs) ||
-    maxReplicaLagMs < MAX_REPLICA_LAG_RANGE.min ||
-    maxReplicaLagMs > MAX_REPLICA_LAG_RANGE.max
-  )
-    throw new UsageError(
-      `--max-replica-lag must be ${MAX_REPLICA_LAG_RANGE.min}–${MAX_REPLICA_LAG_RANGE.max} milliseconds`,
-    );
+  const maxReplicaLagMs = rawLag === undefined ? MAX_REPLICA_LAG.default : Number(rawLag);
+  if (!isMaxReplicaLag(maxReplicaLagMs)) throw new UsageError(`--max-replica-lag ${MAX_REPLICA_LAG_MESSAGE}`);
   const pooler = (values['pooler'] as string | undefined) ?? env['DATABASE_POOLER'];
-  if (pooler !== undefined && pooler !== 'transaction')
-    throw new UsageError('--pooler (DATABASE_POOLER) must be transaction');
-  if (pooler !== undefined && !hasPrimary) throw new UsageError('--pooler needs DATABASE_URL');
-  return { replicaUrls, maxReplicaLagMs, ...(pooler ? { pooler } : {}) };
+  if (pooler !== undefined && !isPoolerMode(pooler))
+    throw new UsageError(`--pooler (DATABASE_POOLER) must be ${POOLER_MODES.join(' or ')}`);
+  if (pooler === 'transaction' && !hasPrimary) throw new UsageError('--pooler needs DATABASE_URL');
+  return {
+    replicaUrls,
+    maxReplicaLagMs,
+    ...(pooler === 'transaction' ? { pooler } : {}),
+    explicit: replicaUrls.length > 0 || rawLag !== undefined || pooler !== undefined,
+  };
+}
+
+/**
+ * The topology the server starts with: the configuration's `database` section (rendered from the
+ * RetrievalPlatform) or the flags and environment, never a mix of both, which would leave an
+ * operator guessing which bound holds. Throws a UsageError naming both sources. Pure.
+ */
+export function startTopology(
+  flagged: DatabaseTopology & { readonly explicit: boolean },
+  configured: ReplicaSettings,
+  hasPrimary: boolean,
+): DatabaseTopology {
+  const fromConfig = !isDirect(configured);
+  if (fromConfig && flagged.explicit)
+    throw new UsageError(
+      'replica settings come from the configuration (database) or from --replica-url/--max-replica-lag/--pooler and DATABASE_REPLICA_URLS/DATABASE_POOLER, not both',
+    );
+  if (!fromConfig)
+    return {
+      replicaUrls: flagged.replicaUrls,
+      maxReplicaLagMs: flagged.maxReplicaLagMs,
+      ...(flagged.pooler ? { pooler: flagged.pooler } : {}),
+    };
+  if (!hasPrimary)
+    throw new UsageError("the configuration's database section needs DATABASE_URL (the primary)");
+  return {
+    replicaUrls: configured.replicaUrls,
+    maxReplicaLagMs: configured.maxReplicaLagMilliseconds,
+    ...(configured.pooler === 'transaction' ? { pooler: 'transaction' as const } : {}),
+  };
 }
 
 type ConfigSourceFlags = {
@@ -252,11 +290,33 @@ async function kubernetesConfig(
   }
 }
 
+/**
+ * The embedder and the database pools are built once: a changed `embeddings` or `database` section
+ * applies at the next start (a rollout), which the log says once per section.
+ */
+function noteRestartOnlyChanges(store: RetrievalConfigStore, started: RetrievalConfig): NodeJS.Timeout {
+  const sections = ['embeddings', 'database'] as const;
+  const startedText = sections.map((k) => JSON.stringify(started[k]));
+  const noted = new Set<string>();
+  const timer = setInterval(() => {
+    const s = store.current();
+    if (!s.ready) return;
+    sections.forEach((k, i) => {
+      if (!noted.has(k) && JSON.stringify(s.config[k]) !== startedText[i]) {
+        noted.add(k);
+        log.warn(`${k} configuration changed: it applies at the next start`);
+      }
+    });
+  }, 5_000);
+  timer.unref();
+  return timer;
+}
+
 export async function serveRetrieval(argv: string[]): Promise<number> {
   let values: Record<string, string | boolean | undefined>;
   let listenPort: number;
   let flags: ConfigSourceFlags;
-  let topology: DatabaseTopology;
+  let flagTopology: ReturnType<typeof databaseTopology>;
   try {
     values = parseFlags(argv, {
       config: { type: 'string' },
@@ -273,7 +333,7 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     }).values as Record<string, string | boolean | undefined>;
     listenPort = port(values['port'] as string | undefined, 8080);
     flags = configSourceFlags(values);
-    topology = databaseTopology(values, process.env, Boolean(process.env['DATABASE_URL']));
+    flagTopology = databaseTopology(values, process.env, Boolean(process.env['DATABASE_URL']));
   } catch (err) {
     return usageError('serve retrieval', SERVE_RETRIEVAL_USAGE, err);
   }
@@ -301,18 +361,16 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     }
     store = fileRetrievalConfigStore(path, { onChange: logState('file') });
   }
-  // The embedder is built once: a changed embeddings section applies at the next start.
-  const startedEmbeddings = JSON.stringify(config.embeddings);
-  let embeddingsNoted = false;
-  const noteEmbeddings = setInterval(() => {
-    const s = store.current();
-    if (!embeddingsNoted && s.ready && JSON.stringify(s.config.embeddings) !== startedEmbeddings) {
-      embeddingsNoted = true;
-      log.warn('embeddings configuration changed: it applies at the next start');
-    }
-  }, 5_000);
-  noteEmbeddings.unref();
   const databaseUrl = process.env['DATABASE_URL'];
+  let topology: DatabaseTopology;
+  try {
+    topology = startTopology(flagTopology, config.database, Boolean(databaseUrl));
+  } catch (err) {
+    store.close();
+    process.stderr.write(`serve retrieval: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const noting = noteRestartOnlyChanges(store, config);
   try {
     const server = await startRetrievalServer({
       config: store,
@@ -326,6 +384,7 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
       capability: config.capability,
       // Read at start, like the capability itself (rules/ledger.ts bounds it).
       ledgerWaitMs: config.ledger.mintWindowMilliseconds,
+      // Read at start, like the embedder (noteRestartOnlyChanges).
       replicaUrls: topology.replicaUrls,
       maxReplicaLagMs: topology.maxReplicaLagMs,
       ...(topology.pooler ? { pooler: topology.pooler } : {}),
@@ -349,7 +408,7 @@ export async function serveRetrieval(argv: string[]): Promise<number> {
     process.stderr.write(`serve retrieval: ${msg}\n`);
     return 1;
   } finally {
-    clearInterval(noteEmbeddings);
+    clearInterval(noting);
     store.close();
   }
 }

@@ -5,11 +5,19 @@
  * rules/urls.ts, rules/kube.ts), so a file rendered from admitted resources always loads. Unknown
  * keys, wrong types or an empty agent list are errors: the server refuses to start rather than
  * guess. At most `MAX_AGENTS` agents, the most a 1 MiB ConfigMap always holds
- * (rules/agent-bound.ts). The database URL never comes from this file (DATABASE_URL only).
+ * (rules/agent-bound.ts). The primary's URL never comes from this file (DATABASE_URL only); the
+ * read replicas may (`database`, rules/database.ts), without credentials.
  */
 import { type AgentRef, parseStrictJson } from '../contract/index.ts';
 import { MAX_AGENTS } from '../rules/agent-bound.ts';
 import { agentLimit, claimedByOthers } from '../rules/cross-object.ts';
+import {
+  checkReplicaSettings,
+  DEFAULT_REPLICA_SETTINGS,
+  REPLICA_FIELDS,
+  type ReplicaSettings,
+  replicaSettings,
+} from '../rules/database.ts';
 import { checkModel, checkProfile, LOCAL_PROFILE } from '../rules/embeddings.ts';
 import { checkLabel } from '../rules/kube.ts';
 import {
@@ -41,6 +49,8 @@ export interface RetrievalConfig {
   readonly capability: CapabilityMode;
   /** Ledger timing, defaults filled in (rules/ledger.ts); the server uses the mint window. */
   readonly ledger: LedgerTiming;
+  /** Read replicas and pooler mode, defaults filled in (rules/database.ts); absent: none. */
+  readonly database: ReplicaSettings;
 }
 
 const STRING_MAX = 2048;
@@ -125,7 +135,7 @@ export function readConfig(value: unknown, options: ParseOptions = {}): ReadResu
     value,
     '',
     ['version', 'agents', 'embeddings'],
-    ['allowedOrigins', 'capability', 'ledger'],
+    ['allowedOrigins', 'capability', 'ledger', 'database'],
   );
   if (!root) return r.result(() => undefined as never);
   if (root['version'] !== 1) r.report(problem('config-version', 'version', 'must be 1'));
@@ -137,6 +147,9 @@ export function readConfig(value: unknown, options: ParseOptions = {}): ReadResu
     r.report(problem('capability', 'capability', `must be ${CAPABILITY_MODES.join(' or ')}`));
   // The pair is checked together: the projector's deadline must lie inside this server's window.
   r.add(checkLedgerTiming(root['ledger'], 'ledger'));
+  const database =
+    root['database'] === undefined ? {} : r.object(root['database'], 'database', [], REPLICA_FIELDS);
+  if (database) r.add(checkReplicaSettings(database, 'database'));
   return r.result(() => ({
     version: 1 as const,
     agents,
@@ -144,6 +157,7 @@ export function readConfig(value: unknown, options: ParseOptions = {}): ReadResu
     allowedOrigins,
     capability: capability as CapabilityMode,
     ledger: ledgerTiming(root['ledger']) ?? DEFAULT_LEDGER_TIMING,
+    database: replicaSettings(database) ?? DEFAULT_REPLICA_SETTINGS,
   }));
 }
 

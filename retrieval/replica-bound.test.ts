@@ -10,23 +10,34 @@
  * - The revocation bound: with replay paused on the replica, a reader's right revoked on the primary
  *   is never served later than maxReplicaLag after its commit, and searches leave the replica. This
  *   test fails if the lag check is removed (the paused replica would keep serving the revoked row).
+ * - The binary started from the retrieval.json the RetrievalPlatform renders, credential-free URLs
+ *   and the login from PGUSER/PGPASSWORD: it proves the replica fresh.
  * - The replica killed mid-run: every search still answers, from the primary.
  *
  * PostgreSQL only: PGlite has no replication and no pooler.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import fc from 'fast-check';
 import type pg from 'pg';
 import { Registry } from 'prom-client';
+import { waitFor } from '../common/testing/index.ts';
 import { type Cluster, type PgBouncer, startPgBouncer, startReplica } from '../common/testing/postgres.ts';
 import type { ChunkMetadata, Classification, Projection } from '../contract/index.ts';
+import { render } from '../controller/render/index.ts';
+import { RETRIEVAL_CONFIGMAP } from '../controller/render/server-config.ts';
+import { examples } from '../controller/testsupport/fixtures.ts';
+import type { K8sObject } from '../controller/types.ts';
 import { matrixArb, metadataArb, oauthArb, projectionFrom, referenceAllows } from './acl-model.ts';
 import { createPool } from './db/pool.ts';
 import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
-import { createLocalEmbedder } from './embeddings/local.ts';
+import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
 import { ensureProfile } from './embeddings/profile.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import { writeChunks } from './ingest/store.ts';
@@ -471,6 +482,92 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
       } finally {
         await server.close();
       }
+    }
+  });
+
+  test('serve retrieval (the binary) takes its replicas and bound from the retrieval.json the RetrievalPlatform renders', async () => {
+    // The rendered ConfigMap carries credential-free URLs; the login comes from PGUSER/PGPASSWORD.
+    const bare = (u: string) => {
+      const url = new URL(u);
+      const login = { user: decodeURIComponent(url.username), password: decodeURIComponent(url.password) };
+      url.username = '';
+      url.password = '';
+      return { url: url.toString(), ...login };
+    };
+    const primaryUrl = bare(t.db.urlAs(RETRIEVAL_ROLE));
+    const replicaUrl = bare((replica as Cluster).url(t.db.name, RETRIEVAL_ROLE));
+    const resources = examples();
+    (resources.platforms[0]!.spec as unknown as Record<string, unknown>)['database'] = {
+      replicaUrls: [replicaUrl.url],
+      maxReplicaLagMilliseconds: 600,
+    };
+    const rendered = render(resources);
+    assert.deepEqual(rendered.conflicts, []);
+    const map = rendered.objects.find((o) => o.metadata.name === RETRIEVAL_CONFIGMAP) as K8sObject & {
+      data: Record<string, string>;
+    };
+    const json = JSON.parse(map.data['retrieval.json'] as string);
+    assert.deepEqual(json.database, {
+      replicaUrls: [replicaUrl.url],
+      maxReplicaLagMilliseconds: 600,
+      pooler: 'none',
+    });
+    // The store here holds the local test embedder's profile; everything else is as rendered.
+    const dir = mkdtempSync(join(tmpdir(), 'replica-serve-'));
+    const config = join(dir, 'retrieval.json');
+    writeFileSync(config, JSON.stringify({ ...json, embeddings: { profile: LOCAL_PROFILE } }));
+    const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
+    const child = spawn(
+      process.execPath,
+      [bin, 'serve', 'retrieval', '--config', config, '--port', '0', '--no-migrate'],
+      {
+        env: {
+          ...process.env,
+          DATABASE_URL: primaryUrl.url,
+          PGUSER: primaryUrl.user,
+          PGPASSWORD: primaryUrl.password,
+          FGENTIC_LOG_LEVEL: 'info',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      err += d;
+    });
+    try {
+      const base = await waitFor(
+        'the server to listen',
+        () => /listening on (http:\/\/[^/\s]+)\/mcp/.exec(out)?.[1],
+        {
+          timeoutMs: 60_000,
+          detail: () => err.slice(-400),
+        },
+      );
+      const started = err
+        .split('\n')
+        .filter((l) => l.includes('retrieval server listening'))
+        .map((l) => JSON.parse(l))[0];
+      assert.equal(started?.replicas, 1);
+      assert.equal(started?.max_replica_lag_ms, 600);
+      // The replica, reached with the rendered URL and the environment's login, is proven fresh.
+      await waitFor(
+        'a caught-up check of replica 0',
+        async () =>
+          /fgentic_retrieval_replica_checks_total\{replica="0",outcome="caught_up"\} [1-9]/.test(
+            await (await fetch(`${base}/metrics`)).text(),
+          ),
+        { timeoutMs: 20_000 },
+      );
+      assert.ok(!err.includes(primaryUrl.password), 'no password in the logs');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

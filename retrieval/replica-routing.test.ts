@@ -1,11 +1,18 @@
 /**
  * Which endpoint serves a search and when a replica's answer may be used (retrieval/replicas.ts), and
- * how serve retrieval reads its replicas and pooler mode (retrieval/cli.ts, databaseTopology). Pure.
+ * how serve retrieval reads its replicas and pooler mode (retrieval/cli.ts: databaseTopology from
+ * the flags and environment, startTopology with the configuration's `database` section).
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { UsageError } from '../common/args.ts';
-import { databaseTopology } from './cli.ts';
+import { DEFAULT_REPLICA_SETTINGS } from '../rules/database.ts';
+import { databaseTopology, startTopology } from './cli.ts';
+import { LOCAL_PROFILE } from './embeddings/local.ts';
 import {
   afterCheck,
   afterSearchFailure,
@@ -124,7 +131,11 @@ describe('afterCheck and provenAsOf', () => {
 describe('databaseTopology', () => {
   const env = {};
   test('no replica, no pooler: the defaults', () => {
-    assert.deepEqual(databaseTopology({}, env, true), { replicaUrls: [], maxReplicaLagMs: 1000 });
+    assert.deepEqual(databaseTopology({}, env, true), {
+      replicaUrls: [],
+      maxReplicaLagMs: 1000,
+      explicit: false,
+    });
   });
   test('flags and DATABASE_REPLICA_URLS together; the bound and the pooler', () => {
     assert.deepEqual(
@@ -137,6 +148,7 @@ describe('databaseTopology', () => {
         replicaUrls: ['postgres://r1/db', 'postgresql://r2/db', 'postgres://r3/db'],
         maxReplicaLagMs: 500,
         pooler: 'transaction',
+        explicit: true,
       },
     );
   });
@@ -150,4 +162,70 @@ describe('databaseTopology', () => {
     assert.throws(() => databaseTopology({ 'max-replica-lag': '50' }, env, true), UsageError);
     assert.throws(() => databaseTopology({ pooler: 'session' }, env, true), UsageError);
   });
+});
+
+describe('startTopology: the configuration or the flags, never both', () => {
+  const configured = {
+    replicaUrls: ['postgres://platform-pg-ro.postgres.svc/knowledge'],
+    maxReplicaLagMilliseconds: 500,
+    pooler: 'transaction' as const,
+  };
+  test("the configuration's database section, rendered from the RetrievalPlatform, is used as written", () => {
+    assert.deepEqual(startTopology(databaseTopology({}, {}, true), configured, true), {
+      replicaUrls: configured.replicaUrls,
+      maxReplicaLagMs: 500,
+      pooler: 'transaction',
+    });
+  });
+  test('without a database section the flags and environment decide', () => {
+    const flagged = databaseTopology({ 'replica-url': ['postgres://r1/db'] }, {}, true);
+    assert.deepEqual(startTopology(flagged, DEFAULT_REPLICA_SETTINGS, true), {
+      replicaUrls: ['postgres://r1/db'],
+      maxReplicaLagMs: 1000,
+    });
+  });
+  test('both sources, or a section without a primary, refuse to start', () => {
+    for (const flagged of [
+      databaseTopology({ 'replica-url': ['postgres://r1/db'] }, {}, true),
+      databaseTopology({ 'max-replica-lag': '1000' }, {}, true),
+      databaseTopology({}, { DATABASE_POOLER: 'transaction' }, true),
+      databaseTopology({}, { DATABASE_POOLER: 'none' }, true),
+    ])
+      assert.throws(() => startTopology(flagged, configured, true), /not both/);
+    assert.throws(() => startTopology(databaseTopology({}, {}, false), configured, false), /DATABASE_URL/);
+  });
+});
+
+test('serve retrieval refuses a configuration with replicas when the flags name replicas too (exit 2, no URL echoed)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'replica-config-'));
+  try {
+    const config = join(dir, 'retrieval.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        version: 1,
+        agents: [{ namespace: 'kagent', name: 'knowledge-agent' }],
+        embeddings: { profile: LOCAL_PROFILE },
+        database: { replicaUrls: ['postgres://replica-host.invalid/knowledge'] },
+      }),
+    );
+    const bin = join(import.meta.dirname, '..', 'bin', 'fgentic-retrieval.mjs');
+    const run = (args: string[], env: Record<string, string>) =>
+      spawnSync(process.execPath, [bin, 'serve', 'retrieval', '--config', config, '--port', '0', ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent', ...env },
+        timeout: 60_000,
+      });
+    const both = run(['--replica-url', 'postgres://u:hunter2@other.invalid/db'], {
+      DATABASE_URL: 'postgres://primary.invalid/knowledge',
+    });
+    assert.equal(both.status, 2, both.stderr);
+    assert.match(both.stderr, /^serve retrieval: .*not both/m);
+    assert.ok(!both.stderr.includes('hunter2') && !both.stderr.includes('replica-host'));
+    const noPrimary = run([], { DATABASE_URL: '' });
+    assert.equal(noPrimary.status, 2, noPrimary.stderr);
+    assert.match(noPrimary.stderr, /needs DATABASE_URL/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

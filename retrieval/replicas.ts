@@ -15,10 +15,10 @@
  * clocks, and an idle primary (no new WAL) keeps a caught-up replica fresh.
  */
 
+import { isMaxReplicaLag, MAX_REPLICA_LAG } from '../rules/database.ts';
+
 /** The default `maxReplicaLag`, ms: how long after its commit an ACL change may still be missed. */
-export const DEFAULT_MAX_REPLICA_LAG_MS = 1000;
-/** The bounds `--max-replica-lag` accepts, ms. */
-export const MAX_REPLICA_LAG_RANGE = { min: 100, max: 60_000 } as const;
+export const DEFAULT_MAX_REPLICA_LAG_MS = MAX_REPLICA_LAG.default;
 
 export interface ReplicaTiming {
   /** The revocation bound, ms. */
@@ -31,13 +31,9 @@ export interface ReplicaTiming {
 
 /** The timing for a bound: checks four times per bound, a quarter of the bound kept for the search. */
 export function replicaTiming(maxLagMs: number = DEFAULT_MAX_REPLICA_LAG_MS): ReplicaTiming {
-  if (
-    !Number.isInteger(maxLagMs) ||
-    maxLagMs < MAX_REPLICA_LAG_RANGE.min ||
-    maxLagMs > MAX_REPLICA_LAG_RANGE.max
-  )
+  if (!isMaxReplicaLag(maxLagMs))
     throw new RangeError(
-      `max replica lag must be an integer ${MAX_REPLICA_LAG_RANGE.min}–${MAX_REPLICA_LAG_RANGE.max} ms`,
+      `max replica lag must be an integer ${MAX_REPLICA_LAG.min}–${MAX_REPLICA_LAG.max} ms`,
     );
   const quarter = Math.floor(maxLagMs / 4);
   return { maxLagMs, checkIntervalMs: quarter, reserveMs: quarter };

@@ -4,6 +4,7 @@ export * from './agents.ts';
 export * from './bridge.ts';
 export * from './classifications.ts';
 export * from './cross-object.ts';
+export * from './database.ts';
 export * from './embeddings.ts';
 export * from './issuers.ts';
 export * from './kube.ts';

@@ -8,6 +8,7 @@
 import { isObject as isObj, type JsonRecord } from '../common/json-read.ts';
 import { isServerName } from '../contract/index.ts';
 import { checkBridgeRegexes } from './bridge.ts';
+import { checkReplicaSettings } from './database.ts';
 import { checkEmbeddings } from './embeddings.ts';
 import { checkIssuer } from './issuers.ts';
 import { checkLabel, checkLabelMap, checkPort, checkSecretKeyRef, isPort } from './kube.ts';
@@ -125,7 +126,7 @@ function settings(s: Obj): Problem[] {
     ...optional(s, 'retrieval', 'spec', service),
     ...checkEmbeddings(s['embeddings'], 'spec.embeddings'),
     ...optional(s, 'liveRoomCheck', 'spec', liveRoomCheck),
-    ...optional(s, 'database', 'spec', (o, p) => peers(o, p, 'port')),
+    ...optional(s, 'database', 'spec', (o, p) => [...peers(o, p, 'port'), ...checkReplicaSettings(o, p)]),
     ...optional(s, 'observability', 'spec', (o, p) => peers(o, p, 'ports')),
     ...checkLedgerTiming(s['ledger'], 'spec.ledger'),
   ];

@@ -47,6 +47,10 @@ export const FIELD_REASONS = [
   'live-room-check',
   'embeddings-profile',
   'embeddings-model',
+  'database-url',
+  'replica-urls',
+  'replica-lag',
+  'pooler',
   // RetrievalAgent settings
   'agent-name',
   'agent-text',

@@ -168,3 +168,77 @@ export function textNear(max: number) {
     fc.constantFrom('', 'x'),
   );
 }
+
+/** PostgreSQL URLs around every branch of rules/database.ts: credentials, queries, ports, hosts. */
+export const databaseUrlish = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc
+      .tuple(
+        fc.constantFrom('postgres://', 'postgresql://'),
+        validHost,
+        fc.oneof(
+          fc.constant(''),
+          fc.integer({ min: 1, max: 65535 }).map((n) => `:${n}`),
+        ),
+        fc.constantFrom('', '/knowledge', '/db_1', '/a%20b', '/'),
+        fc.constantFrom(
+          '',
+          '?sslmode=verify-full&sslrootcert=/var/run/secrets/fgentic/pg-ca/ca.crt',
+          '?application_name=fgentic',
+          '?uselibpqcompat=true&sslmode=require',
+          '?options=-c%20statement_timeout%3D5000',
+        ),
+      )
+      .map((p) => p.join('')),
+  },
+  {
+    weight: 3,
+    arbitrary: fc
+      .tuple(
+        fc.constantFrom('postgres://', 'postgresql://', 'http://', 'POSTGRES://', 'postgres:/', ''),
+        fc.oneof(validHost, nearMissHost),
+        fc.constantFrom('', ':5432', ':0', ':65536', ':05432', ':'),
+        fc.constantFrom('', '/knowledge', '/a b', '/a#f', '/é'),
+        fc.constantFrom(
+          '',
+          '?password=x',
+          '?user=x',
+          '?sslpassword=x',
+          '?sslmode=require&password=x',
+          '?a=1&',
+          '?=1',
+          '?a b=1',
+          '?a=1#f',
+          '?a=%zz',
+        ),
+      )
+      .map((p) => p.join('')),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(
+        fc.constantFrom('postgres://', 'postgresql://'),
+        fc.constantFrom('', '', 'u@', 'u:pw@'),
+        validHost,
+        fc.constantFrom('', ':5432'),
+        fc.constantFrom('', '/knowledge'),
+        fc.constantFrom(
+          '',
+          '?password=x',
+          '?user=x',
+          '?sslpassword=x',
+          '?sslmode=require&password=x',
+          '?passwordx=1',
+        ),
+      )
+      .map((p) => p.join('')),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .integer({ min: 2030, max: 2060 })
+      .map((n) => `postgres://h.example/${'d'.repeat(Math.max(0, n - 'postgres://h.example/'.length))}`),
+  },
+);

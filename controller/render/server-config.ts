@@ -1,4 +1,5 @@
 /** The projector and retrieval registries as ConfigMaps, exactly as docs/interfaces.md describes them. */
+import { isDirect, REPLICA_FIELDS, replicaSettings } from '../../rules/database.ts';
 import { DEFAULT_LEDGER_TIMING, type LedgerTiming, ledgerTiming } from '../../rules/ledger.ts';
 import type { K8sObject } from '../types.ts';
 import { type Model, meta, platformOwner } from './model.ts';
@@ -76,7 +77,21 @@ export function retrievalConfig(m: Model): Record<string, unknown> {
     ...(m.platform.spec.capability === 'ledger'
       ? { capability: 'ledger', ledger: renderedLedgerTiming(m.platform.spec.ledger) }
       : {}),
+    ...renderedDatabase(m.platform.spec.database),
   };
+}
+
+/**
+ * The replica settings, defaults filled in, only when they change something (no replica and no
+ * pooler renders nothing, so such configurations stay as they were).
+ */
+function renderedDatabase(db: Record<string, unknown> | undefined): { database?: Record<string, unknown> } {
+  const picked = Object.fromEntries(
+    REPLICA_FIELDS.filter((k) => db?.[k] !== undefined).map((k) => [k, db?.[k]]),
+  );
+  // The analysis refused invalid settings before rendering (controller/render/conflicts.ts).
+  const s = replicaSettings(picked);
+  return s === undefined || isDirect(s) ? {} : { database: { ...s, replicaUrls: [...s.replicaUrls] } };
 }
 
 function configMap(m: Model, name: string, key: string, text: string): K8sObject {
