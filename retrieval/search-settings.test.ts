@@ -63,10 +63,29 @@ async function settingsOf(name: string): Promise<string[]> {
   return r.rows[0]?.c ?? [];
 }
 
-test('the ranking core runs without JIT and plans per call unless it says otherwise', async () => {
+test('the ranking core runs without JIT and plans once per session unless a statement says otherwise', async () => {
   const c = await settingsOf('rank_v1');
   assert.ok(c.includes('jit=off'), c.join(' '));
-  assert.ok(c.includes('plan_cache_mode=force_custom_plan'), c.join(' '));
+  assert.ok(c.includes('plan_cache_mode=force_generic_plan'), c.join(' '));
+});
+
+test('id_of and level_id are inlined into the statements that call them: SQL bodies, no SET clause, not STRICT', async () => {
+  for (const name of ['id_of', 'level_id']) {
+    const r = await t.pool.query<{ lang: string; strict: boolean; config: string[] | null; body: boolean }>(
+      `SELECT l.lanname AS lang, p.proisstrict AS strict, p.proconfig AS config, p.prosqlbody IS NOT NULL AS body
+       FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+       JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+       WHERE n.nspname = 'fgentic' AND p.proname = $1`,
+      [name],
+    );
+    assert.deepEqual(r.rows, [{ lang: 'sql', strict: false, config: null, body: true }], name);
+  }
+  // Inlined: the plan of a call shows the body's expression, not the function.
+  const plan = await t.pool.query<{ 'QUERY PLAN': string }>(
+    `EXPLAIN (VERBOSE, COSTS OFF) SELECT fgentic.id_of(x) FROM (VALUES ('a'), ('b')) AS v(x)`,
+  );
+  const text = plan.rows.map((r) => r['QUERY PLAN']).join('\n');
+  assert.ok(!/id_of/.test(text) && /sha256/.test(text), text);
 });
 
 test('both search functions plan once per session', async () => {

@@ -108,7 +108,7 @@ export async function searchKnowledge(
   try {
     if (ownTransaction) await client.query('BEGIN READ ONLY');
     // On the one-statement path the statement is prepared once per connection: the server skips
-    // parsing and planning the call at every search (docs/filtered-search.md, "Around the ranking").
+    // parsing and planning the call at every search (docs/filtered-search.md, "How it works").
     rows = await runUnderCheck(client, statement, req.capability, !ownTransaction);
   } catch (err) {
     if (ownTransaction) await client.query('ROLLBACK').catch(() => {});
