@@ -74,13 +74,19 @@ export const DEFAULT_WORKER_LINGER_MS = 5;
  * index, exp) with room for `maxQueue` records, so the queue bound also keeps the ring from wrapping
  * onto a record the writer has not taken yet.
  */
-interface Ring {
+interface Ring extends RingViews {
+  readonly capacity: number;
+}
+
+interface RingViews {
   readonly words: Int32Array;
   readonly digests: Uint8Array;
   readonly agents: Int32Array;
   readonly exps: Float64Array;
-  readonly capacity: number;
 }
+
+/** The shared buffers behind a ring's views: what the writer thread is given. */
+type RingBuffers = { readonly [K in keyof RingViews]: SharedArrayBuffer };
 
 function ringOver(buffers: RingBuffers): Ring {
   return {
@@ -90,13 +96,6 @@ function ringOver(buffers: RingBuffers): Ring {
     exps: new Float64Array(buffers.exps),
     capacity: buffers.agents.byteLength / 4,
   };
-}
-
-interface RingBuffers {
-  readonly words: SharedArrayBuffer;
-  readonly digests: SharedArrayBuffer;
-  readonly agents: SharedArrayBuffer;
-  readonly exps: SharedArrayBuffer;
 }
 
 function newRing(capacity: number): RingBuffers {
