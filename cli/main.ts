@@ -119,7 +119,7 @@ usage or unreadable input.`,
   --config FILE       retrieval.json whose embeddings settings to use (default: local embedder)
 Prints {records, upserted, aclOnly, unchanged, embedded, deleted} as JSON on stdout; progress on
 stderr. Exit 1 on invalid input or an unreachable database (nothing is written), 2 on usage.`,
-    run: async (argv) => (await import('../retrieval/cli.ts')).ingestCommand(argv),
+    run: async (argv) => (await import('../retrieval/store-commands.ts')).ingestCommand(argv),
   },
   'projection decode': {
     synopsis: 'projection decode [--now UNIX] [--agent NS/NAME]',
@@ -149,7 +149,7 @@ Changes no object of the origin's. Syncs the derived search data afterwards (pro
 builds or drops filtered subgraphs as the ACL ids' shares require.
 Prints {"applied":[...],"synced":N,"vectorIndexBuilt":bool,"subgraphs":{...}} on stdout. Exit 1 naming what is missing
 or wrong (a role to create, a changed migration), 2 on usage.`,
-    run: async (argv) => (await import('../retrieval/cli.ts')).migrateCommand(argv),
+    run: async (argv) => (await import('../retrieval/store-commands.ts')).migrateCommand(argv),
   },
   sync: {
     synopsis: 'sync [--database-url URL | --data-dir DIR] [--subgraph-budget MIB]',
@@ -160,7 +160,7 @@ or wrong (a role to create, a changed migration), 2 on usage.`,
 Runs as knowledge_ingestion or knowledge_owner, in short statements (progress on stderr); rows the
 origin changed are not searched until a sync has taken them. Under the owner's login it also builds
 or drops filtered subgraphs. Prints {"synced":N,"subgraphs":...} on stdout.`,
-    run: async (argv) => (await import('../retrieval/cli.ts')).syncCommand(argv),
+    run: async (argv) => (await import('../retrieval/store-commands.ts')).syncCommand(argv),
   },
   explain: {
     synopsis:

@@ -215,6 +215,46 @@ export interface WatchStream {
   readonly open: boolean;
 }
 
+/** A watch the server refused: its status and the reason its body gives end the watch. */
+function endRefused(res: http.IncomingMessage, code: number, end: (e?: Error) => void): void {
+  const chunks: Buffer[] = [];
+  res.on('data', (c: Buffer) => chunks.push(c));
+  res.on('end', () => {
+    let body: { reason?: string } | undefined;
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      body = undefined;
+    }
+    end(
+      new ApiError(
+        code,
+        body,
+        `HTTP ${code}${body?.reason ? ` ${body.reason}` : ''}`,
+        parseRetryAfter(res.headers['retry-after']),
+      ),
+    );
+  });
+  res.on('error', (e) => end(e));
+}
+
+/** The open stream's lines, one event each, until `done`; a torn line is skipped. */
+function readEvents(res: http.IncomingMessage, w: WatchRequest, done: () => boolean): void {
+  const lines = createInterface({ input: res });
+  // readline re-emits its input's errors; the response's own handler reports them.
+  lines.on('error', () => undefined);
+  lines.on('line', (line) => {
+    if (done() || line.trim() === '') return;
+    let data: { type?: string; object?: unknown };
+    try {
+      data = JSON.parse(line);
+    } catch {
+      return; // a torn line; the watch goes on
+    }
+    w.onEvent(String(data.type), data.object);
+  });
+}
+
 /**
  * A watch (`?watch=true`) as a stream of JSON lines. The watchdog is armed when the request is sent
  * and re-armed by every byte, so a server that never answers, never sends headers, or goes silent
@@ -253,43 +293,13 @@ export function openWatch(kc: k8s.KubeConfig, w: WatchRequest): WatchStream {
           arm();
           const code = res.statusCode ?? 0;
           if (code !== 200) {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => {
-              let body: { reason?: string } | undefined;
-              try {
-                body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-              } catch {
-                body = undefined;
-              }
-              end(
-                new ApiError(
-                  code,
-                  body,
-                  `HTTP ${code}${body?.reason ? ` ${body.reason}` : ''}`,
-                  parseRetryAfter(res.headers['retry-after']),
-                ),
-              );
-            });
-            res.on('error', (e) => end(e));
+            endRefused(res, code, end);
             return;
           }
           isOpen = true;
           w.onOpen?.();
           res.on('data', () => arm());
-          const lines = createInterface({ input: res });
-          // readline re-emits its input's errors; the response's own handler below reports them.
-          lines.on('error', () => undefined);
-          lines.on('line', (line) => {
-            if (ended || closed || line.trim() === '') return;
-            let data: { type?: string; object?: unknown };
-            try {
-              data = JSON.parse(line);
-            } catch {
-              return; // a torn line; the watch goes on
-            }
-            w.onEvent(String(data.type), data.object);
-          });
+          readEvents(res, w, () => ended || closed);
           res.on('end', () => end());
           res.on('error', (e) => end(e));
           res.on('close', () => end(res.complete ? undefined : new Error('watch connection closed')));

@@ -62,6 +62,66 @@ function sortedUniqueStrings(v: JsonValue | undefined): v is string[] {
   return true;
 }
 
+function createEvent(v: JsonValue | undefined): Verdict<RoomSnapshot['create']> {
+  if (!isPlainObject(v)) return deny('snapshot', 'create');
+  const bad = checkFields(v, ['event_id', 'federate'], [], 'create');
+  if (bad) return bad;
+  if (!isEventId(v['event_id']) || typeof v['federate'] !== 'boolean') return deny('snapshot', 'create');
+  return accept({ event_id: v['event_id'], federate: v['federate'] });
+}
+
+function joinedMember(m: JsonValue | undefined, path: string): Verdict<JoinedMember> {
+  if (!isPlainObject(m)) return deny('snapshot', path);
+  const kind = m['kind'];
+  if (kind !== 'matrix' && kind !== 'bridged_matrix' && kind !== 'bridge_service') return deny('kind', path);
+  const bad =
+    kind === 'bridged_matrix'
+      ? checkFields(m, ['event_id', 'kind', 'network', 'principal'], [], path)
+      : checkFields(m, ['event_id', 'kind', 'principal'], [], path);
+  if (bad) return bad;
+  if (!isEventId(m['event_id'])) return deny('snapshot', `${path}.event_id`);
+  if (!isFullMxid(m['principal'])) return deny('principal', `${path}.principal`);
+  if (kind === 'bridged_matrix' && !isDns1123Label(m['network'])) return deny('network', `${path}.network`);
+  return accept(
+    kind === 'bridged_matrix'
+      ? { event_id: m['event_id'], kind, network: m['network'] as string, principal: m['principal'] }
+      : { event_id: m['event_id'], kind, principal: m['principal'] },
+  );
+}
+
+/** 1 to 1000 members, each valid, in strictly increasing principal order. */
+function joinedMembers(v: JsonValue | undefined): Verdict<JoinedMember[]> {
+  if (!Array.isArray(v) || v.length === 0 || v.length > 1000) return deny('snapshot', 'joined');
+  const joined: JoinedMember[] = [];
+  for (let k = 0; k < v.length; k++) {
+    const path = `joined[${k}]`;
+    const member = joinedMember(v[k], path);
+    if (!member.ok) return member;
+    const prev = joined[k - 1];
+    if (prev && comparePrincipals(prev, member.value) >= 0) return deny('snapshot', path);
+    joined.push(member.value);
+  }
+  return accept(joined);
+}
+
+/** null, or the ACL event with sorted, unique server lists. */
+function serverAcl(v: JsonValue | undefined): Verdict<ServerAcl | null> {
+  if (v === null) return accept(null);
+  if (!isPlainObject(v)) return deny('snapshot', 'server_acl');
+  const bad = checkFields(v, ['allow', 'allow_ip_literals', 'deny', 'event_id'], [], 'server_acl');
+  if (bad) return bad;
+  if (!isEventId(v['event_id'])) return deny('snapshot', 'server_acl.event_id');
+  if (typeof v['allow_ip_literals'] !== 'boolean') return deny('snapshot', 'server_acl.allow_ip_literals');
+  if (!sortedUniqueStrings(v['allow'])) return deny('snapshot', 'server_acl.allow');
+  if (!sortedUniqueStrings(v['deny'])) return deny('snapshot', 'server_acl.deny');
+  return accept({
+    allow: v['allow'],
+    allow_ip_literals: v['allow_ip_literals'],
+    deny: v['deny'],
+    event_id: v['event_id'],
+  });
+}
+
 /** Schema and ordering rules of the snapshot object (not the room policy; see checkSnapshotPolicy). */
 export function validateSnapshot(v: unknown): Verdict<RoomSnapshot> {
   if (!isPlainObject(v)) return deny('snapshot', '$');
@@ -83,72 +143,25 @@ export function validateSnapshot(v: unknown): Verdict<RoomSnapshot> {
   if (bad) return bad;
   if (!isAllowedClassifications(obj['allowed_classifications']))
     return deny('classifications', 'allowed_classifications');
-  const create = obj['create'];
-  if (!isPlainObject(create)) return deny('snapshot', 'create');
-  const badCreate = checkFields(create, ['event_id', 'federate'], [], 'create');
-  if (badCreate) return badCreate;
-  if (!isEventId(create['event_id']) || typeof create['federate'] !== 'boolean')
-    return deny('snapshot', 'create');
+  const create = createEvent(obj['create']);
+  if (!create.ok) return create;
   const hv = stateEvent(obj['history_visibility'], 'history_visibility');
   if (!hv.ok) return hv;
   const jr = stateEvent(obj['join_rule'], 'join_rule');
   if (!jr.ok) return jr;
   if (!isRoomId(obj['room_id'])) return deny('snapshot', 'room_id');
-
-  const joinedIn = obj['joined'];
-  if (!Array.isArray(joinedIn) || joinedIn.length === 0 || joinedIn.length > 1000)
-    return deny('snapshot', 'joined');
-  const joined: JoinedMember[] = [];
-  for (let k = 0; k < joinedIn.length; k++) {
-    const path = `joined[${k}]`;
-    const m = joinedIn[k];
-    if (!isPlainObject(m)) return deny('snapshot', path);
-    const kind = m['kind'];
-    if (kind !== 'matrix' && kind !== 'bridged_matrix' && kind !== 'bridge_service')
-      return deny('kind', path);
-    const badM =
-      kind === 'bridged_matrix'
-        ? checkFields(m, ['event_id', 'kind', 'network', 'principal'], [], path)
-        : checkFields(m, ['event_id', 'kind', 'principal'], [], path);
-    if (badM) return badM;
-    if (!isEventId(m['event_id'])) return deny('snapshot', `${path}.event_id`);
-    if (!isFullMxid(m['principal'])) return deny('principal', `${path}.principal`);
-    if (kind === 'bridged_matrix' && !isDns1123Label(m['network'])) return deny('network', `${path}.network`);
-    const member: JoinedMember =
-      kind === 'bridged_matrix'
-        ? { event_id: m['event_id'], kind, network: m['network'] as string, principal: m['principal'] }
-        : { event_id: m['event_id'], kind, principal: m['principal'] };
-    const prev = joined[k - 1];
-    if (prev && comparePrincipals(prev, member) >= 0) return deny('snapshot', path);
-    joined.push(member);
-  }
-
-  const aclIn = obj['server_acl'];
-  let server_acl: ServerAcl | null = null;
-  if (aclIn !== null) {
-    if (!isPlainObject(aclIn)) return deny('snapshot', 'server_acl');
-    const badAcl = checkFields(aclIn, ['allow', 'allow_ip_literals', 'deny', 'event_id'], [], 'server_acl');
-    if (badAcl) return badAcl;
-    if (!isEventId(aclIn['event_id'])) return deny('snapshot', 'server_acl.event_id');
-    if (typeof aclIn['allow_ip_literals'] !== 'boolean')
-      return deny('snapshot', 'server_acl.allow_ip_literals');
-    if (!sortedUniqueStrings(aclIn['allow'])) return deny('snapshot', 'server_acl.allow');
-    if (!sortedUniqueStrings(aclIn['deny'])) return deny('snapshot', 'server_acl.deny');
-    server_acl = {
-      allow: aclIn['allow'],
-      allow_ip_literals: aclIn['allow_ip_literals'],
-      deny: aclIn['deny'],
-      event_id: aclIn['event_id'],
-    };
-  }
+  const joined = joinedMembers(obj['joined']);
+  if (!joined.ok) return joined;
+  const acl = serverAcl(obj['server_acl']);
+  if (!acl.ok) return acl;
   return accept({
     allowed_classifications: [...obj['allowed_classifications']] as unknown as AllowedClassifications,
-    create: { event_id: create['event_id'], federate: create['federate'] },
+    create: create.value,
     history_visibility: hv.value,
     join_rule: jr.value,
-    joined,
+    joined: joined.value,
     room_id: obj['room_id'],
-    server_acl,
+    server_acl: acl.value,
   });
 }
 

@@ -27,195 +27,200 @@ class ParseFailure {
 
 const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
 
+/** The one-character escapes after a backslash, by the character's code; `\u` is read apart. */
+const ESCAPES = new Map([
+  [0x22, '"'],
+  [0x5c, '\\'],
+  [0x2f, '/'],
+  [0x62, '\b'],
+  [0x66, '\f'],
+  [0x6e, '\n'],
+  [0x72, '\r'],
+  [0x74, '\t'],
+]);
+
+/** One parse: the text, the position, and a reader per JSON production. */
+class Parser {
+  i = 0;
+
+  constructor(
+    readonly text: string,
+    readonly maxDepth: number,
+  ) {}
+
+  fail(error: StrictJsonError = 'json'): never {
+    throw new ParseFailure(error, this.i);
+  }
+
+  skipWs(): void {
+    while (this.i < this.text.length && WS.has(this.text.charCodeAt(this.i))) this.i++;
+  }
+
+  isDigit(k: number): boolean {
+    const c = this.text.charCodeAt(k);
+    return c >= 0x30 && c <= 0x39;
+  }
+
+  /** At `"`; the string's value, unescaped and well-formed (no lone surrogate). */
+  string(): string {
+    const { text } = this;
+    this.i++;
+    let out = '';
+    let start = this.i;
+    for (;;) {
+      if (this.i >= text.length) this.fail();
+      const c = text.charCodeAt(this.i);
+      if (c === 0x22) {
+        out += text.slice(start, this.i);
+        this.i++;
+        break;
+      }
+      if (c < 0x20) this.fail();
+      if (c === 0x5c) {
+        out += text.slice(start, this.i);
+        this.i++;
+        out += this.escape();
+        this.i++;
+        start = this.i;
+        continue;
+      }
+      this.i++;
+    }
+    if (!out.isWellFormed()) this.fail();
+    return out;
+  }
+
+  /** After a backslash: the escaped character; leaves the position on the escape's last character. */
+  escape(): string {
+    const e = this.text.charCodeAt(this.i);
+    const simple = ESCAPES.get(e);
+    if (simple !== undefined) return simple;
+    if (e !== 0x75) this.fail();
+    const hex = this.text.slice(this.i + 1, this.i + 5);
+    if (!/^[0-9a-fA-F]{4}$/.test(hex)) this.fail();
+    this.i += 4;
+    return String.fromCharCode(Number.parseInt(hex, 16));
+  }
+
+  /** RFC 8259's number grammar exactly; a value that overflows to ±Infinity fails. */
+  number(): number {
+    const { text } = this;
+    const start = this.i;
+    if (text.charCodeAt(this.i) === 0x2d) this.i++;
+    if (text.charCodeAt(this.i) === 0x30) this.i++;
+    else if (this.isDigit(this.i) && text.charCodeAt(this.i) !== 0x30) while (this.isDigit(this.i)) this.i++;
+    else this.fail();
+    if (text.charCodeAt(this.i) === 0x2e) {
+      this.i++;
+      if (!this.isDigit(this.i)) this.fail();
+      while (this.isDigit(this.i)) this.i++;
+    }
+    const e = text.charCodeAt(this.i);
+    if (e === 0x65 || e === 0x45) {
+      this.i++;
+      const sign = text.charCodeAt(this.i);
+      if (sign === 0x2b || sign === 0x2d) this.i++;
+      if (!this.isDigit(this.i)) this.fail();
+      while (this.isDigit(this.i)) this.i++;
+    }
+    const n = Number(text.slice(start, this.i));
+    if (!Number.isFinite(n)) this.fail();
+    return n;
+  }
+
+  /** At `{`: the members, each name once. */
+  object(depth: number): { [key: string]: JsonValue } {
+    if (depth >= this.maxDepth) this.fail();
+    this.i++;
+    const obj: { [key: string]: JsonValue } = {};
+    this.skipWs();
+    if (this.text[this.i] === '}') {
+      this.i++;
+      return obj;
+    }
+    for (;;) {
+      this.skipWs();
+      if (this.text[this.i] !== '"') this.fail();
+      const key = this.string();
+      if (Object.hasOwn(obj, key)) this.fail('duplicate_name');
+      this.skipWs();
+      if (this.text[this.i] !== ':') this.fail();
+      this.i++;
+      const v = this.value(depth + 1);
+      // defineProperty keeps "__proto__" an ordinary own member instead of a prototype change.
+      if (key === '__proto__')
+        Object.defineProperty(obj, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else obj[key] = v;
+      if (this.closes('}')) return obj;
+    }
+  }
+
+  /** At `[`: the elements. */
+  array(depth: number): JsonValue[] {
+    if (depth >= this.maxDepth) this.fail();
+    this.i++;
+    const arr: JsonValue[] = [];
+    this.skipWs();
+    if (this.text[this.i] === ']') {
+      this.i++;
+      return arr;
+    }
+    for (;;) {
+      arr.push(this.value(depth + 1));
+      if (this.closes(']')) return arr;
+    }
+  }
+
+  /** After a member or an element: true past the closing `close`, false past a comma; anything else fails. */
+  closes(close: '}' | ']'): boolean {
+    this.skipWs();
+    if (this.text[this.i] === ',') {
+      this.i++;
+      return false;
+    }
+    if (this.text[this.i] === close) {
+      this.i++;
+      return true;
+    }
+    return this.fail();
+  }
+
+  value(depth: number): JsonValue {
+    this.skipWs();
+    const c = this.text[this.i];
+    if (c === '{') return this.object(depth);
+    if (c === '[') return this.array(depth);
+    if (c === '"') return this.string();
+    if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
+    for (const [word, v] of LITERALS)
+      if (this.text.startsWith(word, this.i)) {
+        this.i += word.length;
+        return v;
+      }
+    return this.fail();
+  }
+}
+
+const LITERALS: readonly (readonly [string, JsonValue])[] = [
+  ['true', true],
+  ['false', false],
+  ['null', null],
+];
+
 export function parseStrictJson(text: string, options: StrictJsonOptions = {}): StrictJsonResult {
   const maxDepth = options.maxDepth ?? 32;
   const maxLength = options.maxLength ?? 1 << 20;
   if (typeof text !== 'string' || text.length > maxLength) return { ok: false, error: 'json', offset: 0 };
-  let i = 0;
-  const fail = (error: StrictJsonError = 'json'): never => {
-    throw new ParseFailure(error, i);
-  };
-  const skipWs = () => {
-    while (i < text.length && WS.has(text.charCodeAt(i))) i++;
-  };
-
-  const parseString = (): string => {
-    // text[i] === '"'
-    i++;
-    let out = '';
-    let start = i;
-    for (;;) {
-      if (i >= text.length) fail();
-      const c = text.charCodeAt(i);
-      if (c === 0x22) {
-        out += text.slice(start, i);
-        i++;
-        break;
-      }
-      if (c < 0x20) fail();
-      if (c === 0x5c) {
-        out += text.slice(start, i);
-        i++;
-        const e = text.charCodeAt(i);
-        switch (e) {
-          case 0x22:
-            out += '"';
-            break;
-          case 0x5c:
-            out += '\\';
-            break;
-          case 0x2f:
-            out += '/';
-            break;
-          case 0x62:
-            out += '\b';
-            break;
-          case 0x66:
-            out += '\f';
-            break;
-          case 0x6e:
-            out += '\n';
-            break;
-          case 0x72:
-            out += '\r';
-            break;
-          case 0x74:
-            out += '\t';
-            break;
-          case 0x75: {
-            const hex = text.slice(i + 1, i + 5);
-            if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail();
-            out += String.fromCharCode(Number.parseInt(hex, 16));
-            i += 4;
-            break;
-          }
-          default:
-            fail();
-        }
-        i++;
-        start = i;
-        continue;
-      }
-      i++;
-    }
-    if (!out.isWellFormed()) fail();
-    return out;
-  };
-
-  const isDigit = (k: number) => {
-    const c = text.charCodeAt(k);
-    return c >= 0x30 && c <= 0x39;
-  };
-  const parseNumber = (): number => {
-    const start = i;
-    if (text.charCodeAt(i) === 0x2d) i++;
-    if (text.charCodeAt(i) === 0x30) i++;
-    else if (isDigit(i) && text.charCodeAt(i) !== 0x30) while (isDigit(i)) i++;
-    else fail();
-    if (text.charCodeAt(i) === 0x2e) {
-      i++;
-      if (!isDigit(i)) fail();
-      while (isDigit(i)) i++;
-    }
-    const e = text.charCodeAt(i);
-    if (e === 0x65 || e === 0x45) {
-      i++;
-      const sign = text.charCodeAt(i);
-      if (sign === 0x2b || sign === 0x2d) i++;
-      if (!isDigit(i)) fail();
-      while (isDigit(i)) i++;
-    }
-    const n = Number(text.slice(start, i));
-    if (!Number.isFinite(n)) fail();
-    return n;
-  };
-
-  const parseValue = (depth: number): JsonValue => {
-    skipWs();
-    const c = text[i];
-    if (c === '{') {
-      if (depth >= maxDepth) fail();
-      i++;
-      const obj: { [key: string]: JsonValue } = {};
-      skipWs();
-      if (text[i] === '}') {
-        i++;
-        return obj;
-      }
-      for (;;) {
-        skipWs();
-        if (text[i] !== '"') fail();
-        const key = parseString();
-        if (Object.hasOwn(obj, key)) fail('duplicate_name');
-        skipWs();
-        if (text[i] !== ':') fail();
-        i++;
-        const v = parseValue(depth + 1);
-        // defineProperty keeps "__proto__" an ordinary own member instead of a prototype change.
-        if (key === '__proto__')
-          Object.defineProperty(obj, key, { value: v, enumerable: true, writable: true, configurable: true });
-        else obj[key] = v;
-        skipWs();
-        if (text[i] === ',') {
-          i++;
-          continue;
-        }
-        if (text[i] === '}') {
-          i++;
-          return obj;
-        }
-        fail();
-      }
-    }
-    if (c === '[') {
-      if (depth >= maxDepth) fail();
-      i++;
-      const arr: JsonValue[] = [];
-      skipWs();
-      if (text[i] === ']') {
-        i++;
-        return arr;
-      }
-      for (;;) {
-        arr.push(parseValue(depth + 1));
-        skipWs();
-        if (text[i] === ',') {
-          i++;
-          continue;
-        }
-        if (text[i] === ']') {
-          i++;
-          return arr;
-        }
-        fail();
-      }
-    }
-    if (c === '"') return parseString();
-    if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return parseNumber();
-    if (text.startsWith('true', i)) {
-      i += 4;
-      return true;
-    }
-    if (text.startsWith('false', i)) {
-      i += 5;
-      return false;
-    }
-    if (text.startsWith('null', i)) {
-      i += 4;
-      return null;
-    }
-    return fail();
-  };
-
+  const p = new Parser(text, maxDepth);
   try {
-    const value = parseValue(0);
-    skipWs();
-    if (i !== text.length) fail();
+    const value = p.value(0);
+    p.skipWs();
+    if (p.i !== text.length) p.fail();
     return { ok: true, value };
   } catch (e) {
     if (e instanceof ParseFailure) return { ok: false, error: e.error, offset: e.offset };
     // RangeError from pathological input (e.g. stack) is still a parse failure, never a crash.
-    return { ok: false, error: 'json', offset: i };
+    return { ok: false, error: 'json', offset: p.i };
   }
 }
 

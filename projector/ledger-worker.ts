@@ -74,13 +74,19 @@ export const DEFAULT_WORKER_LINGER_MS = 5;
  * index, exp) with room for `maxQueue` records, so the queue bound also keeps the ring from wrapping
  * onto a record the writer has not taken yet.
  */
-interface Ring {
+interface Ring extends RingViews {
+  readonly capacity: number;
+}
+
+interface RingViews {
   readonly words: Int32Array;
   readonly digests: Uint8Array;
   readonly agents: Int32Array;
   readonly exps: Float64Array;
-  readonly capacity: number;
 }
+
+/** The shared buffers behind a ring's views: what the writer thread is given. */
+type RingBuffers = { readonly [K in keyof RingViews]: SharedArrayBuffer };
 
 function ringOver(buffers: RingBuffers): Ring {
   return {
@@ -90,13 +96,6 @@ function ringOver(buffers: RingBuffers): Ring {
     exps: new Float64Array(buffers.exps),
     capacity: buffers.agents.byteLength / 4,
   };
-}
-
-interface RingBuffers {
-  readonly words: SharedArrayBuffer;
-  readonly digests: SharedArrayBuffer;
-  readonly agents: SharedArrayBuffer;
-  readonly exps: SharedArrayBuffer;
 }
 
 function newRing(capacity: number): RingBuffers {
@@ -140,175 +139,231 @@ function writerEntry(): [string | URL, { eval?: boolean }] {
   ];
 }
 
-export function createWorkerLedger(options: WorkerLedgerOptions): WorkerLedger {
-  let deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
-  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
-  const respawnMs = options.respawnMs ?? options.retryIntervalMs ?? 2_000;
-  const { database, respawnMs: _r, ...writerOptions } = options;
-  const listeners = new Set<(result: 'ok' | 'error', entries: number) => void>();
-  const wrote = (result: 'ok' | 'error', entries: number) => {
-    for (const l of listeners) l(result, entries);
-  };
+type Waiter = { resolve: (v: number) => void; reject: (e: Error) => void };
 
-  let ring = ringOver(newRing(maxQueue));
-  let words = ring.words;
-  let worker: Worker | undefined;
-  let alive = false;
-  let closed = false;
-  let respawn: NodeJS.Timeout | undefined;
+/** The answering thread's side of the current writer, and what survives a writer's replacement. */
+interface AnsweringSide {
+  deadline: number;
+  readonly maxQueue: number;
+  ring: Ring;
+  worker: Worker | undefined;
+  alive: boolean;
+  closed: boolean;
+  respawn: NodeJS.Timeout | undefined;
   // Records put in the current writer's ring (HEAD's value), and when they went in: one entry per
   // bucket of time, stamped with its first record, so an age judged from it is never too young.
-  let head = 0;
-  let buckets: { upTo: number; at: number }[] = [];
-  const bucketMs = () => Math.max(1, Math.min(50, deadline / 10));
+  head: number;
+  buckets: { upTo: number; at: number }[];
   // Set when this thread saw an overdue record: refused until the writer's probe count passes it.
-  let suspectBelowProbes = -1;
-  let agents = new Map<string, number>();
-  let waiting = new Map<number, { resolve: (v: number) => void; reject: (e: Error) => void }>();
-  let nextId = 1;
+  suspectBelowProbes: number;
+  agents: Map<string, number>;
+  waiting: Map<number, Waiter>;
+  nextId: number;
+}
 
-  const send = (m: ToWriter) => worker?.postMessage(m);
+/** What starting a writer takes, fixed for the ledger's life. */
+interface WriterStart {
+  readonly database: PoolOptions;
+  readonly writerOptions: WriterData['options'];
+  readonly respawnMs: number;
+  readonly wrote: (result: 'ok' | 'error', entries: number) => void;
+}
 
-  /** The deadline, judged here: the oldest record not settled yet must be younger than it. */
-  const overdue = (): boolean => {
-    const settled = Atomics.load(words, SETTLED);
-    while (buckets.length > 0 && buckets[0]!.upTo <= settled) buckets.shift();
-    const oldest = buckets[0];
-    if (oldest === undefined || performance.now() - oldest.at <= deadline) return false;
-    if (suspectBelowProbes < 0) {
-      suspectBelowProbes = Atomics.load(words, PROBES) + 1;
-      log.error('ledger unavailable', { op: 'record', cause: 'overdue' });
-      send({ type: 'suspect' });
+const send = (side: AnsweringSide, m: ToWriter) => side.worker?.postMessage(m);
+
+/** The deadline, judged here: the oldest record not settled yet must be younger than it. */
+function overdue(side: AnsweringSide): boolean {
+  const { words } = side.ring;
+  const settled = Atomics.load(words, SETTLED);
+  while (side.buckets.length > 0 && side.buckets[0]!.upTo <= settled) side.buckets.shift();
+  const oldest = side.buckets[0];
+  if (oldest === undefined || performance.now() - oldest.at <= side.deadline) return false;
+  if (side.suspectBelowProbes < 0) {
+    side.suspectBelowProbes = Atomics.load(words, PROBES) + 1;
+    log.error('ledger unavailable', { op: 'record', cause: 'overdue' });
+    send(side, { type: 'suspect' });
+  }
+  return true;
+}
+
+function healthy(side: AnsweringSide): boolean {
+  const { words } = side.ring;
+  if (!side.alive || side.closed || Atomics.load(words, HEALTH) !== 1) return false;
+  if (side.suspectBelowProbes >= 0) {
+    if (Atomics.load(words, PROBES) < side.suspectBelowProbes) return false;
+    side.suspectBelowProbes = -1;
+  }
+  return !overdue(side);
+}
+
+/** A request the writer answers with a 'done' message (refused while no writer runs). */
+function request(side: AnsweringSide, type: 'flush' | 'purge' | 'close'): Promise<number> {
+  if (!side.alive) return Promise.reject(new LedgerUnavailableError());
+  const id = side.nextId++;
+  return new Promise<number>((resolve, reject) => {
+    side.waiting.set(id, { resolve, reject });
+    send(side, { type, id });
+  });
+}
+
+/** Starts a writer on a fresh ring; a writer that exits is replaced after `respawnMs` unless closed. */
+function spawnWriter(side: AnsweringSide, start: WriterStart): void {
+  const buffers = newRing(side.maxQueue);
+  side.ring = ringOver(buffers);
+  side.head = 0;
+  side.buckets = [];
+  side.suspectBelowProbes = -1;
+  side.agents = new Map();
+  const data: WriterData = {
+    fgenticLedgerWriter: true,
+    ring: buffers,
+    database: start.database,
+    options: start.writerOptions,
+  };
+  const [entry, how] = writerEntry();
+  const w = new Worker(entry, { ...how, workerData: data });
+  side.worker = w;
+  side.alive = true;
+  // The writer must not keep a finished process alive; close() ends it explicitly.
+  w.unref();
+  w.on('message', (m: FromWriter) => {
+    if (m.type === 'wrote') start.wrote(m.result, m.entries);
+    else {
+      const p = side.waiting.get(m.id);
+      side.waiting.delete(m.id);
+      if (m.error) p?.reject(new LedgerUnavailableError());
+      else p?.resolve(m.value ?? 0);
     }
-    return true;
-  };
+  });
+  w.on('error', (err) => log.error('ledger writer failed', { error: err.name }));
+  w.once('exit', (code) => writerExited(side, start, w, code));
+}
 
-  const healthy = (): boolean => {
-    if (!alive || closed || Atomics.load(words, HEALTH) !== 1) return false;
-    if (suspectBelowProbes >= 0) {
-      if (Atomics.load(words, PROBES) < suspectBelowProbes) return false;
-      suspectBelowProbes = -1;
-    }
-    return !overdue();
-  };
+/** A writer's exit: what it held is lost and every waiter refused; a new one follows unless closed. */
+function writerExited(side: AnsweringSide, start: WriterStart, w: Worker, code: number): void {
+  if (side.worker !== w) return;
+  side.alive = false;
+  side.worker = undefined;
+  // What the writer held never reached the database: count it, answer every waiter.
+  const lost = side.head - Atomics.load(side.ring.words, SETTLED);
+  if (lost > 0) start.wrote('error', lost);
+  const pending = side.waiting;
+  side.waiting = new Map();
+  for (const p of pending.values()) p.reject(new LedgerUnavailableError());
+  if (side.closed) return;
+  log.error('ledger unavailable', { op: 'writer', code });
+  side.respawn = setTimeout(() => {
+    side.respawn = undefined;
+    if (!side.closed) spawnWriter(side, start);
+  }, start.respawnMs);
+  side.respawn.unref();
+}
 
-  const request = (type: 'flush' | 'purge' | 'close'): Promise<number> => {
-    if (!alive) return Promise.reject(new LedgerUnavailableError());
-    const id = nextId++;
-    return new Promise<number>((resolve, reject) => {
-      waiting.set(id, { resolve, reject });
-      send({ type, id });
-    });
-  };
+/** The writer's index of an agent key; a new key is sent once, before its first record. */
+function agentIndex(side: AnsweringSide, agent: string): number {
+  let index = side.agents.get(agent);
+  if (index === undefined) {
+    // Once per agent key, before its first record: the writer resolves indexes to keys.
+    index = side.agents.size;
+    side.agents.set(agent, index);
+    send(side, { type: 'agent', index, key: agent });
+  }
+  return index;
+}
 
-  const spawn = () => {
-    const buffers = newRing(maxQueue);
-    ring = ringOver(buffers);
-    words = ring.words;
-    head = 0;
-    buckets = [];
-    suspectBelowProbes = -1;
-    agents = new Map();
-    const data: WriterData = { fgenticLedgerWriter: true, ring: buffers, database, options: writerOptions };
-    const [entry, how] = writerEntry();
-    const w = new Worker(entry, { ...how, workerData: data });
-    worker = w;
-    alive = true;
-    // The writer must not keep a finished process alive; close() ends it explicitly.
-    w.unref();
-    w.on('message', (m: FromWriter) => {
-      if (m.type === 'wrote') wrote(m.result, m.entries);
-      else {
-        const p = waiting.get(m.id);
-        waiting.delete(m.id);
-        if (m.error) p?.reject(new LedgerUnavailableError());
-        else p?.resolve(m.value ?? 0);
-      }
-    });
-    w.on('error', (err) => log.error('ledger writer failed', { error: err.name }));
-    w.once('exit', (code) => {
-      if (worker !== w) return;
-      alive = false;
-      worker = undefined;
-      // What the writer held never reached the database: count it, answer every waiter.
-      const lost = head - Atomics.load(words, SETTLED);
-      if (lost > 0) wrote('error', lost);
-      const pending = waiting;
-      waiting = new Map();
-      for (const p of pending.values()) p.reject(new LedgerUnavailableError());
-      if (closed) return;
-      log.error('ledger unavailable', { op: 'writer', code });
-      respawn = setTimeout(() => {
-        respawn = undefined;
-        if (!closed) spawn();
-      }, respawnMs);
-      respawn.unref();
-    });
+/** Puts one record in the ring, stamps its time bucket and publishes it to the writer. */
+function putRecord(side: AnsweringSide, digest: Uint8Array, index: number, exp: number): void {
+  const { ring } = side;
+  const slot = side.head % ring.capacity;
+  ring.digests.set(digest, slot * DIGEST_BYTES);
+  ring.agents[slot] = index;
+  ring.exps[slot] = exp;
+  const now = performance.now();
+  const last = side.buckets[side.buckets.length - 1];
+  const bucketMs = Math.max(1, Math.min(50, side.deadline / 10));
+  if (last !== undefined && now - last.at < bucketMs) last.upTo = side.head + 1;
+  else side.buckets.push({ upTo: side.head + 1, at: now });
+  // Publish the record, then wake the writer only if it had taken everything before it (it
+  // sleeps only then); the two sequentially consistent operations pair with the writer's store
+  // of TAIL and load of HEAD, so a record is never left unseen.
+  Atomics.store(ring.words, HEAD, ++side.head);
+  if (Atomics.load(ring.words, TAIL) === side.head - 1) Atomics.notify(ring.words, HEAD, 1);
+}
+
+/** Ends the writer: it writes what it holds within twice the deadline and exits; a hung one is ended. */
+async function closeWriter(side: AnsweringSide): Promise<void> {
+  if (side.closed) return;
+  side.closed = true;
+  if (side.respawn) clearTimeout(side.respawn);
+  const w = side.worker;
+  if (w === undefined) return;
+  const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
+  send(side, { type: 'close', id: side.nextId++ });
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([exited, new Promise<void>((r) => (timer = setTimeout(r, side.deadline * 2)))]);
+  clearTimeout(timer);
+  await w.terminate();
+}
+
+export function createWorkerLedger(options: WorkerLedgerOptions): WorkerLedger {
+  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
+  const { database, respawnMs: _r, ...writerOptions } = options;
+  const listeners = new Set<(result: 'ok' | 'error', entries: number) => void>();
+  const side: AnsweringSide = {
+    deadline: options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS,
+    maxQueue,
+    ring: ringOver(newRing(maxQueue)),
+    worker: undefined,
+    alive: false,
+    closed: false,
+    respawn: undefined,
+    head: 0,
+    buckets: [],
+    suspectBelowProbes: -1,
+    agents: new Map(),
+    waiting: new Map(),
+    nextId: 1,
   };
-  spawn();
+  spawnWriter(side, {
+    database,
+    writerOptions,
+    respawnMs: options.respawnMs ?? options.retryIntervalMs ?? 2_000,
+    wrote: (result, entries) => {
+      for (const l of listeners) l(result, entries);
+    },
+  });
 
   return {
     confirm: 'worker',
-    thread: () => worker,
+    thread: () => side.worker,
     async admit(headerValue, agent, exp) {
-      if (!healthy() || head - Atomics.load(words, SETTLED) >= maxQueue) throw new LedgerUnavailableError();
+      if (!healthy(side) || side.head - Atomics.load(side.ring.words, SETTLED) >= maxQueue)
+        throw new LedgerUnavailableError();
       const digest = capabilityDigest(headerValue);
       // Refused here without counting as a ledger fault; the writer checks again before it batches.
       checkRecord(digest, agent, exp);
-      let index = agents.get(agent);
-      if (index === undefined) {
-        // Once per agent key, before its first record: the writer resolves indexes to keys.
-        index = agents.size;
-        agents.set(agent, index);
-        send({ type: 'agent', index, key: agent });
-      }
-      const slot = head % ring.capacity;
-      ring.digests.set(digest, slot * DIGEST_BYTES);
-      ring.agents[slot] = index;
-      ring.exps[slot] = exp;
-      const now = performance.now();
-      const last = buckets[buckets.length - 1];
-      if (last !== undefined && now - last.at < bucketMs()) last.upTo = head + 1;
-      else buckets.push({ upTo: head + 1, at: now });
-      // Publish the record, then wake the writer only if it had taken everything before it (it
-      // sleeps only then); the two sequentially consistent operations pair with the writer's store
-      // of TAIL and load of HEAD, so a record is never left unseen.
-      Atomics.store(words, HEAD, ++head);
-      if (Atomics.load(words, TAIL) === head - 1) Atomics.notify(words, HEAD, 1);
+      putRecord(side, digest, agentIndex(side, agent), exp);
     },
     async record() {
       // Writing before answering is the sync confirmation's design, not this one's.
       throw new TypeError('the worker confirmation records after the answer; use admit');
     },
     flush: async () => {
-      if (!alive) return;
-      await request('flush').catch(() => {});
+      if (!side.alive) return;
+      await request(side, 'flush').catch(() => {});
     },
-    purge: () => request('purge'),
-    healthy,
+    purge: () => request(side, 'purge'),
+    healthy: () => healthy(side),
     setRecordDeadline(ms) {
-      if (ms === deadline) return;
-      deadline = ms;
-      send({ type: 'deadline', ms });
+      if (ms === side.deadline) return;
+      side.deadline = ms;
+      send(side, { type: 'deadline', ms });
     },
     onWrite(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    async close() {
-      if (closed) return;
-      closed = true;
-      if (respawn) clearTimeout(respawn);
-      const w = worker;
-      if (w === undefined) return;
-      // The writer writes what it holds within the deadline and exits; a hung one is ended.
-      const exited = new Promise<void>((resolve) => w.once('exit', () => resolve()));
-      send({ type: 'close', id: nextId++ });
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([exited, new Promise<void>((r) => (timer = setTimeout(r, deadline * 2)))]);
-      clearTimeout(timer);
-      await w.terminate();
-    },
+    close: () => closeWriter(side),
   };
 }
 
@@ -319,6 +374,91 @@ const waitAsync = (
   }
 ).waitAsync;
 
+/** The writer thread's side: the ring it takes from and the core it gives the records to. */
+interface WritingSide {
+  readonly ring: Ring;
+  readonly core: ReturnType<typeof createLedgerCore>;
+  readonly port: NonNullable<typeof parentPort>;
+  /** Agent keys by index, as the answering thread sent them. */
+  readonly agents: string[];
+  tail: number;
+  stopping: boolean;
+}
+
+/** Take every record in the ring up to the first whose agent key has not arrived yet. */
+function take(side: WritingSide): void {
+  const { ring, core, port } = side;
+  const head = Atomics.load(ring.words, HEAD);
+  let bad = 0;
+  while (side.tail < head) {
+    const slot = side.tail % ring.capacity;
+    const agent = side.agents[ring.agents[slot]!];
+    // Its key was posted before the record was published; the 'agent' message takes it.
+    if (agent === undefined) break;
+    // A copy: the slot is reused once the tail passes it.
+    const digest = Buffer.from(ring.digests.slice(slot * DIGEST_BYTES, (slot + 1) * DIGEST_BYTES));
+    try {
+      core.enqueue({ digest, agent, exp: ring.exps[slot]! });
+    } catch {
+      bad++;
+    }
+    side.tail++;
+  }
+  Atomics.store(ring.words, TAIL, side.tail);
+  // A record that cannot be written settles as failed at once, so the deadline does not wait for it.
+  if (bad > 0) {
+    Atomics.add(ring.words, SETTLED, bad);
+    port.postMessage({ type: 'wrote', result: 'error', entries: bad } satisfies FromWriter);
+  }
+}
+
+/** Sleeps until a record lands in an empty ring, lingers for company, takes what is there; until close. */
+async function ringLoop(side: WritingSide, linger: number): Promise<void> {
+  const { words } = side.ring;
+  while (!side.stopping) {
+    const head = Atomics.load(words, HEAD);
+    if (head === side.tail) {
+      const w = waitAsync(words, HEAD, head);
+      if (w.async) await w.value;
+      continue;
+    }
+    await new Promise((r) => setTimeout(r, linger));
+    take(side);
+  }
+}
+
+/** One message from the answering thread. */
+function onAnswering(side: WritingSide, m: ToWriter): void {
+  const { core, port } = side;
+  switch (m.type) {
+    case 'agent':
+      // Records waiting for this key are taken when the current linger ends.
+      side.agents[m.index] = m.key;
+      return;
+    case 'suspect':
+      core.suspect();
+      return;
+    case 'deadline':
+      core.setRecordDeadline(m.ms);
+      return;
+    case 'flush':
+      take(side);
+      void core.flush().then(() => port.postMessage({ type: 'done', id: m.id } satisfies FromWriter));
+      return;
+    case 'purge':
+      core.purge().then(
+        (n) => port.postMessage({ type: 'done', id: m.id, value: n } satisfies FromWriter),
+        () => port.postMessage({ type: 'done', id: m.id, error: true } satisfies FromWriter),
+      );
+      return;
+    case 'close':
+      side.stopping = true;
+      take(side);
+      void core.close().then(() => process.exit(0));
+      return;
+  }
+}
+
 /**
  * The writer thread: a deferred ledger core over its own pool. It sleeps until the answering thread
  * puts a record in an empty ring, lingers, takes everything in the ring, and reports through the
@@ -327,7 +467,6 @@ const waitAsync = (
 function serveWriter(data: WriterData, port: NonNullable<typeof parentPort>): void {
   const ring = ringOver(data.ring);
   const words = ring.words;
-  const linger = data.options.lingerMs ?? DEFAULT_WORKER_LINGER_MS;
   const pool = createPool(data.database);
   const core = createLedgerCore(
     // The ring loop below does the lingering; the core sends what it is given after the turn.
@@ -343,79 +482,9 @@ function serveWriter(data: WriterData, port: NonNullable<typeof parentPort>): vo
     Atomics.add(words, SETTLED, entries);
     port.postMessage({ type: 'wrote', result, entries } satisfies FromWriter);
   });
-  const agents: string[] = [];
-  let tail = 0;
-  let stopping = false;
-
-  /** Take every record in the ring up to the first whose agent key has not arrived yet. */
-  const take = () => {
-    const head = Atomics.load(words, HEAD);
-    let bad = 0;
-    while (tail < head) {
-      const slot = tail % ring.capacity;
-      const agent = agents[ring.agents[slot]!];
-      // Its key was posted before the record was published; the 'agent' message takes it.
-      if (agent === undefined) break;
-      // A copy: the slot is reused once the tail passes it.
-      const digest = Buffer.from(ring.digests.slice(slot * DIGEST_BYTES, (slot + 1) * DIGEST_BYTES));
-      try {
-        core.enqueue({ digest, agent, exp: ring.exps[slot]! });
-      } catch {
-        bad++;
-      }
-      tail++;
-    }
-    Atomics.store(words, TAIL, tail);
-    // A record that cannot be written settles as failed at once, so the deadline does not wait for it.
-    if (bad > 0) {
-      Atomics.add(words, SETTLED, bad);
-      port.postMessage({ type: 'wrote', result: 'error', entries: bad } satisfies FromWriter);
-    }
-  };
-
-  const loop = async () => {
-    while (!stopping) {
-      const head = Atomics.load(words, HEAD);
-      if (head === tail) {
-        const w = waitAsync(words, HEAD, head);
-        if (w.async) await w.value;
-        continue;
-      }
-      await new Promise((r) => setTimeout(r, linger));
-      take();
-    }
-  };
-  void loop();
-
-  port.on('message', (m: ToWriter) => {
-    switch (m.type) {
-      case 'agent':
-        // Records waiting for this key are taken when the current linger ends.
-        agents[m.index] = m.key;
-        return;
-      case 'suspect':
-        core.suspect();
-        return;
-      case 'deadline':
-        core.setRecordDeadline(m.ms);
-        return;
-      case 'flush':
-        take();
-        void core.flush().then(() => port.postMessage({ type: 'done', id: m.id } satisfies FromWriter));
-        return;
-      case 'purge':
-        core.purge().then(
-          (n) => port.postMessage({ type: 'done', id: m.id, value: n } satisfies FromWriter),
-          () => port.postMessage({ type: 'done', id: m.id, error: true } satisfies FromWriter),
-        );
-        return;
-      case 'close':
-        stopping = true;
-        take();
-        void core.close().then(() => process.exit(0));
-        return;
-    }
-  });
+  const side: WritingSide = { ring, core, port, agents: [], tail: 0, stopping: false };
+  void ringLoop(side, data.options.lingerMs ?? DEFAULT_WORKER_LINGER_MS);
+  port.on('message', (m: ToWriter) => onAnswering(side, m));
 }
 
 if (!isMainThread && parentPort && (workerData as Partial<WriterData> | null)?.fgenticLedgerWriter === true)

@@ -127,193 +127,237 @@ export function createLedger(options: LedgerOptions): CapabilityLedger {
   return createLedgerCore(options);
 }
 
-export function createLedgerCore(options: LedgerOptions, hooks: LedgerHooks = {}): LedgerCore {
-  const pool = asRole(options.pool, PROJECTOR_ROLE);
-  const confirm = options.confirm ?? 'deferred';
-  const purgeEvery = options.purgeIntervalMs ?? 60_000;
-  const retryEvery = options.retryIntervalMs ?? 2_000;
-  let deadline = options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS;
-  const maxBatch = options.maxBatch ?? DEFAULT_MAX_BATCH;
-  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
-  const linger = options.lingerMs ?? 0;
-  let lingering: NodeJS.Timeout | undefined;
+type WriteListener = (result: 'ok' | 'error', entries: number) => void;
+
+/** What the parts of one ledger share: its health, the probe schedule, the deadline and the listeners. */
+interface CoreState {
+  readonly options: LedgerOptions;
+  /** The caller's pool as knowledge_projector. */
+  readonly pool: pg.Pool;
+  readonly hooks: LedgerHooks;
+  readonly purgeEvery: number;
+  readonly retryEvery: number;
+  deadline: number;
   // Unknown until the first operation: not ready before the ledger has answered once.
-  let ok = false;
-  let closed = false;
-  let timer: NodeJS.Timeout | undefined;
-  const listeners = new Set<(result: 'ok' | 'error', entries: number) => void>();
-  const queue: LedgerEntry[] = [];
-  let inFlight: Promise<void> | undefined;
-  let idle: (() => void)[] = [];
+  ok: boolean;
+  closed: boolean;
+  timer: NodeJS.Timeout | undefined;
+  probing: boolean;
+  readonly listeners: Set<WriteListener>;
+}
 
-  const setHealth = (result: boolean, op: 'record' | 'purge') => {
-    const changed = result !== ok;
-    if (changed) log[result ? 'info' : 'error'](result ? 'ledger reachable' : 'ledger unavailable', { op });
-    ok = result;
-    if (changed || op === 'purge') hooks.onHealth?.(result, op === 'purge' && result);
-    // Down while the next probe is a whole purge interval away: probe on the retry interval instead.
-    if (changed && !result && timer !== undefined && !probing) {
-      clearTimeout(timer);
-      timer = undefined;
-      schedule();
-    }
-  };
-  const wrote = (result: 'ok' | 'error', entries: number) => {
-    for (const l of listeners) l(result, entries);
-  };
+function setHealth(s: CoreState, result: boolean, op: 'record' | 'purge'): void {
+  const changed = result !== s.ok;
+  if (changed) log[result ? 'info' : 'error'](result ? 'ledger reachable' : 'ledger unavailable', { op });
+  s.ok = result;
+  if (changed || op === 'purge') s.hooks.onHealth?.(result, op === 'purge' && result);
+  // Down while the next probe is a whole purge interval away: probe on the retry interval instead.
+  if (changed && !result && s.timer !== undefined && !s.probing) {
+    clearTimeout(s.timer);
+    s.timer = undefined;
+    schedule(s);
+  }
+}
 
-  let probing = false;
-  const purge = async (): Promise<number> => {
-    probing = true;
-    try {
-      const r = await pool.query(PROBE_SQL);
-      // Purging works but recording would not (grant withdrawn): minting stays refused.
-      if (r.rows[0]?.['can_record'] !== true) throw new LedgerUnavailableError();
-      setHealth(true, 'purge');
-      return Number(r.rows[0]?.['purged'] ?? 0);
-    } catch (err) {
-      setHealth(false, 'purge');
-      throw err;
-    } finally {
-      probing = false;
-    }
-  };
+function wrote(s: CoreState, result: 'ok' | 'error', entries: number): void {
+  for (const l of s.listeners) l(result, entries);
+}
 
-  const schedule = () => {
-    if (closed) return;
-    timer = setTimeout(
+/** The purge, which is also the health probe: it asks whether the role may still record. */
+async function probe(s: CoreState): Promise<number> {
+  s.probing = true;
+  try {
+    const r = await s.pool.query(PROBE_SQL);
+    // Purging works but recording would not (grant withdrawn): minting stays refused.
+    if (r.rows[0]?.['can_record'] !== true) throw new LedgerUnavailableError();
+    setHealth(s, true, 'purge');
+    return Number(r.rows[0]?.['purged'] ?? 0);
+  } catch (err) {
+    setHealth(s, false, 'purge');
+    throw err;
+  } finally {
+    s.probing = false;
+  }
+}
+
+/** The next probe: a purge interval away while healthy, the retry interval while not. */
+function schedule(s: CoreState): void {
+  if (s.closed) return;
+  s.timer = setTimeout(
+    () => {
+      s.timer = undefined;
+      probe(s)
+        .catch(() => {})
+        .finally(() => schedule(s));
+    },
+    s.ok ? s.purgeEvery : s.retryEvery,
+  );
+  s.timer.unref();
+}
+
+/** Sync confirmation: one record written before the answer. */
+async function recordNow(s: CoreState, headerValue: string, agent: string, exp: number): Promise<void> {
+  // A value of the wrong shape is refused here (RangeError) without counting as a ledger fault.
+  const message = recordMessage(PROJECTOR_ROLE, capabilityDigest(headerValue), agent, exp);
+  try {
+    // One round trip (retrieval/ledger.ts recordMessage), still as knowledge_projector.
+    await s.options.pool.query(message);
+    setHealth(s, true, 'record');
+    wrote(s, 'ok', 1);
+  } catch (err) {
+    setHealth(s, false, 'record');
+    wrote(s, 'error', 1);
+    throw err;
+  }
+}
+
+/** The deferred confirmation's queue: records leave in batches, one batch in flight. */
+interface Batches {
+  readonly queue: LedgerEntry[];
+  readonly maxBatch: number;
+  readonly linger: number;
+  lingering: NodeJS.Timeout | undefined;
+  inFlight: Promise<void> | undefined;
+  /** Who waits for the queue to empty (flush). */
+  idle: (() => void)[];
+}
+
+/** One batch at a time; the next starts when the last settled, with whatever queued meanwhile. */
+function pump(s: CoreState, b: Batches): void {
+  if (b.inFlight !== undefined) return;
+  if (b.queue.length === 0) {
+    const waiting = b.idle;
+    b.idle = [];
+    for (const w of waiting) w();
+    return;
+  }
+  const batch = b.queue.splice(0, b.maxBatch);
+  let overdue = false;
+  // A batch that hangs stops minting at its deadline, not when the connection finally gives up.
+  const watchdog = setTimeout(() => {
+    overdue = true;
+    setHealth(s, false, 'record');
+  }, s.deadline);
+  watchdog.unref();
+  b.inFlight = s.options.pool
+    .query(recordBatchMessage(PROJECTOR_ROLE, batch))
+    .then(
       () => {
-        timer = undefined;
-        purge()
-          .catch(() => {})
-          .finally(schedule);
+        // A late success records the values but does not vouch for the ledger: the probe does.
+        if (!overdue) setHealth(s, true, 'record');
+        wrote(s, 'ok', batch.length);
       },
-      ok ? purgeEvery : retryEvery,
-    );
-    timer.unref();
+      () => {
+        setHealth(s, false, 'record');
+        wrote(s, 'error', batch.length);
+      },
+    )
+    .finally(() => {
+      clearTimeout(watchdog);
+      b.inFlight = undefined;
+      if (b.linger > 0 && b.idle.length === 0 && b.queue.length > 0 && b.queue.length < b.maxBatch)
+        later(s, b);
+      else pump(s, b);
+    });
+}
+
+/** Start the next batch after the current turn, or after the linger. */
+function later(s: CoreState, b: Batches): void {
+  if (b.linger <= 0) {
+    setImmediate(() => pump(s, b));
+    return;
+  }
+  if (b.lingering !== undefined) return;
+  b.lingering = setTimeout(() => {
+    b.lingering = undefined;
+    pump(s, b);
+  }, b.linger);
+  b.lingering.unref();
+}
+
+function flushBatches(s: CoreState, b: Batches): Promise<void> {
+  if (b.inFlight === undefined && b.queue.length === 0) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    b.idle.push(resolve);
+    pump(s, b);
+  });
+}
+
+function enqueue(s: CoreState, b: Batches, entry: LedgerEntry): void {
+  // The shape is checked now, so a batch never fails for one malformed entry.
+  recordMessage(PROJECTOR_ROLE, entry.digest, entry.agent, entry.exp);
+  b.queue.push(entry);
+  // Mints answered in the same turn (or within the linger) share one batch; a full batch leaves now.
+  if (b.queue.length >= b.maxBatch) pump(s, b);
+  else if (b.queue.length === 1) later(s, b);
+}
+
+/** Stops the schedule and writes what is queued, for at most the deadline. */
+async function closeCore(s: CoreState, b: Batches): Promise<void> {
+  s.closed = true;
+  if (s.timer) clearTimeout(s.timer);
+  // Values already answered deserve their record, but a hung database must not hold shutdown.
+  let wait: NodeJS.Timeout | undefined;
+  await Promise.race([
+    flushBatches(s, b),
+    new Promise<void>((resolve) => {
+      wait = setTimeout(resolve, s.deadline);
+    }),
+  ]);
+  clearTimeout(wait);
+  if (s.options.ownsPool) await s.options.pool.end().catch(() => {});
+}
+
+export function createLedgerCore(options: LedgerOptions, hooks: LedgerHooks = {}): LedgerCore {
+  const confirm = options.confirm ?? 'deferred';
+  const maxQueue = options.maxQueue ?? DEFAULT_MAX_QUEUE;
+  const s: CoreState = {
+    options,
+    pool: asRole(options.pool, PROJECTOR_ROLE),
+    hooks,
+    purgeEvery: options.purgeIntervalMs ?? 60_000,
+    retryEvery: options.retryIntervalMs ?? 2_000,
+    deadline: options.recordDeadlineMs ?? DEFAULT_RECORD_DEADLINE_MS,
+    ok: false,
+    closed: false,
+    timer: undefined,
+    probing: false,
+    listeners: new Set(),
+  };
+  const b: Batches = {
+    queue: [],
+    maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
+    linger: options.lingerMs ?? 0,
+    lingering: undefined,
+    inFlight: undefined,
+    idle: [],
   };
   // First contact at once, so readiness does not wait a whole interval.
-  purge()
+  probe(s)
     .catch(() => {})
-    .finally(schedule);
-
-  /** One batch at a time; the next starts when the last settled, with whatever queued meanwhile. */
-  const pump = () => {
-    if (inFlight !== undefined) return;
-    if (queue.length === 0) {
-      const waiting = idle;
-      idle = [];
-      for (const w of waiting) w();
-      return;
-    }
-    const batch = queue.splice(0, maxBatch);
-    let overdue = false;
-    // A batch that hangs stops minting at its deadline, not when the connection finally gives up.
-    const watchdog = setTimeout(() => {
-      overdue = true;
-      setHealth(false, 'record');
-    }, deadline);
-    watchdog.unref();
-    inFlight = options.pool
-      .query(recordBatchMessage(PROJECTOR_ROLE, batch))
-      .then(
-        () => {
-          // A late success records the values but does not vouch for the ledger: the probe does.
-          if (!overdue) setHealth(true, 'record');
-          wrote('ok', batch.length);
-        },
-        () => {
-          setHealth(false, 'record');
-          wrote('error', batch.length);
-        },
-      )
-      .finally(() => {
-        clearTimeout(watchdog);
-        inFlight = undefined;
-        if (linger > 0 && idle.length === 0 && queue.length > 0 && queue.length < maxBatch) later();
-        else pump();
-      });
-  };
-
-  /** Start the next batch after the current turn, or after the linger. */
-  const later = () => {
-    if (linger <= 0) {
-      setImmediate(pump);
-      return;
-    }
-    if (lingering !== undefined) return;
-    lingering = setTimeout(() => {
-      lingering = undefined;
-      pump();
-    }, linger);
-    lingering.unref();
-  };
-
-  const record = async (headerValue: string, agent: string, exp: number): Promise<void> => {
-    // A value of the wrong shape is refused here (RangeError) without counting as a ledger fault.
-    const message = recordMessage(PROJECTOR_ROLE, capabilityDigest(headerValue), agent, exp);
-    try {
-      // One round trip (retrieval/ledger.ts recordMessage), still as knowledge_projector.
-      await options.pool.query(message);
-      setHealth(true, 'record');
-      wrote('ok', 1);
-    } catch (err) {
-      setHealth(false, 'record');
-      wrote('error', 1);
-      throw err;
-    }
-  };
-
-  const flush = (): Promise<void> => {
-    if (inFlight === undefined && queue.length === 0) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      idle.push(resolve);
-      pump();
-    });
-  };
-
-  const enqueue = (entry: LedgerEntry) => {
-    // The shape is checked now, so a batch never fails for one malformed entry.
-    recordMessage(PROJECTOR_ROLE, entry.digest, entry.agent, entry.exp);
-    queue.push(entry);
-    // Mints answered in the same turn (or within the linger) share one batch; a full batch leaves now.
-    if (queue.length >= maxBatch) pump();
-    else if (queue.length === 1) later();
-  };
+    .finally(() => schedule(s));
+  const record = (headerValue: string, agent: string, exp: number) => recordNow(s, headerValue, agent, exp);
 
   return {
     confirm,
-    enqueue,
-    suspect: () => setHealth(false, 'record'),
+    enqueue: (entry) => enqueue(s, b, entry),
+    suspect: () => setHealth(s, false, 'record'),
     async admit(headerValue, agent, exp) {
       if (confirm === 'sync') return record(headerValue, agent, exp);
-      if (!ok || closed || queue.length >= maxQueue) throw new LedgerUnavailableError();
-      enqueue({ digest: capabilityDigest(headerValue), agent, exp });
+      if (!s.ok || s.closed || b.queue.length >= maxQueue) throw new LedgerUnavailableError();
+      enqueue(s, b, { digest: capabilityDigest(headerValue), agent, exp });
     },
     record,
-    flush,
-    purge,
-    healthy: () => ok && !closed,
+    flush: () => flushBatches(s, b),
+    purge: () => probe(s),
+    healthy: () => s.ok && !s.closed,
     setRecordDeadline(ms) {
-      deadline = ms;
+      s.deadline = ms;
     },
     onWrite(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
+      s.listeners.add(listener);
+      return () => s.listeners.delete(listener);
     },
-    async close() {
-      closed = true;
-      if (timer) clearTimeout(timer);
-      // Values already answered deserve their record, but a hung database must not hold shutdown.
-      let wait: NodeJS.Timeout | undefined;
-      await Promise.race([
-        flush(),
-        new Promise<void>((resolve) => {
-          wait = setTimeout(resolve, deadline);
-        }),
-      ]);
-      clearTimeout(wait);
-      if (options.ownsPool) await options.pool.end().catch(() => {});
-    },
+    close: () => closeCore(s, b),
   };
 }

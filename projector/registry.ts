@@ -101,6 +101,67 @@ interface ShardPart {
 
 export type Assembler = (baseText: string, shards: ReadonlyMap<string, string>) => AssembleResult;
 
+/** Every digest first: a set in transit is recognised without parsing anything. */
+function inTransit(
+  manifest: readonly ShardRef[],
+  shards: ReadonlyMap<string, string>,
+): AssembleResult | undefined {
+  for (const ref of manifest) {
+    const text = shards.get(ref.name);
+    if (text === undefined)
+      return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
+    if (shardDigest(text) !== ref.sha256)
+      return {
+        ok: false,
+        error: `registry shard ${ref.name} does not match the manifest`,
+        inconsistent: true,
+      };
+  }
+  return undefined;
+}
+
+/** One shard's rooms and partners, validated together with the base they depend on. */
+function validateShard(
+  ref: ShardRef,
+  text: string,
+  rest: Record<string, JsonValue>,
+): { readonly part: ShardPart } | { readonly failed: AssembleResult } {
+  const shard = parseObject(text, MAX_SHARD_BYTES, ref.name);
+  if (typeof shard === 'string') return { failed: invalid(shard) };
+  if (Object.keys(shard).some((k) => k !== 'version' && k !== 'rooms' && k !== 'partners'))
+    return { failed: invalid(`${ref.name}: unknown field`) };
+  if (shard['version'] !== 1) return { failed: invalid(`${ref.name}.version: must be 1`) };
+  const r = shard['rooms'];
+  const p = shard['partners'];
+  if (!Array.isArray(r) || !Array.isArray(p))
+    return { failed: invalid(`${ref.name}: rooms and partners must be arrays`) };
+  const checked = validateConfig({ ...rest, rooms: r, partners: p });
+  if (!checked.ok) return { failed: invalid(`${ref.name}: ${checked.error}`) };
+  return { part: checked.config };
+}
+
+/** The shards' parts merged over the base's configuration; a room or partner mapping in two shards is refused. */
+function mergeParts(core: ProjectorConfig, parts: readonly ShardPart[]): AssembleResult {
+  const rooms = new Map<string, RoomEntry>();
+  const partners: PartnerEntry[] = [];
+  const partnerIndex = new Map<string, readonly PartnerEntry[]>();
+  for (const part of parts) {
+    for (const [id, entry] of part.rooms) {
+      if (rooms.has(id)) return invalid('rooms: duplicate room across registry shards');
+      rooms.set(id, entry);
+    }
+    for (const e of part.partners) partners.push(e);
+    for (const [k, v] of part.partnerIndex) {
+      if (partnerIndex.has(k))
+        return invalid(
+          'partners: overlapping partner mapping (same issuer, audience, azp) across registry shards',
+        );
+      partnerIndex.set(k, v);
+    }
+  }
+  return { ok: true, config: { ...core, rooms, partners, partnerIndex } };
+}
+
 /**
  * An assembler that remembers each shard's validated content, keyed by the shard's digest and the
  * base without its manifest: after one room changes, only its shard is parsed and validated again,
@@ -125,18 +186,8 @@ export function createAssembler(): Assembler {
         basePartners.length !== 0
       )
         return invalid('rooms/partners: must be empty when a registry manifest is present');
-      // Every digest first: a set in transit is recognised without parsing anything.
-      for (const ref of manifest) {
-        const text = shards.get(ref.name);
-        if (text === undefined)
-          return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
-        if (shardDigest(text) !== ref.sha256)
-          return {
-            ok: false,
-            error: `registry shard ${ref.name} does not match the manifest`,
-            inconsistent: true,
-          };
-      }
+      const transit = inTransit(manifest, shards);
+      if (transit !== undefined) return transit;
       const { registry: _manifest, ...rest } = base;
       const core = validateConfig(rest);
       if (!core.ok) return core;
@@ -147,41 +198,16 @@ export function createAssembler(): Assembler {
         const key = `${coreKey}:${ref.sha256}`;
         let part = cache.get(key) ?? next.get(key);
         if (part === undefined) {
-          const shard = parseObject(shards.get(ref.name)!, MAX_SHARD_BYTES, ref.name);
-          if (typeof shard === 'string') return invalid(shard);
-          if (Object.keys(shard).some((k) => k !== 'version' && k !== 'rooms' && k !== 'partners'))
-            return invalid(`${ref.name}: unknown field`);
-          if (shard['version'] !== 1) return invalid(`${ref.name}.version: must be 1`);
-          const r = shard['rooms'];
-          const p = shard['partners'];
-          if (!Array.isArray(r) || !Array.isArray(p))
-            return invalid(`${ref.name}: rooms and partners must be arrays`);
-          const checked = validateConfig({ ...rest, rooms: r, partners: p });
-          if (!checked.ok) return invalid(`${ref.name}: ${checked.error}`);
-          part = checked.config;
+          const shard = validateShard(ref, shards.get(ref.name)!, rest);
+          if ('failed' in shard) return shard.failed;
+          part = shard.part;
         }
         next.set(key, part);
         parts.push(part);
       }
-      const rooms = new Map<string, RoomEntry>();
-      const partners: PartnerEntry[] = [];
-      const partnerIndex = new Map<string, readonly PartnerEntry[]>();
-      for (const part of parts) {
-        for (const [id, entry] of part.rooms) {
-          if (rooms.has(id)) return invalid('rooms: duplicate room across registry shards');
-          rooms.set(id, entry);
-        }
-        for (const e of part.partners) partners.push(e);
-        for (const [k, v] of part.partnerIndex) {
-          if (partnerIndex.has(k))
-            return invalid(
-              'partners: overlapping partner mapping (same issuer, audience, azp) across registry shards',
-            );
-          partnerIndex.set(k, v);
-        }
-      }
-      cache = next;
-      return { ok: true, config: { ...core.config, rooms, partners, partnerIndex } };
+      const merged = mergeParts(core.config, parts);
+      if (merged.ok) cache = next;
+      return merged;
     } catch (err) {
       // Deny-all either way; the class (never the message) tells a bug from bad input in the log.
       return invalid(`invalid configuration (${errorFields(err).error})`);

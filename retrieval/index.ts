@@ -2,6 +2,7 @@
  * Programmatic entry points: start the retrieval server (used by the CLI, the end-to-end stack and
  * tests) and seed a corpus.
  */
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
 import { errorFields } from '../common/error-fields.ts';
@@ -23,7 +24,7 @@ import {
 import { createLocalEmbedder } from './embeddings/local.ts';
 import { ensureProfile } from './embeddings/profile.ts';
 import type { Embedder } from './embeddings/types.ts';
-import { createHttpServer } from './http.ts';
+import { createHttpServer, type HttpContext } from './http.ts';
 import { type IngestRecord, type IngestStats, ingestRecords } from './ingest/jsonl.ts';
 import { withIngestionLease } from './ingest/lease.ts';
 import { type CapabilityMode, ledgerReachable } from './ledger.ts';
@@ -103,38 +104,42 @@ export interface RetrievalServer {
   shutdown(timing: ShutdownTiming): Promise<{ forced: boolean }>;
 }
 
-export async function startRetrievalServer(options: RetrievalServerOptions): Promise<RetrievalServer> {
-  if (options.config === undefined && (options.agents?.length ?? 0) === 0)
-    throw new Error('no agents configured');
-  const config = options.config;
-  const embedder = options.embedder ?? createLocalEmbedder();
-  let embedded: EmbeddedDatabase | undefined;
-  let url = options.databaseUrl;
-  if (url === undefined) {
-    embedded = await startEmbeddedDatabase(
-      options.dataDir !== undefined && options.dataDir !== 'memory' ? { dataDir: options.dataDir } : {},
-    );
-    url = embedded.url;
-  }
-  const replicaUrls = options.replicaUrls ?? [];
-  if (replicaUrls.length > 0 && embedded) {
+/** The database a server runs on: the external primary, or an embedded PGlite started here. */
+async function openDatabase(
+  options: RetrievalServerOptions,
+): Promise<{ url: string; embedded: EmbeddedDatabase | undefined }> {
+  if (options.databaseUrl !== undefined) return { url: options.databaseUrl, embedded: undefined };
+  const embedded = await startEmbeddedDatabase(
+    options.dataDir !== undefined && options.dataDir !== 'memory' ? { dataDir: options.dataDir } : {},
+  );
+  if ((options.replicaUrls ?? []).length > 0) {
     await embedded.close();
     throw new Error('read replicas need an external primary (DATABASE_URL)');
   }
+  return { url: embedded.url, embedded };
+}
+
+interface Pools {
+  /** On the embedded database its superuser session; else a session as the retrieval role. */
+  readonly pool: pg.Pool;
+  /** Every transaction as knowledge_retrieval. */
+  readonly servingPool: pg.Pool;
+  readonly roleOptions: RoleOptions | undefined;
+  readonly pooler: 'transaction' | undefined;
+}
+
+/** The primary's pool and the serving role on it. */
+function primaryPools(
+  options: RetrievalServerOptions,
+  url: string,
+  embedded: EmbeddedDatabase | undefined,
+): Pools {
   const pooler = embedded ? undefined : options.pooler;
   // Behind a pooler in transaction mode nothing is kept per session: every search is an explicit
   // read-only transaction that sets the role and the statement timeout itself.
   const roleOptions: RoleOptions | undefined = pooler
     ? { transactionPooler: { statementTimeoutMs: statementTimeoutMs(options.pool ?? {}), readOnly: true } }
     : undefined;
-  // A replica's serving pool: as the primary's (below), on its own URL.
-  const replicaPool = (connectionString: string) =>
-    createPool({
-      ...options.pool,
-      connectionString,
-      session: { role: RETRIEVAL_ROLE, readOnly: true },
-      ...(pooler ? { pooler } : {}),
-    });
   const pool = createPool({
     ...options.pool,
     connectionString: url,
@@ -152,113 +157,230 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
   // else. On the embedded database this process is also the database's administrator, so it prepares
   // the schema first, as the owner, and records the profile as the ingestion role.
   const servingPool = asRole(pool, RETRIEVAL_ROLE, undefined, roleOptions);
+  return { pool, servingPool, roleOptions, pooler };
+}
+
+/** Prepares an embedded database, checks the serving role's privileges; whether the profile matches. */
+async function prepareDatabase(
+  options: RetrievalServerOptions,
+  pools: Pools,
+  embedded: EmbeddedDatabase | undefined,
+  embedder: Embedder,
+): Promise<boolean> {
+  if (embedded) {
+    await bootstrapDatabase(pools.pool);
+    if (options.migrate ?? true)
+      await migrate(pools.pool, { capability: options.capability === 'ledger' ? 'ledger' : 'plain' });
+    await ensureProfile(asRole(pools.pool, INGESTION_ROLE), embedder.profile, true);
+  }
+  await assertServingPrivileges(pools.servingPool);
+  const state = await ensureProfile(pools.servingPool, embedder.profile, false);
+  if (!state.ok) log.error('embedding profile mismatch: refusing to serve', { reason: state.reason });
+  return state.ok;
+}
+
+/**
+ * The read replicas searches are routed to. Each endpoint is pushed to `endpoints` as it is made, so
+ * a failure part-way still closes those made before it.
+ */
+function startReplicas(
+  options: RetrievalServerOptions,
+  url: string,
+  pools: Pools,
+  registry: RetrievalMetrics['registry'],
+  endpoints: ReplicaEndpoint[],
+): ReplicaSet {
+  const { pooler } = pools;
+  const timing = replicaTiming(options.maxReplicaLagMs);
+  // A replica's serving pool: as the primary's, on its own URL.
+  const replicaPool = (connectionString: string) =>
+    createPool({
+      ...options.pool,
+      connectionString,
+      session: { role: RETRIEVAL_ROLE, readOnly: true },
+      ...(pooler ? { pooler } : {}),
+    });
+  // The checks have connections of their own, so a busy serving pool never delays one; a check
+  // that takes longer than the bound proves nothing in time anyway.
+  const checkPool = (u: string) =>
+    createPool({
+      ...options.pool,
+      connectionString: u,
+      max: 1,
+      connectionTimeoutMs: timing.maxLagMs,
+      statementTimeoutMs: timing.maxLagMs,
+      ...(pooler ? { pooler } : {}),
+    });
+  for (const u of options.replicaUrls ?? [])
+    endpoints.push({
+      serving: asRole(replicaPool(u), RETRIEVAL_ROLE, undefined, pools.roleOptions),
+      check: checkPool(u),
+    });
+  return createReplicaSet({
+    primary: pools.servingPool,
+    primaryCheck: checkPool(url),
+    replicas: endpoints,
+    timing,
+    registry,
+  });
+}
+
+/** What readiness and serving read from the server as it runs. */
+interface LiveState {
+  profileOk: boolean;
+  draining: boolean;
+}
+
+/**
+ * The readiness probe: the configuration is ready, the profile matches and what a search needs is
+ * there. Records the profile's state in `live`.
+ */
+function readinessProbe(
+  config: RetrievalConfigStore | undefined,
+  servingPool: pg.Pool,
+  embedder: Embedder,
+  ledger: boolean,
+  live: LiveState,
+): () => Promise<boolean> {
+  return async () => {
+    // A missing or stale configuration serves no agent: not ready, whatever the database says.
+    if (config && !config.current().ready) return false;
+    try {
+      const s = await ensureProfile(servingPool, embedder.profile, false);
+      live.profileOk = s.ok;
+      // Ready only while what a search needs is there: the search functions, executable by the
+      // serving role (and still no table access), and in ledger mode the check each search folds
+      // in, run for real (a missing function, grant or table fails every search).
+      await assertServingPrivileges(servingPool);
+      return s.ok && (!ledger || (await ledgerReachable(servingPool)));
+    } catch (err) {
+      // Not ready; the SQLSTATE or errno says whether the database is down or refusing us.
+      log.warn('readiness probe failed', errorFields(err));
+      return false;
+    }
+  };
+}
+
+/** The agents and origins served, and the readiness detail, read from the live configuration. */
+function liveConfigOptions(config: RetrievalConfigStore): Pick<HttpContext, 'liveConfig' | 'readyDetail'> {
+  return {
+    liveConfig: () => {
+      const s = config.current();
+      return s.ready ? { agents: s.config.agents, allowedOrigins: s.config.allowedOrigins } : undefined;
+    },
+    readyDetail: () => {
+      const s = config.current();
+      return s.ready
+        ? s.rejected
+          ? 'newest configuration rejected; serving the previous one'
+          : undefined
+        : s.error;
+    },
+  };
+}
+
+/** The HTTP server's context: what it serves, from where, and how readiness reads. */
+function httpContext(
+  options: RetrievalServerOptions,
+  parts: {
+    servingPool: pg.Pool;
+    embedder: Embedder;
+    metrics: RetrievalMetrics;
+    checkReady: () => Promise<boolean>;
+    live: LiveState;
+    ledger: boolean;
+    replicas: ReplicaSet | undefined;
+  },
+): HttpContext {
+  const { servingPool, embedder, metrics, checkReady, live, ledger, replicas } = parts;
+  const config = options.config;
+  return {
+    pool: servingPool,
+    embedder,
+    agents: options.agents ?? [],
+    allowedOrigins: options.allowedOrigins ?? [],
+    ...(config ? liveConfigOptions(config) : {}),
+    metrics,
+    planner: options.planner ?? DEFAULT_PLANNER,
+    ready: () => live.profileOk,
+    checkReady,
+    draining: () => live.draining,
+    ...(options.now ? { now: options.now } : {}),
+    ...(ledger ? { capability: 'ledger' as const } : {}),
+    ...(options.ledgerWaitMs !== undefined ? { ledgerWaitMs: options.ledgerWaitMs } : {}),
+    ...(replicas ? { replicas } : {}),
+  };
+}
+
+/** Listens on host:port; the base URL it answers on. */
+async function listen(http: Server, port: number, host: string): Promise<{ base: string; port: number }> {
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(port, host, () => resolve());
+  });
+  const addr = http.address() as AddressInfo;
+  return { base: `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`, port: addr.port };
+}
+
+/**
+ * The ingestion path: record the profile if the store has none, then write under the lease. On an
+ * external database the serving connections are read-only, so the write goes through a pool of its
+ * own on the same URL (whose login must be able to act as the ingestion role).
+ */
+async function seedThrough(
+  url: string,
+  embedded: EmbeddedDatabase | undefined,
+  pools: Pools,
+  embedder: Embedder,
+  live: LiveState,
+  records: readonly IngestRecord[],
+): Promise<IngestStats> {
+  const { pool, servingPool } = pools;
+  const writable = embedded ? pool : createPool({ connectionString: url, max: 2 });
+  try {
+    const claimed = await ensureProfile(asRole(writable, INGESTION_ROLE), embedder.profile, true);
+    if (!claimed.ok) throw new Error(`embedding profile mismatch (${claimed.reason})`);
+    live.profileOk = (await ensureProfile(servingPool, embedder.profile, false)).ok;
+    return await withIngestionLease(writable, (writer) => ingestRecords(writer, embedder, records));
+  } finally {
+    if (writable !== pool) await writable.end().catch(() => {});
+  }
+}
+
+export async function startRetrievalServer(options: RetrievalServerOptions): Promise<RetrievalServer> {
+  if (options.config === undefined && (options.agents?.length ?? 0) === 0)
+    throw new Error('no agents configured');
+  const config = options.config;
+  const embedder = options.embedder ?? createLocalEmbedder();
+  const { url, embedded } = await openDatabase(options);
+  const pools = primaryPools(options, url, embedded);
+  const { pool, servingPool, pooler } = pools;
+  const replicaUrls = options.replicaUrls ?? [];
   const replicaPools: ReplicaEndpoint[] = [];
   let replicas: ReplicaSet | undefined;
-  const endReplicas = async () => {
+  const closeDatabases = async () => {
     await replicas?.close();
     for (const r of replicaPools) await r.serving.end().catch(() => {});
+    await pool.end().catch(() => {});
+    await embedded?.close();
   };
   try {
-    if (embedded) {
-      await bootstrapDatabase(pool);
-      if (options.migrate ?? true)
-        await migrate(pool, { capability: options.capability === 'ledger' ? 'ledger' : 'plain' });
-      await ensureProfile(asRole(pool, INGESTION_ROLE), embedder.profile, true);
-    }
-    await assertServingPrivileges(servingPool);
-    const state = await ensureProfile(servingPool, embedder.profile, false);
-    let profileOk = state.ok;
-    if (!state.ok) log.error('embedding profile mismatch: refusing to serve', { reason: state.reason });
+    const live: LiveState = {
+      profileOk: await prepareDatabase(options, pools, embedded, embedder),
+      draining: false,
+    };
     const metrics = options.metrics ?? createMetrics();
     if (config) configMetrics(metrics.registry, config);
-    if (replicaUrls.length > 0) {
-      const timing = replicaTiming(options.maxReplicaLagMs);
-      // The checks have connections of their own, so a busy serving pool never delays one; a check
-      // that takes longer than the bound proves nothing in time anyway.
-      const checkPool = (u: string) =>
-        createPool({
-          ...options.pool,
-          connectionString: u,
-          max: 1,
-          connectionTimeoutMs: timing.maxLagMs,
-          statementTimeoutMs: timing.maxLagMs,
-          ...(pooler ? { pooler } : {}),
-        });
-      for (const u of replicaUrls)
-        replicaPools.push({
-          serving: asRole(replicaPool(u), RETRIEVAL_ROLE, undefined, roleOptions),
-          check: checkPool(u),
-        });
-      replicas = createReplicaSet({
-        primary: servingPool,
-        primaryCheck: checkPool(url),
-        replicas: replicaPools,
-        timing,
-        registry: metrics.registry,
-      });
-    }
+    if (replicaUrls.length > 0) replicas = startReplicas(options, url, pools, metrics.registry, replicaPools);
     const ledger = options.capability === 'ledger';
-    const checkReady = async () => {
-      // A missing or stale configuration serves no agent: not ready, whatever the database says.
-      if (config && !config.current().ready) return false;
-      try {
-        const s = await ensureProfile(servingPool, embedder.profile, false);
-        profileOk = s.ok;
-        // Ready only while what a search needs is there: the search functions, executable by the
-        // serving role (and still no table access), and in ledger mode the check each search folds
-        // in, run for real (a missing function, grant or table fails every search).
-        await assertServingPrivileges(servingPool);
-        return s.ok && (!ledger || (await ledgerReachable(servingPool)));
-      } catch (err) {
-        // Not ready; the SQLSTATE or errno says whether the database is down or refusing us.
-        log.warn('readiness probe failed', errorFields(err));
-        return false;
-      }
-    };
+    const checkReady = readinessProbe(config, servingPool, embedder, ledger, live);
     metrics.setReadinessProbe(checkReady);
-    let draining = false;
-    const http = createHttpServer({
-      pool: servingPool,
-      embedder,
-      agents: options.agents ?? [],
-      allowedOrigins: options.allowedOrigins ?? [],
-      ...(config
-        ? {
-            liveConfig: () => {
-              const s = config.current();
-              return s.ready
-                ? { agents: s.config.agents, allowedOrigins: s.config.allowedOrigins }
-                : undefined;
-            },
-            readyDetail: () => {
-              const s = config.current();
-              return s.ready
-                ? s.rejected
-                  ? 'newest configuration rejected; serving the previous one'
-                  : undefined
-                : s.error;
-            },
-          }
-        : {}),
-      metrics,
-      planner: options.planner ?? DEFAULT_PLANNER,
-      ready: () => profileOk,
-      checkReady,
-      draining: () => draining,
-      ...(options.now ? { now: options.now } : {}),
-      ...(ledger ? { capability: 'ledger' as const } : {}),
-      ...(options.ledgerWaitMs !== undefined ? { ledgerWaitMs: options.ledgerWaitMs } : {}),
-      ...(replicas ? { replicas } : {}),
-    });
-    const host = options.host ?? '127.0.0.1';
-    await new Promise<void>((resolve, reject) => {
-      http.once('error', reject);
-      http.listen(options.port ?? 8080, host, () => resolve());
-    });
-    const addr = http.address() as AddressInfo;
-    const base = `http://${host.includes(':') ? `[${host}]` : host}:${addr.port}`;
+    const http = createHttpServer(
+      httpContext(options, { servingPool, embedder, metrics, checkReady, live, ledger, replicas }),
+    );
+    const listening = await listen(http, options.port ?? 8080, options.host ?? '127.0.0.1');
     log.info('retrieval server listening', {
-      port: addr.port,
+      port: listening.port,
       embedded: embedded !== undefined,
       capability: ledger ? 'ledger' : 'plain',
       replicas: replicaUrls.length,
@@ -266,8 +388,8 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       ...(pooler ? { pooler } : {}),
     });
     return {
-      url: base,
-      mcpUrl: `${base}/mcp`,
+      url: listening.base,
+      mcpUrl: `${listening.base}/mcp`,
       pool,
       servingPool,
       ...(embedded ? { embeddedDatabaseUrl: embedded.url } : {}),
@@ -275,50 +397,31 @@ export async function startRetrievalServer(options: RetrievalServerOptions): Pro
       metrics,
       ...(replicas ? { replicas } : {}),
       get profileOk() {
-        return profileOk;
+        return live.profileOk;
       },
-      // Ingestion path: record the profile if the store has none, then write under the lease. On an
-      // external database the serving connections are read-only, so the write goes through a pool of
-      // its own on the same URL (whose login must be able to act as the ingestion role).
-      async seed(records) {
-        const writable = embedded ? pool : createPool({ connectionString: url, max: 2 });
-        try {
-          const claimed = await ensureProfile(asRole(writable, INGESTION_ROLE), embedder.profile, true);
-          if (!claimed.ok) throw new Error(`embedding profile mismatch (${claimed.reason})`);
-          profileOk = (await ensureProfile(servingPool, embedder.profile, false)).ok;
-          return await withIngestionLease(writable, (writer) => ingestRecords(writer, embedder, records));
-        } finally {
-          if (writable !== pool) await writable.end().catch(() => {});
-        }
-      },
+      seed: (records) => seedThrough(url, embedded, pools, embedder, live, records),
       async close() {
         await new Promise<void>((r) => {
           http.close(() => r());
           http.closeAllConnections();
         });
-        await endReplicas();
-        await pool.end().catch(() => {});
-        await embedded?.close();
+        await closeDatabases();
       },
       async shutdown(timing) {
-        draining = true;
+        live.draining = true;
         log.info('shutting down: not ready, draining', {
           delay_ms: timing.delayMs,
           timeout_ms: timing.timeoutMs,
         });
         await sleep(timing.delayMs);
         const result = await drainHttpServer(http, timing.timeoutMs);
-        await endReplicas();
-        await pool.end().catch(() => {});
-        await embedded?.close();
+        await closeDatabases();
         log.info('stopped', { forced: result.forced });
         return result;
       },
     };
   } catch (err) {
-    await endReplicas();
-    await pool.end().catch(() => {});
-    await embedded?.close();
+    await closeDatabases();
     throw err;
   }
 }

@@ -1,6 +1,6 @@
 /**
  * Which endpoint serves a search and when a replica's answer may be used (retrieval/replicas.ts), and
- * how serve retrieval reads its replicas and pooler mode (retrieval/cli.ts: databaseTopology from
+ * how serve retrieval reads its replicas and pooler mode (retrieval/topology.ts: databaseTopology from
  * the flags and environment, startTopology with the configuration's `database` section).
  */
 import assert from 'node:assert/strict';
@@ -11,7 +11,6 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { UsageError } from '../common/args.ts';
 import { DEFAULT_REPLICA_SETTINGS } from '../rules/database.ts';
-import { databaseTopology, startTopology } from './cli.ts';
 import { LOCAL_PROFILE } from './embeddings/local.ts';
 import {
   afterCheck,
@@ -27,6 +26,7 @@ import {
   UNCHECKED,
   withinBound,
 } from './replicas.ts';
+import { databaseTopology, startTopology } from './topology.ts';
 
 const timing = replicaTiming(1000);
 const fresh = (freshAsOfMs: number): ReplicaView => ({ down: false, freshAsOfMs });

@@ -123,11 +123,13 @@ export interface ReplicaSet {
   close(): Promise<void>;
 }
 
-export function createReplicaSet(options: ReplicaSetOptions): ReplicaSet {
-  const clock = options.clock ?? (() => performance.now());
-  const { timing } = options;
-  const views: ReplicaView[] = options.replicas.map(() => UNCHECKED);
-  const registers = options.registry ? [options.registry] : [];
+/** The searches and checks counters, and the lag gauge read from `views` at each scrape. */
+function replicaMetrics(
+  registry: Registry | undefined,
+  clock: () => number,
+  views: readonly ReplicaView[],
+): { searches: Counter; checks: Counter } {
+  const registers = registry ? [registry] : [];
   const searches = new Counter({
     name: 'fgentic_retrieval_searches_total',
     help: 'Searches by the endpoint that answered (primary, replica) and, for the primary, why (no_replica, replica_lag, replica_unchecked, replica_down, replica_failed, replica_late, ledger_unminted).',
@@ -152,120 +154,169 @@ export function createReplicaSet(options: ReplicaSetOptions): ReplicaSet {
       });
     },
   });
+  return { searches, checks };
+}
 
-  const setView = (i: number, next: ReplicaView, why: string) => {
-    const prev = views[i] as ReplicaView;
-    views[i] = next;
-    if (prev.down !== next.down)
-      (next.down ? log.warn : log.info)(next.down ? 'replica out of rotation' : 'replica in rotation', {
-        replica: i,
-        reason: why,
-      });
-  };
+/** One replica's check: whether it is a standby and as of which kept primary sample it is proven. */
+async function checkReplica(
+  replica: ReplicaEndpoint,
+  i: number,
+  samples: readonly PrimarySample[],
+  maxLagMs: number,
+): Promise<CheckOutcome> {
+  try {
+    const r = await timedQuery(replica.check, REPLICA_POSITION_SQL, maxLagMs);
+    const row = r.rows[0] as { standby?: unknown; replayed?: unknown } | undefined;
+    const replayed = parseLsn(row?.replayed);
+    const proven = replayed === undefined ? undefined : provenAsOf(samples, replayed);
+    return {
+      ok: true,
+      standby: row?.standby === true,
+      ...(proven !== undefined ? { provenAsOfMs: proven } : {}),
+    };
+  } catch (err) {
+    log.warn('replica check failed', { replica: i, ...errorFields(err) });
+    return { ok: false };
+  }
+}
 
-  let checking: Promise<void> | undefined;
-  let samples: PrimarySample[] = [];
-  const runChecks = async (): Promise<void> => {
-    const startedMs = clock();
-    try {
-      const r = await timedQuery(options.primaryCheck, PRIMARY_POSITION_SQL, timing.maxLagMs);
-      const lsn = parseLsn(r.rows[0]?.['lsn']);
-      if (lsn === undefined) throw new TypeError('primary position');
-      samples = [...keepSamples(samples, clock(), timing), { startedMs, lsn }];
-    } catch (err) {
-      // Without the primary's position nothing new is proven; each replica keeps what an earlier
-      // check proved (the samples kept), and ages.
-      log.warn('replica check: primary position unavailable', errorFields(err));
-    }
-    await Promise.all(
-      options.replicas.map(async (replica, i) => {
-        let outcome: CheckOutcome;
-        try {
-          const r = await timedQuery(replica.check, REPLICA_POSITION_SQL, timing.maxLagMs);
-          const row = r.rows[0] as { standby?: unknown; replayed?: unknown } | undefined;
-          const replayed = parseLsn(row?.replayed);
-          const proven = replayed === undefined ? undefined : provenAsOf(samples, replayed);
-          outcome = {
-            ok: true,
-            standby: row?.standby === true,
-            ...(proven !== undefined ? { provenAsOfMs: proven } : {}),
-          };
-        } catch (err) {
-          log.warn('replica check failed', { replica: i, ...errorFields(err) });
-          outcome = { ok: false };
-        }
-        checks.inc({
-          replica: String(i),
-          outcome: !outcome.ok
-            ? 'failed'
-            : !outcome.standby
-              ? 'not_standby'
-              : outcome.provenAsOfMs === startedMs
-                ? 'caught_up'
-                : 'behind',
-        });
-        setView(
-          i,
-          afterCheck(views[i] as ReplicaView, outcome),
-          !outcome.ok ? 'check_failed' : outcome.standby ? 'standby' : 'not_standby',
-        );
-      }),
-    );
-  };
-  const checkNow = () => {
-    checking ??= runChecks().finally(() => {
-      checking = undefined;
+/** The checks counter's outcome label. Pure. */
+function outcomeLabel(outcome: CheckOutcome, startedMs: number): string {
+  if (!outcome.ok) return 'failed';
+  if (!outcome.standby) return 'not_standby';
+  return outcome.provenAsOfMs === startedMs ? 'caught_up' : 'behind';
+}
+
+/** A replica set's state: what is known of each replica, the primary samples, the check schedule. */
+interface SetState {
+  readonly options: ReplicaSetOptions;
+  readonly clock: () => number;
+  readonly views: ReplicaView[];
+  readonly searches: Counter;
+  readonly checks: Counter;
+  samples: PrimarySample[];
+  checking: Promise<void> | undefined;
+  closed: boolean;
+  timer: NodeJS.Timeout | undefined;
+  turn: number;
+}
+
+function setView(s: SetState, i: number, next: ReplicaView, why: string): void {
+  const prev = s.views[i] as ReplicaView;
+  s.views[i] = next;
+  if (prev.down !== next.down)
+    (next.down ? log.warn : log.info)(next.down ? 'replica out of rotation' : 'replica in rotation', {
+      replica: i,
+      reason: why,
     });
-    return checking;
-  };
-  let closed = false;
-  let timer: NodeJS.Timeout | undefined;
-  const schedule = () => {
-    if (closed) return;
-    timer = setTimeout(() => {
-      void checkNow().finally(schedule);
-    }, timing.checkIntervalMs);
-    timer.unref();
-  };
-  if (options.replicas.length > 0) void checkNow().finally(schedule);
+}
 
-  let turn = 0;
-  const onPrimary = async (req: SearchRequest, planner: PlannerOptions, reason: PrimaryReason) => {
-    const result = await searchKnowledge(options.primary, req, planner);
-    searches.inc({ endpoint: 'primary', reason });
-    return { ...result, endpoint: 'primary' as const, reason };
-  };
+/** One round: a primary sample, then every replica's check against the samples kept. */
+async function runChecks(s: SetState): Promise<void> {
+  const { options, clock } = s;
+  const { timing } = options;
+  const startedMs = clock();
+  try {
+    const r = await timedQuery(options.primaryCheck, PRIMARY_POSITION_SQL, timing.maxLagMs);
+    const lsn = parseLsn(r.rows[0]?.['lsn']);
+    if (lsn === undefined) throw new TypeError('primary position');
+    s.samples = [...keepSamples(s.samples, clock(), timing), { startedMs, lsn }];
+  } catch (err) {
+    // Without the primary's position nothing new is proven; each replica keeps what an earlier
+    // check proved (the samples kept), and ages.
+    log.warn('replica check: primary position unavailable', errorFields(err));
+  }
+  await Promise.all(
+    options.replicas.map(async (replica, i) => {
+      const outcome = await checkReplica(replica, i, s.samples, timing.maxLagMs);
+      s.checks.inc({ replica: String(i), outcome: outcomeLabel(outcome, startedMs) });
+      setView(
+        s,
+        i,
+        afterCheck(s.views[i] as ReplicaView, outcome),
+        !outcome.ok ? 'check_failed' : outcome.standby ? 'standby' : 'not_standby',
+      );
+    }),
+  );
+}
 
+/** A round now, or the one already running. */
+function checkNow(s: SetState): Promise<void> {
+  s.checking ??= runChecks(s).finally(() => {
+    s.checking = undefined;
+  });
+  return s.checking;
+}
+
+function schedule(s: SetState): void {
+  if (s.closed) return;
+  s.timer = setTimeout(() => {
+    void checkNow(s).finally(() => schedule(s));
+  }, s.options.timing.checkIntervalMs);
+  s.timer.unref();
+}
+
+async function onPrimary(
+  s: SetState,
+  req: SearchRequest,
+  planner: PlannerOptions,
+  reason: PrimaryReason,
+): Promise<RoutedResult> {
+  const result = await searchKnowledge(s.options.primary, req, planner);
+  s.searches.inc({ endpoint: 'primary', reason });
+  return { ...result, endpoint: 'primary' as const, reason };
+}
+
+/** One search on the endpoint chosen for it; once more on the primary when the replica's answer is unusable. */
+async function routedSearch(s: SetState, req: SearchRequest, planner: PlannerOptions): Promise<RoutedResult> {
+  const { options, clock } = s;
+  const route = chooseEndpoint(s.views, clock(), options.timing, s.turn++);
+  if (route.endpoint === 'primary') return onPrimary(s, req, planner, route.reason);
+  const replica = options.replicas[route.index] as ReplicaEndpoint;
+  let result: SearchResult;
+  try {
+    result = await searchKnowledge(replica.serving, req, planner);
+  } catch (err) {
+    if (err instanceof UnmintedCapabilityError) return onPrimary(s, req, planner, 'ledger_unminted');
+    // The same input fails the same way on the primary.
+    if (classifySearchError(err, req.mode ?? 'vector').kind === 'input') throw err;
+    log.warn('search failed on a replica: retrying on the primary', {
+      replica: route.index,
+      ...errorFields(err),
+    });
+    setView(s, route.index, afterSearchFailure(), 'search_failed');
+    return onPrimary(s, req, planner, 'replica_failed');
+  }
+  // Rows that arrived too late could miss a change older than the bound: not used.
+  if (!withinBound(route.freshAsOfMs, clock(), options.timing))
+    return onPrimary(s, req, planner, 'replica_late');
+  s.searches.inc({ endpoint: 'replica', reason: '' });
+  return { ...result, endpoint: 'replica' };
+}
+
+export function createReplicaSet(options: ReplicaSetOptions): ReplicaSet {
+  const clock = options.clock ?? (() => performance.now());
+  const views: ReplicaView[] = options.replicas.map(() => UNCHECKED);
+  const s: SetState = {
+    options,
+    clock,
+    views,
+    ...replicaMetrics(options.registry, clock, views),
+    samples: [],
+    checking: undefined,
+    closed: false,
+    timer: undefined,
+    turn: 0,
+  };
+  if (options.replicas.length > 0) void checkNow(s).finally(() => schedule(s));
   return {
-    async search(req, planner) {
-      const route = chooseEndpoint(views, clock(), timing, turn++);
-      if (route.endpoint === 'primary') return onPrimary(req, planner, route.reason);
-      const replica = options.replicas[route.index] as ReplicaEndpoint;
-      let result: SearchResult;
-      try {
-        result = await searchKnowledge(replica.serving, req, planner);
-      } catch (err) {
-        if (err instanceof UnmintedCapabilityError) return onPrimary(req, planner, 'ledger_unminted');
-        // The same input fails the same way on the primary.
-        if (classifySearchError(err, req.mode ?? 'vector').kind === 'input') throw err;
-        log.warn('search failed on a replica: retrying on the primary', {
-          replica: route.index,
-          ...errorFields(err),
-        });
-        setView(route.index, afterSearchFailure(), 'search_failed');
-        return onPrimary(req, planner, 'replica_failed');
-      }
-      // Rows that arrived too late could miss a change older than the bound: not used.
-      if (!withinBound(route.freshAsOfMs, clock(), timing)) return onPrimary(req, planner, 'replica_late');
-      searches.inc({ endpoint: 'replica', reason: '' });
-      return { ...result, endpoint: 'replica' };
-    },
-    checkNow,
+    search: (req, planner) => routedSearch(s, req, planner),
+    checkNow: () => checkNow(s),
     views: () => [...views],
     async close() {
-      closed = true;
-      if (timer) clearTimeout(timer);
-      await checking?.catch(() => {});
+      s.closed = true;
+      if (s.timer) clearTimeout(s.timer);
+      await s.checking?.catch(() => {});
       await options.primaryCheck.end().catch(() => {});
       for (const r of options.replicas) await r.check.end().catch(() => {});
     },

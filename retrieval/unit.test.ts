@@ -6,13 +6,14 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { Projection } from '../contract/index.ts';
-import { ingestCommand, serveRetrieval } from './cli.ts';
+import { serveRetrieval } from './cli.ts';
 import { readConfig } from './config.ts';
 import { parseArgs } from './mcp/tool.ts';
 import { gateRequest, originAllowed } from './mcp/version-gate.ts';
 import { choosePlan, DEFAULT_PLANNER, searchStatement } from './planner.ts';
 import { buildPredicate, PredicateError, searchArguments } from './predicate.ts';
 import { fuse, type SearchHit } from './search.ts';
+import { ingestCommand } from './store-commands.ts';
 import { decodeFixture, matrixHeader, oauthHeader, P } from './testing.ts';
 
 describe('predicate (pure)', () => {

@@ -65,12 +65,10 @@ export async function handleReview(
   return out;
 }
 
-export async function runWebhookServer(args: {
-  configFile?: string;
-  certDir?: string;
-  port?: string;
-}): Promise<number> {
-  const log = createLogger('webhook');
+type WebhookArgs = { configFile?: string; certDir?: string; port?: string };
+
+/** The configuration file with the flags over it; the exit code (2) after saying what is wrong. */
+function webhookConfig(args: WebhookArgs): WebhookConfig | number {
   let cfg: WebhookConfig;
   try {
     cfg = args.configFile
@@ -90,6 +88,53 @@ export async function runWebhookServer(args: {
     }
     cfg.port = p;
   }
+  return cfg;
+}
+
+/** What the reviews read the cluster through, and how it is stopped. */
+interface WebhookView {
+  readonly view: ClusterView;
+  readonly ready: () => boolean;
+  readonly stop: () => Promise<void>;
+  readonly confirm?: (ns: string, name: string) => Promise<boolean>;
+}
+
+/**
+ * The fixed manifests of offlineObjects, or the API server's informers once started; undefined after
+ * saying why the API cannot be used.
+ */
+async function clusterView(
+  cfg: WebhookConfig,
+  log: ReturnType<typeof createLogger>,
+): Promise<WebhookView | undefined> {
+  if (cfg.offlineObjects) {
+    const view = new StaticClusterView(
+      loadManifests(cfg.offlineObjects).flatMap((m) => (m.object ? [m.object] : [])),
+    );
+    return { view, ready: () => true, stop: async () => {} };
+  }
+  // Without the API the webhook can only deny; say why and exit, as the controller does.
+  const loaded = await loadKubeConfig();
+  const problem = 'error' in loaded ? loaded.error : await apiServerProblem(loaded.kubeConfig, loaded.source);
+  if ('error' in loaded || problem !== undefined) {
+    process.stderr.write(`serve webhook: ${problem}; or set offlineObjects in --config\n`);
+    return undefined;
+  }
+  const { KubeClusterView } = await import('./kube-view.ts');
+  const kv = new KubeClusterView(loaded.kubeConfig, log);
+  await kv.start();
+  return {
+    view: kv,
+    ready: () => kv.ready(),
+    stop: () => kv.stop(),
+    confirm: (ns, name) => kv.confirmRetrievalAgent(ns, name),
+  };
+}
+
+export async function runWebhookServer(args: WebhookArgs): Promise<number> {
+  const log = createLogger('webhook');
+  const cfg = webhookConfig(args);
+  if (typeof cfg === 'number') return cfg;
   // The certificate first: without it nothing can be served, so nothing else is started.
   const certProblem = certificateProblem(cfg.certDir);
   if (certProblem !== undefined) {
@@ -102,32 +147,9 @@ export async function runWebhookServer(args: {
     controllerUser: cfg.controllerUser,
     deleteUsers: cfg.deleteUsers,
   };
-  let view: ClusterView;
-  let ready: () => boolean;
-  let stopView = async () => {};
-  let confirm: ((ns: string, name: string) => Promise<boolean>) | undefined;
-  if (cfg.offlineObjects) {
-    view = new StaticClusterView(
-      loadManifests(cfg.offlineObjects).flatMap((m) => (m.object ? [m.object] : [])),
-    );
-    ready = () => true;
-  } else {
-    // Without the API the webhook can only deny; say why and exit, as the controller does.
-    const loaded = await loadKubeConfig();
-    const problem =
-      'error' in loaded ? loaded.error : await apiServerProblem(loaded.kubeConfig, loaded.source);
-    if ('error' in loaded || problem !== undefined) {
-      process.stderr.write(`serve webhook: ${problem}; or set offlineObjects in --config\n`);
-      return 1;
-    }
-    const { KubeClusterView } = await import('./kube-view.ts');
-    const kv = new KubeClusterView(loaded.kubeConfig, log);
-    await kv.start();
-    view = kv;
-    ready = () => kv.ready();
-    stopView = () => kv.stop();
-    confirm = (ns, name) => kv.confirmRetrievalAgent(ns, name);
-  }
+  const cluster = await clusterView(cfg, log);
+  if (cluster === undefined) return 1;
+  const { view, ready, confirm } = cluster;
   let server: Awaited<ReturnType<typeof startWebhookServer>>;
   try {
     server = await startWebhookServer({
@@ -142,11 +164,11 @@ export async function runWebhookServer(args: {
     process.stderr.write(
       `serve webhook: ${code === 'EADDRINUSE' ? `port ${cfg.port} is already in use` : code === 'EACCES' ? `port ${cfg.port}: permission denied` : (code ?? (err as Error).message)}\n`,
     );
-    await stopView();
+    await cluster.stop();
     return 1;
   }
   await waitForStopSignal();
   await server.shutdown(shutdownTimingFromEnv());
-  await stopView();
+  await cluster.stop();
   return 0;
 }

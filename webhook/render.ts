@@ -172,24 +172,21 @@ export interface PolicyValidation {
 }
 
 /**
- * The in-process (ValidatingAdmissionPolicy) form of the Agent rules, for clusters that prefer it to the
- * webhook. Differences, by construction of CEL admission: it cannot list RetrievalAgents, so a retrieval
- * Agent is recognised by its labels alone (only the reconciler may write labelled Agents, so the label
- * is as trustworthy as the reconciler); for the same reason it cannot deny an Agent-as-tool reference
- * to a retrieval Agent; it relies on the API server's pruning for misplaced fields; it has no
- * finalizer-only exemption; and it does not cover our own kinds' cross-object rules (keep the webhook's
- * `resources` entry for those).
+ * The names the policy's expressions use: the retrieval server, the identity header, the tool, and
+ * `v`, the CEL prefix of the policy's variables.
  */
-export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
-  variables: Array<{ name: string; expression: string }>;
-  validations: PolicyValidation[];
-} {
-  const o = { ...DEFAULT_POLICY_OPTIONS, ...opts };
-  const server = DEFAULT_RULES_CONFIG.retrievalServerName;
-  const header = DEFAULT_RULES_CONFIG.identityHeader.toLowerCase();
-  const tool = DEFAULT_RULES_CONFIG.retrievalTool;
-  const v = 'variables';
-  const variables = [
+function policyNames(): { server: string; header: string; tool: string; v: 'variables' } {
+  return {
+    server: DEFAULT_RULES_CONFIG.retrievalServerName,
+    header: DEFAULT_RULES_CONFIG.identityHeader.toLowerCase(),
+    tool: DEFAULT_RULES_CONFIG.retrievalTool,
+    v: 'variables',
+  };
+}
+
+/** The policy's variables: which side of the request is a retrieval Agent, the caller, the tools. */
+function policyVariables(o: PolicyOptions): Array<{ name: string; expression: string }> {
+  return [
     { name: 'isNewRetrieval', expression: `object != null && ${claims('object')}` },
     { name: 'isOldRetrieval', expression: `oldObject != null && ${claims('oldObject')}` },
     { name: 'isController', expression: `request.userInfo.username == '${o.controllerUser}'` },
@@ -200,9 +197,12 @@ export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
         `has(object.spec.declarative.tools) ? object.spec.declarative.tools : []`,
     },
   ];
-  const retrievalOnly = (cond: string) =>
-    `!${v}.isNewRetrieval || request.kind.version != 'v1alpha2' || (${cond})`;
-  const validations: PolicyValidation[] = [
+}
+
+/** The rules for every Agent: who may change a retrieval Agent, and what no other Agent may carry. */
+function everyAgentValidations(o: PolicyOptions): PolicyValidation[] {
+  const { server, header, v } = policyNames();
+  return [
     {
       expression:
         `!(${v}.isNewRetrieval || ${v}.isOldRetrieval) || ${v}.isController || ` +
@@ -250,6 +250,15 @@ export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
       message: `a static ${DEFAULT_RULES_CONFIG.identityHeader} header would forge the projected identity`,
       reason: 'Forbidden',
     },
+  ];
+}
+
+/** The rules for the shape of a retrieval Agent (v1alpha2): labels, owner, type, tool and header. */
+function retrievalAgentValidations(o: PolicyOptions): PolicyValidation[] {
+  const { server, header, tool, v } = policyNames();
+  const retrievalOnly = (cond: string) =>
+    `!${v}.isNewRetrieval || request.kind.version != 'v1alpha2' || (${cond})`;
+  return [
     {
       expression: retrievalOnly(
         `has(object.metadata.labels) && '${ROLE_LABEL}' in object.metadata.labels && ` +
@@ -309,7 +318,26 @@ export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
       reason: 'Forbidden',
     },
   ];
-  return { variables, validations };
+}
+
+/**
+ * The in-process (ValidatingAdmissionPolicy) form of the Agent rules, for clusters that prefer it to the
+ * webhook. Differences, by construction of CEL admission: it cannot list RetrievalAgents, so a retrieval
+ * Agent is recognised by its labels alone (only the reconciler may write labelled Agents, so the label
+ * is as trustworthy as the reconciler); for the same reason it cannot deny an Agent-as-tool reference
+ * to a retrieval Agent; it relies on the API server's pruning for misplaced fields; it has no
+ * finalizer-only exemption; and it does not cover our own kinds' cross-object rules (keep the webhook's
+ * `resources` entry for those).
+ */
+export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
+  variables: Array<{ name: string; expression: string }>;
+  validations: PolicyValidation[];
+} {
+  const o = { ...DEFAULT_POLICY_OPTIONS, ...opts };
+  return {
+    variables: policyVariables(o),
+    validations: [...everyAgentValidations(o), ...retrievalAgentValidations(o)],
+  };
 }
 
 /** ValidatingAdmissionPolicy + binding (admissionregistration.k8s.io/v1) for kagent Agents. */

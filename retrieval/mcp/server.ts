@@ -32,10 +32,18 @@ import {
 import type { RetrievalMetrics } from '../metrics.ts';
 import type { PlannerOptions } from '../planner.ts';
 import type { ReplicaSet } from '../replica-set.ts';
-import { searchKnowledge } from '../search.ts';
+import { type SearchResult, searchKnowledge } from '../search.ts';
 import { callerDenial } from './caller.ts';
 import { classifySearchError } from './db-errors.ts';
-import { type ArgumentProblem, errorResult, parseArgs, renderResult, TOOL, TOOL_NAME } from './tool.ts';
+import {
+  type ArgumentProblem,
+  errorResult,
+  parseArgs,
+  renderResult,
+  TOOL,
+  TOOL_NAME,
+  type ToolArgs,
+} from './tool.ts';
 import { gateRequest, MCP_REVISION, originAllowed } from './version-gate.ts';
 
 const log = createLogger('retrieval');
@@ -106,105 +114,144 @@ interface CallIdentity {
   readonly proof?: CapabilityProof;
 }
 
-function buildServer(ctx: McpContext, call: CallIdentity, configUnavailable = false): Server {
+type Refusal = ReturnType<typeof errorResult>;
+type Refuse = (
+  error: 'denied' | 'invalid_arguments' | 'unavailable',
+  reason: string,
+  detail?: ArgumentProblem,
+) => Refusal;
+
+/** A refused call, counted by outcome and reason and logged without its content. */
+function refuser(metrics: RetrievalMetrics): Refuse {
+  return (error, reason, detail) => {
+    metrics.toolCalls.inc({ outcome: error });
+    metrics.denials.inc({ reason });
+    log.info('tool call refused', { reason, ...(detail ? { argument: detail.argument } : {}) });
+    return errorResult(error, reason, detail);
+  };
+}
+
+/** The query's embedding, or the refusal when the model does not give one. */
+async function embedQuery(ctx: McpContext, query: string, refuse: Refuse): Promise<number[] | Refusal> {
+  const endEmbed = ctx.metrics.embedSeconds.startTimer();
+  try {
+    const [v] = await ctx.embedder.embed([query]);
+    if (!v) throw new EmbeddingError('embedding_invalid');
+    return v;
+  } catch (err) {
+    // Why the model could not be reached (class and code only), e.g. ECONNREFUSED or TimeoutError.
+    const cause = err instanceof EmbeddingError ? err.cause : errorFields(err);
+    if (cause)
+      log.warn('embedding failed', { thrown: cause.error, ...(cause.code ? { code: cause.code } : {}) });
+    return refuse('unavailable', err instanceof EmbeddingError ? err.reason : 'embedding_unavailable');
+  } finally {
+    endEmbed();
+  }
+}
+
+/** The search: a replica may take the first attempt; in ledger mode re-checked within the mint window. */
+async function searchFor(
+  ctx: McpContext,
+  projection: Projection,
+  proof: CapabilityProof | undefined,
+  args: ToolArgs,
+  embedding: number[],
+): Promise<SearchResult> {
+  const request = {
+    projection,
+    embedding,
+    maxResults: args.maxResults,
+    mode: args.mode,
+    queryText: args.query,
+    ...(proof ? { capability: proof } : {}),
+  };
+  // The first attempt may run on a replica; one after the ledger's re-check runs on the primary,
+  // which holds the record.
+  let attempts = 0;
+  const attempt = () =>
+    ctx.replicas !== undefined && attempts++ === 0
+      ? ctx.replicas.search(request, ctx.planner)
+      : searchKnowledge(ctx.pool, request, ctx.planner);
+  if (!proof) return attempt();
+  // Ledger mode: a value not recorded yet is re-checked within the mint window (retrieval/ledger.ts).
+  return withinMintWindow(attempt, () => isRecorded(ctx.pool, proof), {
+    windowMs: ctx.ledgerWaitMs ?? LEDGER_WAIT_MS,
+    issuedAt: projection.iat,
+    // The contract's clock, so the value's age is measured as its expiry is.
+    ...(ctx.now ? { nowMs: () => (ctx.now as () => number)() * 1000 } : {}),
+  });
+}
+
+/** A failed search's refusal: the class of the failure only, never its content. */
+function searchRefusal(err: unknown, args: ToolArgs, refuse: Refuse): Refusal {
+  if (err instanceof UnmintedCapabilityError) return refuse('denied', UNMINTED_REASON);
+  // No content and no fallback query. Only the SQLSTATE and the error's class name are logged.
+  const failure = classifySearchError(err, args.mode);
+  log.warn('search failed', {
+    mode: args.mode,
+    sqlstate: failure.sqlstate ?? 'none',
+    error: err instanceof Error ? err.constructor.name : 'unknown',
+  });
+  if (failure.kind === 'input')
+    return refuse('invalid_arguments', 'query_rejected', {
+      argument: 'query',
+      rule: 'the keyword search (mode "hybrid") cannot process this text; rephrase it or use mode "vector"',
+    });
+  return refuse('unavailable', 'database_unavailable');
+}
+
+/** One `tools/call` of the one tool: the identity's checks, the arguments, the embedding, the search. */
+async function callTool(
+  ctx: McpContext,
+  call: CallIdentity,
+  configUnavailable: boolean,
+  name: string,
+  rawArgs: unknown,
+) {
   const { identity, proof } = call;
+  const { toolCalls, denials } = ctx.metrics;
+  const refuse = refuser(ctx.metrics);
+  // An unknown tool is a protocol error (MCP 2025-11-25, tools "Error Handling": -32602); the name
+  // the client sent is not echoed.
+  if (name !== TOOL_NAME) {
+    toolCalls.inc({ outcome: 'invalid_arguments' });
+    denials.inc({ reason: 'unknown_tool' });
+    log.info('tool call refused', { reason: 'unknown_tool' });
+    throw new McpError(ErrorCode.InvalidParams, `Unknown tool; this server has one tool, ${TOOL_NAME}`);
+  }
+  if (configUnavailable) return refuse('unavailable', 'config_unavailable');
+  if (!identity) return refuse('denied', 'missing');
+  if (!identity.ok) return refuse('denied', identity.reason);
+  if (call.callerDenied) return refuse('denied', call.callerDenied);
+  if (ctx.capability === 'ledger' && proof === undefined) return refuse('denied', UNMINTED_REASON);
+  const parsed = parseArgs(rawArgs);
+  if (!parsed.ok) return refuse('invalid_arguments', 'invalid_arguments', parsed);
+  const args = parsed.value;
+  if (!ctx.ready()) return refuse('unavailable', 'profile_mismatch');
+  const embedding = await embedQuery(ctx, args.query, refuse);
+  if ('isError' in embedding) return embedding;
+  const started = process.hrtime.bigint();
+  try {
+    const result = await searchFor(ctx, identity.value, proof, args, embedding);
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    ctx.metrics.searchSeconds.observe({ plan: result.plan, mode: args.mode }, seconds);
+    toolCalls.inc({ outcome: 'ok' });
+    log.info('search served', { plan: result.plan, mode: args.mode, results: result.hits.length, seconds });
+    return renderResult(result.hits);
+  } catch (err) {
+    return searchRefusal(err, args, refuse);
+  }
+}
+
+function buildServer(ctx: McpContext, call: CallIdentity, configUnavailable = false): Server {
   const server = new Server(
     { name: 'fgentic-knowledge-retrieval', version: '0.1.0' },
     { capabilities: { tools: { listChanged: false } } },
   );
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [TOOL] }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
-    const { toolCalls, denials } = ctx.metrics;
-    const refuse = (
-      error: 'denied' | 'invalid_arguments' | 'unavailable',
-      reason: string,
-      detail?: ArgumentProblem,
-    ) => {
-      toolCalls.inc({ outcome: error });
-      denials.inc({ reason });
-      log.info('tool call refused', { reason, ...(detail ? { argument: detail.argument } : {}) });
-      return errorResult(error, reason, detail);
-    };
-    // An unknown tool is a protocol error (MCP 2025-11-25, tools "Error Handling": -32602); the name
-    // the client sent is not echoed.
-    if (request.params.name !== TOOL_NAME) {
-      toolCalls.inc({ outcome: 'invalid_arguments' });
-      denials.inc({ reason: 'unknown_tool' });
-      log.info('tool call refused', { reason: 'unknown_tool' });
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool; this server has one tool, ${TOOL_NAME}`);
-    }
-    if (configUnavailable) return refuse('unavailable', 'config_unavailable');
-    if (!identity) return refuse('denied', 'missing');
-    if (!identity.ok) return refuse('denied', identity.reason);
-    if (call.callerDenied) return refuse('denied', call.callerDenied);
-    if (ctx.capability === 'ledger' && proof === undefined) return refuse('denied', UNMINTED_REASON);
-    const parsed = parseArgs(request.params.arguments ?? {});
-    if (!parsed.ok) return refuse('invalid_arguments', 'invalid_arguments', parsed);
-    const args = parsed.value;
-    if (!ctx.ready()) return refuse('unavailable', 'profile_mismatch');
-    let embedding: number[];
-    const endEmbed = ctx.metrics.embedSeconds.startTimer();
-    try {
-      const [v] = await ctx.embedder.embed([args.query]);
-      if (!v) throw new EmbeddingError('embedding_invalid');
-      embedding = v;
-    } catch (err) {
-      // Why the model could not be reached (class and code only), e.g. ECONNREFUSED or TimeoutError.
-      const cause = err instanceof EmbeddingError ? err.cause : errorFields(err);
-      if (cause)
-        log.warn('embedding failed', { thrown: cause.error, ...(cause.code ? { code: cause.code } : {}) });
-      return refuse('unavailable', err instanceof EmbeddingError ? err.reason : 'embedding_unavailable');
-    } finally {
-      endEmbed();
-    }
-    const started = process.hrtime.bigint();
-    try {
-      const request = {
-        projection: identity.value,
-        embedding,
-        maxResults: args.maxResults,
-        mode: args.mode,
-        queryText: args.query,
-        ...(proof ? { capability: proof } : {}),
-      };
-      // The first attempt may run on a replica; one after the ledger's re-check runs on the primary,
-      // which holds the record.
-      let attempts = 0;
-      const attempt = () =>
-        ctx.replicas !== undefined && attempts++ === 0
-          ? ctx.replicas.search(request, ctx.planner)
-          : searchKnowledge(ctx.pool, request, ctx.planner);
-      // Ledger mode: a value not recorded yet is re-checked within the mint window (retrieval/ledger.ts).
-      const result = proof
-        ? await withinMintWindow(attempt, () => isRecorded(ctx.pool, proof), {
-            windowMs: ctx.ledgerWaitMs ?? LEDGER_WAIT_MS,
-            issuedAt: identity.value.iat,
-            // The contract's clock, so the value's age is measured as its expiry is.
-            ...(ctx.now ? { nowMs: () => (ctx.now as () => number)() * 1000 } : {}),
-          })
-        : await attempt();
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      ctx.metrics.searchSeconds.observe({ plan: result.plan, mode: args.mode }, seconds);
-      toolCalls.inc({ outcome: 'ok' });
-      log.info('search served', { plan: result.plan, mode: args.mode, results: result.hits.length, seconds });
-      return renderResult(result.hits);
-    } catch (err) {
-      if (err instanceof UnmintedCapabilityError) return refuse('denied', UNMINTED_REASON);
-      // No content and no fallback query. Only the SQLSTATE and the error's class name are logged.
-      const failure = classifySearchError(err, args.mode);
-      log.warn('search failed', {
-        mode: args.mode,
-        sqlstate: failure.sqlstate ?? 'none',
-        error: err instanceof Error ? err.constructor.name : 'unknown',
-      });
-      if (failure.kind === 'input')
-        return refuse('invalid_arguments', 'query_rejected', {
-          argument: 'query',
-          rule: 'the keyword search (mode "hybrid") cannot process this text; rephrase it or use mode "vector"',
-        });
-      return refuse('unavailable', 'database_unavailable');
-    }
-  });
+  server.setRequestHandler(CallToolRequestSchema, (request) =>
+    callTool(ctx, call, configUnavailable, request.params.name, request.params.arguments ?? {}),
+  );
   return server;
 }
 

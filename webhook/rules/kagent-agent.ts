@@ -146,7 +146,39 @@ function retrievalTargetNamespace(c: Ctx): string | undefined {
 
 /** Content rules for a rendered retrieval Agent (v1alpha2). */
 function checkRetrievalAgent(c: Ctx, obj: KubeObject, spec: JsonObject): void {
-  const { f, cfg, view, ns, name } = c;
+  const { f } = c;
+  checkRetrievalOwnership(c, obj);
+  if (spec['type'] !== 'Declarative')
+    f.deny('retrieval-agent-type', 'spec.type', 'a retrieval Agent must set type: Declarative');
+  if (Object.hasOwn(spec, 'byo'))
+    f.deny('retrieval-agent-type', 'spec.byo', 'a retrieval Agent must not set spec.byo');
+  const decl = field(spec, 'declarative');
+  if (!isObject(decl)) return;
+  checkRetrievalRuntime(f, decl);
+  const tools = arr(field(decl, 'tools')) ?? [];
+  tools.forEach((t, i) => {
+    const m = field(t, 'mcpServer');
+    if (isObject(m) && Object.hasOwn(m, 'requireApproval'))
+      f.deny(
+        'require-approval-retrieval',
+        `spec.declarative.tools[${i}].mcpServer.requireApproval`,
+        'requireApproval is forbidden on a retrieval Agent: the HITL resume turn reuses stale identity headers',
+      );
+  });
+  if (tools.length !== 1) {
+    f.deny(
+      'retrieval-agent-tools',
+      'spec.declarative.tools',
+      `a retrieval Agent must have exactly one tool entry, found ${tools.length}`,
+    );
+    return;
+  }
+  checkRetrievalTool(c, tools[0]);
+}
+
+/** A retrieval Agent is declared by a RetrievalAgent, labelled as the reconciler's, and owned by it. */
+function checkRetrievalOwnership(c: Ctx, obj: KubeObject): void {
+  const { f, view, ns, name } = c;
   if (!view.retrievalAgent(ns, name))
     f.deny('retrieval-agent-undeclared', 'metadata', `no RetrievalAgent ${ns}/${name} declares this Agent`);
   if (!hasExactRetrievalLabels(obj))
@@ -170,12 +202,10 @@ function checkRetrievalAgent(c: Ctx, obj: KubeObject, spec: JsonObject): void {
         'metadata.ownerReferences',
         `the owner RetrievalAgent must be ${RETRIEVAL_GROUP} ${ns}/${name}`,
       );
-  if (spec['type'] !== 'Declarative')
-    f.deny('retrieval-agent-type', 'spec.type', 'a retrieval Agent must set type: Declarative');
-  if (Object.hasOwn(spec, 'byo'))
-    f.deny('retrieval-agent-type', 'spec.byo', 'a retrieval Agent must not set spec.byo');
-  const decl = field(spec, 'declarative');
-  if (!isObject(decl)) return;
+}
+
+/** Python, explicitly, and no token propagation: the runtime the header semantics are pinned to. */
+function checkRetrievalRuntime(f: Findings, decl: JsonObject): void {
   if (decl['runtime'] !== 'python')
     f.deny(
       'retrieval-agent-runtime',
@@ -192,25 +222,11 @@ function checkRetrievalAgent(c: Ctx, obj: KubeObject, spec: JsonObject): void {
         `${n} would propagate an Authorization header to the retrieval server`,
       );
   });
-  const tools = arr(field(decl, 'tools')) ?? [];
-  tools.forEach((t, i) => {
-    const m = field(t, 'mcpServer');
-    if (isObject(m) && Object.hasOwn(m, 'requireApproval'))
-      f.deny(
-        'require-approval-retrieval',
-        `spec.declarative.tools[${i}].mcpServer.requireApproval`,
-        'requireApproval is forbidden on a retrieval Agent: the HITL resume turn reuses stale identity headers',
-      );
-  });
-  if (tools.length !== 1) {
-    f.deny(
-      'retrieval-agent-tools',
-      'spec.declarative.tools',
-      `a retrieval Agent must have exactly one tool entry, found ${tools.length}`,
-    );
-    return;
-  }
-  const t = tools[0];
+}
+
+/** The one tool entry: McpServer on the retrieval RemoteMCPServer, in the platform's kagent namespace. */
+function checkRetrievalTool(c: Ctx, t: Json | undefined): void {
+  const { f, cfg, ns } = c;
   const p = 'spec.declarative.tools[0]';
   if (str(t, 'type') !== 'McpServer' || (isObject(t) && Object.hasOwn(t, 'agent')))
     f.deny('retrieval-tool-target', `${p}.type`, 'the retrieval tool entry must be type McpServer');

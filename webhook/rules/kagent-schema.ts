@@ -9,26 +9,7 @@ import { type Findings, field, isObject, type JsonObject } from './types.ts';
 /** The reproduced CRD layer (schema + CEL of kagent v0.9.11 v1alpha2); kagent's own messages. */
 export function checkCrdV1alpha2(c: Ctx, spec: JsonObject): void {
   const { f } = c;
-  const type = field(spec, 'type');
-  if (type !== undefined && type !== 'Declarative' && type !== 'BYO')
-    f.deny(
-      'kagent-schema',
-      'spec.type',
-      `Unsupported value: ${JSON.stringify(type)}: supported values: "Declarative", "BYO"`,
-    );
-  const effective = type ?? 'Declarative';
-  if (
-    !(effective === 'Declarative' && isObject(spec['declarative'])) &&
-    !(effective === 'BYO' && isObject(spec['byo']))
-  )
-    f.deny(
-      'kagent-schema',
-      'spec',
-      'declarative must be specified if type is Declarative, or byo must be specified if type is BYO',
-    );
-  const byo = field(spec, 'byo');
-  if (isObject(byo) && Object.hasOwn(byo, 'tools'))
-    f.deny('kagent-schema', 'spec.byo.tools', 'unknown field "spec.byo.tools": BYO Agents have no tools');
+  checkAgentType(f, spec);
   const decl = field(spec, 'declarative');
   if (!isObject(decl)) return;
   const runtime = field(decl, 'runtime');
@@ -49,60 +30,102 @@ export function checkCrdV1alpha2(c: Ctx, spec: JsonObject): void {
       f.deny('kagent-schema', p, 'must be of type object');
       return;
     }
-    const tt = field(t, 'type');
-    const hasMcp = Object.hasOwn(t, 'mcpServer');
-    const hasAgent = Object.hasOwn(t, 'agent');
-    if (tt === undefined) {
-      if (hasMcp || hasAgent)
-        f.deny('kagent-schema', `${p}.type`, 'no such key: type (tools[].type has no default)');
-    } else if (tt !== 'McpServer' && tt !== 'Agent') {
-      f.deny(
-        'kagent-schema',
-        `${p}.type`,
-        `Unsupported value: ${JSON.stringify(tt)}: supported values: "McpServer", "Agent"`,
-      );
-    } else {
-      if (hasMcp && tt !== 'McpServer')
-        f.deny('kagent-schema', p, 'type.mcpServer must be nil if the type is not McpServer');
-      if (!hasMcp && tt === 'McpServer')
-        f.deny('kagent-schema', p, 'type.mcpServer must be specified for McpServer filter.type');
-      if (hasAgent && tt !== 'Agent')
-        f.deny('kagent-schema', p, 'type.agent must be nil if the type is not Agent');
-      if (!hasAgent && tt === 'Agent')
-        f.deny('kagent-schema', p, 'type.agent must be specified for Agent filter.type');
+    checkToolType(f, t, p);
+    checkToolMcpServer(f, t, p);
+    checkToolHeaders(f, t, p);
+  });
+}
+
+/** spec.type, and the one of spec.declarative or spec.byo it requires. */
+function checkAgentType(f: Findings, spec: JsonObject): void {
+  const type = field(spec, 'type');
+  if (type !== undefined && type !== 'Declarative' && type !== 'BYO')
+    f.deny(
+      'kagent-schema',
+      'spec.type',
+      `Unsupported value: ${JSON.stringify(type)}: supported values: "Declarative", "BYO"`,
+    );
+  const effective = type ?? 'Declarative';
+  if (
+    !(effective === 'Declarative' && isObject(spec['declarative'])) &&
+    !(effective === 'BYO' && isObject(spec['byo']))
+  )
+    f.deny(
+      'kagent-schema',
+      'spec',
+      'declarative must be specified if type is Declarative, or byo must be specified if type is BYO',
+    );
+  const byo = field(spec, 'byo');
+  if (isObject(byo) && Object.hasOwn(byo, 'tools'))
+    f.deny('kagent-schema', 'spec.byo.tools', 'unknown field "spec.byo.tools": BYO Agents have no tools');
+}
+
+/** A tool's type and the one of mcpServer or agent it requires. */
+function checkToolType(f: Findings, t: JsonObject, p: string): void {
+  const tt = field(t, 'type');
+  const hasMcp = Object.hasOwn(t, 'mcpServer');
+  const hasAgent = Object.hasOwn(t, 'agent');
+  if (tt === undefined) {
+    if (hasMcp || hasAgent)
+      f.deny('kagent-schema', `${p}.type`, 'no such key: type (tools[].type has no default)');
+    return;
+  }
+  if (tt !== 'McpServer' && tt !== 'Agent') {
+    f.deny(
+      'kagent-schema',
+      `${p}.type`,
+      `Unsupported value: ${JSON.stringify(tt)}: supported values: "McpServer", "Agent"`,
+    );
+    return;
+  }
+  if (hasMcp && tt !== 'McpServer')
+    f.deny('kagent-schema', p, 'type.mcpServer must be nil if the type is not McpServer');
+  if (!hasMcp && tt === 'McpServer')
+    f.deny('kagent-schema', p, 'type.mcpServer must be specified for McpServer filter.type');
+  if (hasAgent && tt !== 'Agent')
+    f.deny('kagent-schema', p, 'type.agent must be nil if the type is not Agent');
+  if (!hasAgent && tt === 'Agent')
+    f.deny('kagent-schema', p, 'type.agent must be specified for Agent filter.type');
+}
+
+/** A tool's mcpServer: its name, its string lists and their bounds. */
+function checkToolMcpServer(f: Findings, t: JsonObject, p: string): void {
+  const mcp = field(t, 'mcpServer');
+  if (Object.hasOwn(t, 'mcpServer') && !isObject(mcp))
+    f.deny('kagent-schema', `${p}.mcpServer`, 'must be of type object');
+  if (!isObject(mcp)) return;
+  const mp = `${p}.mcpServer`;
+  if (typeof mcp['name'] !== 'string') f.deny('kagent-schema', `${mp}.name`, 'Required value');
+  for (const key of ['toolNames', 'requireApproval', 'allowedHeaders'] as const) {
+    const v = field(mcp, key);
+    if (v === undefined) continue;
+    if (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))
+      f.deny('kagent-schema', `${mp}.${key}`, 'must be of type array of strings');
+    else if (key !== 'allowedHeaders' && v.length > 50)
+      f.deny('kagent-schema', `${mp}.${key}`, 'must have at most 50 items');
+  }
+  const ra = arr(field(mcp, 'requireApproval'));
+  const tn = arr(field(mcp, 'toolNames'));
+  if (ra && !ra.every((x) => tn?.includes(x)))
+    f.deny('kagent-schema', mp, 'each RequireApproval entry must also appear in ToolNames');
+}
+
+/** A tool's headersFrom: each entry named, with exactly one of value or valueFrom. */
+function checkToolHeaders(f: Findings, t: JsonObject, p: string): void {
+  const hf = field(t, 'headersFrom');
+  if (hf === undefined) return;
+  if (!Array.isArray(hf)) {
+    f.deny('kagent-schema', `${p}.headersFrom`, 'must be of type array');
+    return;
+  }
+  hf.forEach((h, j) => {
+    const hp = `${p}.headersFrom[${j}]`;
+    if (!isObject(h) || typeof h['name'] !== 'string') {
+      f.deny('kagent-schema', hp, 'name: Required value');
+      return;
     }
-    const mcp = field(t, 'mcpServer');
-    if (hasMcp && !isObject(mcp)) f.deny('kagent-schema', `${p}.mcpServer`, 'must be of type object');
-    if (isObject(mcp)) {
-      const mp = `${p}.mcpServer`;
-      if (typeof mcp['name'] !== 'string') f.deny('kagent-schema', `${mp}.name`, 'Required value');
-      for (const key of ['toolNames', 'requireApproval', 'allowedHeaders'] as const) {
-        const v = field(mcp, key);
-        if (v === undefined) continue;
-        if (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))
-          f.deny('kagent-schema', `${mp}.${key}`, 'must be of type array of strings');
-        else if (key !== 'allowedHeaders' && v.length > 50)
-          f.deny('kagent-schema', `${mp}.${key}`, 'must have at most 50 items');
-      }
-      const ra = arr(field(mcp, 'requireApproval'));
-      const tn = arr(field(mcp, 'toolNames'));
-      if (ra && !ra.every((x) => tn?.includes(x)))
-        f.deny('kagent-schema', mp, 'each RequireApproval entry must also appear in ToolNames');
-    }
-    const hf = field(t, 'headersFrom');
-    if (hf !== undefined) {
-      if (!Array.isArray(hf)) f.deny('kagent-schema', `${p}.headersFrom`, 'must be of type array');
-      else
-        hf.forEach((h, j) => {
-          const hp = `${p}.headersFrom[${j}]`;
-          if (!isObject(h) || typeof h['name'] !== 'string') {
-            f.deny('kagent-schema', hp, 'name: Required value');
-            return;
-          }
-          if (Object.hasOwn(h, 'value') === Object.hasOwn(h, 'valueFrom'))
-            f.deny('kagent-schema', hp, 'Exactly one of value or valueFrom must be specified');
-        });
-    }
+    if (Object.hasOwn(h, 'value') === Object.hasOwn(h, 'valueFrom'))
+      f.deny('kagent-schema', hp, 'Exactly one of value or valueFrom must be specified');
   });
 }
 
