@@ -4,7 +4,7 @@
  * route with the official MCP SDK client, as kagent's toolset would:
  *
  * - plain mode: a freshly forged, schema-valid projection for an audience of its choosing reads
- *   content (the residual risk of README "Known limits", demonstrated);
+ *   content (the residual risk of docs/security.md "Known limits and residual risks", demonstrated);
  * - ledger mode: the same forgery is denied `unminted`; the value the projector really minted for a
  *   delegation is accepted for as many calls as the agent makes within its lifetime, and denied
  *   after `exp` or once purged; a minted value re-bound to another served agent is denied.

@@ -1,5 +1,5 @@
 /**
- * The recall guard of the search functions (migration 0007, docs/filtered-search.md#recall-guard):
+ * The recall guard of the search functions (docs/filtered-search.md#recall-guard):
  * an HNSW answer whose relative contrast (mean distance to all rows ÷ distance of the last row kept)
  * is below the corpus threshold is replaced by the exact answer. And the statistics it reads (row
  * count, sum of unit-normalized embeddings) follow every kind of write.

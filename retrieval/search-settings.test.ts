@@ -1,8 +1,9 @@
 /**
- * The planner settings the search functions run under (docs/filtered-search.md, "Storage" and
- * "Per-call costs"): the ranking core runs without JIT and plans per call by default, the wrappers
- * plan once per session, and whatever the functions switch on the way (plan cache mode, the planner
- * settings around the HNSW fetch) is back to the session's values in the caller's transaction.
+ * The planner settings the search functions run under (docs/filtered-search.md, "Storage and
+ * per-call cost"): the ranking core runs without JIT and plans once per session unless a statement
+ * says otherwise, the wrappers plan once per session, the id helpers are inlined, and whatever the
+ * functions switch on the way (plan cache mode, the planner settings around the HNSW fetch) is back
+ * to the session's values in the caller's transaction.
  * These settings change speed, not answers, so the answers are covered elsewhere; here a removed
  * setting fails by name.
  */

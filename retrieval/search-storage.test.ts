@@ -1,5 +1,5 @@
 /**
- * Where the derived table keeps vectors (docs/filtered-search.md, "Storage"): in the row, next to
+ * Where the derived table keeps vectors (docs/filtered-search.md, "Storage and per-call cost"): in the row, next to
  * the ACL ids, so the exact path reads one page per authorized row instead of three TOAST pages for
  * its vector. pgvector declares its types with STORAGE external, so a 1024-d vector (4,104 bytes)
  * would otherwise always be out of line; fgentic.chunks sets STORAGE MAIN and toast_tuple_target

@@ -24,7 +24,7 @@
  * past the bound). Until then a search finds no graph and ranks by an exact scan: the same rows,
  * recall 1.0, only slower on a large table. A failed build leaves the definition recorded, is
  * reported as `maintenance: failed`, and the next write by a session that may act as the owner
- * builds it. Threshold and measurements: retrieval/README.md, "Large writes".
+ * builds it. The threshold: retrieval/README.md, "Large writes"; figures: bench/README.md.
  * After a commit that changed rows, `maintainAfterWrite` merges the GIN pending lists and refreshes
  * the planner statistics of the derived tables, so searches start from indexes in their fast state.
  */
