@@ -95,34 +95,21 @@ function corpus(): Resources {
 }
 
 function rbac(): RbacAuthorizer {
+  // The shipped Roles, with one name per agent in each of the two MCP-key Roles.
+  const names: Record<string, string[]> = {
+    'fgentic-retrieval-controller-mcp-keys': Array.from({ length: AGENTS }, (_, i) => keySecret(i)),
+    'fgentic-retrieval-controller-mcp-key-mirrors': Array.from(
+      { length: AGENTS },
+      (_, i) => `fgentic-mcp-key.${NS}.${agentName(i)}`,
+    ),
+  };
   const docs = kustomizeDocs(join(HERE, '../deploy/base')).map((d) => {
-    const name = d['metadata']?.name;
-    if (d['kind'] !== 'Role') return d;
-    if (name === 'fgentic-retrieval-controller-mcp-keys')
-      return {
-        ...d,
-        rules: [
-          {
-            apiGroups: [''],
-            resources: ['secrets'],
-            resourceNames: Array.from({ length: AGENTS }, (_, i) => keySecret(i)),
-            verbs: ['get'],
-          },
-        ],
-      };
-    if (name === 'fgentic-retrieval-controller-mcp-key-mirrors')
-      return {
-        ...d,
-        rules: [
-          {
-            apiGroups: [''],
-            resources: ['secrets'],
-            resourceNames: Array.from({ length: AGENTS }, (_, i) => `fgentic-mcp-key.${NS}.${agentName(i)}`),
-            verbs: ['create', 'patch', 'delete'],
-          },
-        ],
-      };
-    return d;
+    const extra = d['kind'] === 'Role' ? names[d['metadata']?.name] : undefined;
+    if (!extra) return d;
+    return {
+      ...d,
+      rules: (d['rules'] as { resourceNames?: string[] }[]).map((r) => ({ ...r, resourceNames: extra })),
+    };
   });
   return new RbacAuthorizer(docs);
 }
@@ -177,6 +164,7 @@ async function seed(api: ApiServerDouble, input: Resources): Promise<void> {
       const v = s?.data?.[key];
       return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
     },
+    readMirror: async () => undefined,
     upstream: () => readUpstream(api.kubeConfig()),
   };
   await new Reconciler(memory).pass(memory);

@@ -2,7 +2,8 @@
  * Controller benchmark: API requests and latency of the reconciler at 1,000 agents / 10,000 rooms /
  * 1,000 partners (BENCH_AGENTS / BENCH_ROOMS / BENCH_PARTNERS) against the API-server double with a
  * per-request latency (BENCH_LATENCY_MS, default 2), as the controller's ServiceAccount under the
- * shipped RBAC (plus one name per agent in the MCP-key Role, as deploy/base/rbac-controller.yaml asks).
+ * shipped RBAC (plus one name per agent in the two MCP-key Roles, as deploy/base/rbac-controller.yaml
+ * asks).
  *
  * Arms (BENCH_ARMS, default `full,incremental`), each on a fresh double seeded with the same resources:
  *   full        — the shipped controller (startController: informers, hashes, pool of 8, backoff,
@@ -112,20 +113,24 @@ function corpus(): Resources {
   return { platforms: base.platforms, agents, rooms, partners };
 }
 
-/** The shipped RBAC, with every agent's MCP key Secret named in the key Role (one name per agent). */
+/**
+ * The shipped RBAC, with every agent's MCP key Secret named in the key Role and every agent's mirror
+ * in the mirror Role (one name per agent in each, as deploy/base/rbac-controller.yaml asks).
+ */
 function rbac(): RbacAuthorizer {
+  const names: Record<string, string[]> = {
+    'fgentic-retrieval-controller-mcp-keys': Array.from({ length: AGENTS }, (_, i) => keySecret(i)),
+    'fgentic-retrieval-controller-mcp-key-mirrors': Array.from(
+      { length: AGENTS },
+      (_, i) => `fgentic-mcp-key.${NS}.${agentName(i)}`,
+    ),
+  };
   const docs = kustomizeDocs(join(HERE, '../deploy/base')).map((d) => {
-    if (d['kind'] !== 'Role' || d['metadata']?.name !== 'fgentic-retrieval-controller-mcp-keys') return d;
+    const extra = d['kind'] === 'Role' ? names[d['metadata']?.name] : undefined;
+    if (!extra) return d;
     return {
       ...d,
-      rules: [
-        {
-          apiGroups: [''],
-          resources: ['secrets'],
-          resourceNames: Array.from({ length: AGENTS }, (_, i) => keySecret(i)),
-          verbs: ['get'],
-        },
-      ],
+      rules: (d['rules'] as { resourceNames?: string[] }[]).map((r) => ({ ...r, resourceNames: extra })),
     };
   });
   return new RbacAuthorizer(docs);
@@ -293,7 +298,8 @@ function renderedDiff(before: Resources, after: Resources): K8sObject[] {
  * storage writes that bypass the API: an initial sync of 12,000 objects through the double would take
  * most of the run on a loaded machine and is not what the scenarios measure. The state is what the
  * current reconciler computes (in memory), so the rendered objects carry their desired-hash annotation.
- * The MCP key mirrors are left out: the controller cannot read them.
+ * The MCP key mirrors are left out (their owner reference names the uid the API server gives their
+ * policy): the first pass writes them, and a resync reads them and writes none.
  */
 async function seedReconciled(api: ApiServerDouble): Promise<void> {
   const RVK = 'retrieval.fgentic.dev/v1alpha1';
@@ -334,6 +340,7 @@ async function seedReconciled(api: ApiServerDouble): Promise<void> {
       const v = s?.data?.[key];
       return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
     },
+    readMirror: async () => undefined,
     upstream: () => readUpstream(api.kubeConfig()),
   };
   const seeded = await new Reconciler(memory).pass(memory);

@@ -19,6 +19,12 @@ export interface ClusterWriter {
   patchStatus(res: OwnResource, status: Record<string, unknown>): Promise<K8sObject | undefined>;
   event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
   readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined>;
+  /**
+   * One MCP key mirror, read by its fixed name (kube/mcp-keys.ts `mirrorName`) in the gateway
+   * namespace; undefined when it does not exist. Nothing watches the mirrors: a pass reads one only
+   * when it does not know what the live mirror holds (after a resync, in a new term).
+   */
+  readMirror(namespace: string, name: string): Promise<K8sObject | undefined>;
   /** The kagent and agentgateway APIs the cluster serves. */
   upstream(): Promise<UpstreamFacts>;
 }

@@ -262,17 +262,23 @@ describe('controller loop against an API-server double, as its ServiceAccount un
       'mirror pruned',
       () => !api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
     );
-    // The mirror is deleted by name: the controller never lists, watches or reads the gateway's Secrets.
+    // The mirror is deleted by name: the controller never lists or watches Secrets, and in the
+    // gateway namespace reads only its mirrors, by name.
     assert.ok(
       api.calls.some(
         (c) => c.verb === 'delete' && c.resource === 'secrets' && c.namespace === 'agentgateway-system',
       ),
     );
     assert.ok(!api.calls.some((c) => c.resource === 'secrets' && ['list', 'watch'].includes(c.verb)));
-    assert.ok(
-      !api.calls.some(
-        (c) => c.resource === 'secrets' && c.verb === 'get' && c.namespace === 'agentgateway-system',
-      ),
+    assert.deepEqual(
+      [
+        ...new Set(
+          api.calls
+            .filter((c) => c.resource === 'secrets' && c.namespace === 'agentgateway-system')
+            .map((c) => c.name),
+        ),
+      ],
+      ['fgentic-mcp-key.kagent.knowledge-agent'],
     );
     await waitFor('Warning event', () =>
       api.list('v1', 'Event').find((e) => e['reason'] === 'McpKeyUnavailable'),

@@ -107,10 +107,19 @@ class MemoryCluster implements ClusterWriter, ClusterState {
   async event(res: OwnResource, type: string, reason: string): Promise<void> {
     this.writes.push(`event ${type} ${reason} ${res.metadata.name}`);
   }
+  /** The MCP key Secret is gone (its mirror must go). */
+  secretMissing = false;
   async readSecretKey(namespace: string, name: string, k: string): Promise<string | undefined> {
     this.reads.push(`${namespace}/${name}/${k}`);
     if (this.forbiddenSecrets.has(name)) throw forbidden();
-    return name === 'knowledge-agent-mcp-credential' ? MCP_KEY : name === 'jwks' ? '{"keys":[]}' : undefined;
+    if (name === 'knowledge-agent-mcp-credential') return this.secretMissing ? undefined : MCP_KEY;
+    return name === 'jwks' ? '{"keys":[]}' : undefined;
+  }
+  async readMirror(namespace: string, name: string): Promise<K8sObject | undefined> {
+    this.reads.push(`mirror ${namespace}/${name}`);
+    if (this.forbiddenNames.has(name)) throw forbidden();
+    const o = this.objects.get(`v1|Secret|${namespace}|${name}`);
+    return o && structuredClone(o);
   }
   async upstream(): Promise<UpstreamFacts> {
     return supportedFacts();
@@ -383,10 +392,63 @@ describe('desired state is re-asserted', () => {
     await r.pass(c);
     const mirror = [...c.objects.values()].find((o) => o.kind === 'Secret');
     assert.ok(mirror, 'the mirror was written');
-    c.objects.delete(key(mirror)); // deleted by hand; the controller may not read or watch it
+    c.objects.delete(key(mirror)); // deleted by hand; nothing watches the mirrors
     r.resync();
     await r.pass(c);
     assert.ok(c.objects.has(key(mirror)), 'restored without a new leader');
+  });
+
+  it('a resync reads each mirror and writes none that holds what it should; an edited one is written', async () => {
+    const input = examples();
+    input.agents.push(agent('kagent', 'second-agent'));
+    const c = new MemoryCluster(input);
+    const r = new Reconciler(c);
+    await r.pass(c);
+    const mirrors = [...c.objects.values()].filter((o) => o.kind === 'Secret');
+    assert.equal(mirrors.length, 2);
+    // Between resyncs the remembered state stands: no read, no write.
+    c.writes.length = 0;
+    c.reads.length = 0;
+    await r.pass(c);
+    assert.deepEqual([c.writes, c.reads.filter((x) => x.startsWith('mirror '))], [[], []]);
+    r.resync();
+    await r.pass(c);
+    assert.deepEqual(c.writes, [], 'a no-op resync writes nothing');
+    assert.deepEqual(
+      c.reads.filter((x) => x.startsWith('mirror ')).sort(),
+      mirrors.map((m) => `mirror ${m.metadata.namespace}/${m.metadata.name}`).sort(),
+    );
+    // Edited behind the controller (another key, the desired-hash annotation left as it was).
+    const [first] = mirrors as [K8sObject & { data: Record<string, string> }];
+    const dataKey = Object.keys(first.data)[0] as string;
+    c.objects.set(key(first), { ...first, data: { [dataKey]: Buffer.from('{}').toString('base64') } });
+    r.resync();
+    c.writes.length = 0;
+    await r.pass(c);
+    assert.deepEqual(c.writes, [`apply Secret ${first.metadata.name}`]);
+  });
+
+  it('a stale mirror already gone is not deleted again after a resync', async () => {
+    const input = examples();
+    const c = new MemoryCluster(input);
+    const r = new Reconciler(c);
+    await r.pass(c);
+    c.secretMissing = true; // the source key disappears: the mirror must go
+    r.secrets.forget();
+    await r.pass(c);
+    assert.ok(
+      c.writes.some((w) => w.startsWith('delete Secret')),
+      'the mirror is deleted by name',
+    );
+    assert.ok(![...c.objects.values()].some((o) => o.kind === 'Secret'));
+    r.resync();
+    c.writes.length = 0;
+    await r.pass(c);
+    assert.deepEqual(
+      c.writes.filter((w) => w.includes('Secret')),
+      [],
+      'read as absent, not deleted again',
+    );
   });
 });
 

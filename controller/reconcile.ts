@@ -6,7 +6,9 @@
  * capped backoff with jitter, a new desired state is tried at once, and a failure is the condition of
  * the resource that owns the object only. Objects no longer rendered are pruned only while no
  * rendered object fails to apply; a failed delete holds back nothing but itself; MCP key mirrors whose
- * source became unusable are deleted on every pass (a revocation, not a prune). With the registry
+ * source became unusable are deleted on every pass (a revocation, not a prune). A mirror is read by
+ * name when its live state is not known (after a resync, in a new term) and written only when it
+ * differs, so a no-op resync writes nothing. With the registry
  * sync (registry-sync.ts) rooms and the registry ConfigMaps are its work, not the pass's. A write
  * refused by the leadership fence ends the pass.
  */
@@ -80,10 +82,10 @@ interface PassContext {
 
 /**
  * One controller's reconciler. It keeps what must outlive a pass: per-object backoff, the Secret
- * cache and the memos of the incremental mode. The MCP key mirrors live where the controller may not
- * read, so it remembers the hash of each mirror it applied, but only until the next resync: desired
- * state is re-asserted every resync period, so a mirror deleted or edited behind the controller's
- * back is written again within it.
+ * cache and the memos of the incremental mode. Nothing watches the MCP key mirrors, so it remembers
+ * the hash of each mirror it applied or found up to date, but only until the next resync, which reads
+ * every mirror again by name: a mirror deleted or edited behind the controller's back is written
+ * again within the resync period, and a mirror that still holds what it should is not written.
  */
 export class Reconciler {
   readonly backoff: ItemBackoff;
@@ -130,8 +132,9 @@ export class Reconciler {
 
   /**
    * Periodic resync: forgets every remembered Secret read (rotated MCP keys and JWKS are picked up),
-   * every mirror written (each is applied again, so a mirror deleted or edited by hand is restored)
-   * and every memo, so a full render, hash and comparison happens.
+   * every mirror's remembered state (each is read again and written only when it differs, so a mirror
+   * deleted or edited by hand is restored) and every memo, so a full render, hash and comparison
+   * happens.
    */
   resync(): void {
     this.secrets.forget();
@@ -356,10 +359,19 @@ export class Reconciler {
 
   /**
    * Each mirrored key is owned by its Agent's MCP policy, applied above: the garbage collector then
-   * removes the key with the policy, so the controller never needs to list Secrets.
+   * removes the key with the policy, so the controller never needs to list Secrets. A mirror whose
+   * state this reconciler does not know (after a resync or in a new term) is read by name and applied
+   * only when it lacks what the controller owns in it (data, type, labels, owner reference, hash).
+   *
+   * Why a GET per mirror, not a cache: the Role in the gateway namespace names the mirrors
+   * (`resourceNames`), and kube-apiserver authorizes a LIST or WATCH against resourceNames only when
+   * a field selector `metadata.name=<name>` narrows it to one object. A cache would then be one
+   * watch held open per mirror (1,000 at 1,000 agents), or list/watch on every Secret of the gateway
+   * namespace (its TLS and bridge keys). Reads by name once per resync period cost the same number of
+   * requests as the applies they replace, and write nothing.
    */
   private async applyMirrors(ctx: PassContext, mirror: MirrorResult): Promise<void> {
-    const todo: { secret: K8sObject; hash: string }[] = [];
+    const todo: { secret: K8sObject; hash: string; read: boolean }[] = [];
     for (const { secret, ownerPolicy, workload } of mirror.secrets) {
       const policyKey = `agentgateway.dev/v1alpha1|AgentgatewayPolicy|${secret.metadata.namespace}|${ownerPolicy}`;
       const uid = ctx.uids.get(policyKey);
@@ -375,10 +387,42 @@ export class Reconciler {
       if (this.incremental) this.mirrorHashes.set(mkey, { sig, hashed });
       ctx.desiredKeys.add(mkey);
       const hash = hashed.metadata.annotations?.[DESIRED_HASH] as string;
-      if (this.mirrors.get(mkey) === hash && !this.backoff.failuresOf(`apply ${mkey}`)) ctx.unchanged++;
-      else todo.push({ secret: hashed, hash });
+      const known = this.mirrors.get(mkey);
+      const failing = this.backoff.failuresOf(`apply ${mkey}`) > 0;
+      if (known === hash && !failing) ctx.unchanged++;
+      // Known to hold something else (a new key) or failing: applied without reading it first.
+      else todo.push({ secret: hashed, hash, read: known === undefined && !failing });
     }
-    await eachLimited(todo, this.concurrency, ({ secret, hash }) => this.applyOne(ctx, secret, hash));
+    await eachLimited(todo, this.concurrency, async ({ secret, hash, read }) => {
+      if (read && upToDate(await this.readMirror(secret), secret)) {
+        this.mirrors.set(objKey(secret), hash);
+        this.goneMirrors.delete(objKey(secret));
+        ctx.unchanged++;
+        return;
+      }
+      await this.applyOne(ctx, secret, hash);
+    });
+  }
+
+  /**
+   * The live mirror, or undefined when absent or unreadable (a name the Role does not grant): the
+   * apply that follows then writes it, or reports why it cannot.
+   */
+  private async readMirror(o: K8sObject): Promise<K8sObject | undefined> {
+    try {
+      return await this.api.readMirror(o.metadata.namespace as string, o.metadata.name);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** True when a mirror is known not to exist (read as absent); false when present or unreadable. */
+  private async mirrorAbsent(o: K8sObject): Promise<boolean> {
+    try {
+      return (await this.api.readMirror(o.metadata.namespace as string, o.metadata.name)) === undefined;
+    } catch {
+      return false;
+    }
   }
 
   /** Failing applies of rendered objects (not mirrors, which fail for their RetrievalAgent alone). */
@@ -414,8 +458,23 @@ export class Reconciler {
   private async prune(ctx: PassContext, stale: readonly K8sObject[]): Promise<void> {
     const doomed: K8sObject[] = [];
     // A key whose source is unusable must stop working now, not when its policy goes. Mirrors
-    // cannot be listed, so one is deleted by name unless this process already saw it gone.
-    for (const s of stale) if (!this.goneMirrors.has(objKey(s))) doomed.push(s);
+    // cannot be listed, so one is deleted by name unless this process already saw it gone; one this
+    // reconciler did not write (after a resync, in a new term) is read first, and not deleted when
+    // it does not exist.
+    await eachLimited(
+      stale.filter((s) => !this.goneMirrors.has(objKey(s))),
+      this.concurrency,
+      async (s) => {
+        const key = objKey(s);
+        if (
+          !this.mirrors.has(key) &&
+          !this.backoff.failuresOf(`delete ${key}`) &&
+          (await this.mirrorAbsent(s))
+        )
+          this.goneMirrors.add(key);
+        else doomed.push(s);
+      },
+    );
     if (this.applyFailures().length === 0)
       for (const k of RENDERED_KINDS) {
         const existing = ctx.state.rendered(k.apiVersion, k.kind);

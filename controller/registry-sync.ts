@@ -125,6 +125,7 @@ export class RegistrySync {
 
   private apply(model: Model | undefined): void {
     const had = this.hasPlatform;
+    const first = !this.modelSeen;
     this.modelSeen = true;
     this.hasPlatform = model !== undefined;
     const changed = new Set<string>();
@@ -135,7 +136,8 @@ export class RegistrySync {
     } else for (const n of this.index.setContext(undefined)) changed.add(n);
     // Only a changed base or set of entries yields a different object: the cm handler compares.
     this.enqueue(changed);
-    if (had !== this.hasPlatform)
+    // Room statuses wait for the first model (syncRoomStatus), then are checked against it.
+    if (first || had !== this.hasPlatform)
       for (const r of this.rooms.names()) this.queue.add(`room-status/${r}`, URGENT);
   }
 
@@ -196,17 +198,21 @@ export class RegistrySync {
     return d;
   }
 
+  /** One RetrievalRoom from the cache, by name (constant time: 100,000 rooms are not scanned per key). */
+  private room(name: string): RetrievalRoom | undefined {
+    const state = this.state();
+    if (!state) return undefined;
+    if (state.ownOne) return state.ownOne<RetrievalRoom>('RetrievalRoom', undefined, name);
+    return state.own<RetrievalRoom>('RetrievalRoom').find((r) => r.metadata.name === name);
+  }
+
   /** One queued key; never throws (failures are re-queued with backoff). */
   async handle(key: string): Promise<void> {
     const slash = key.indexOf('/');
     const kind = key.slice(0, slash);
     const name = key.slice(slash + 1);
-    if (kind === 'room') {
-      const room = this.state()
-        ?.own<RetrievalRoom>('RetrievalRoom')
-        .find((r) => r.metadata.name === name);
-      this.onRoom(name, room);
-    } else if (kind === 'cm') await this.syncConfigMap(name);
+    if (kind === 'room') this.onRoom(name, this.room(name));
+    else if (kind === 'cm') await this.syncConfigMap(name);
     else if (kind === 'room-status') await this.syncRoomStatus(name);
   }
 
@@ -284,9 +290,11 @@ export class RegistrySync {
 
   private async syncRoomStatus(name: string): Promise<void> {
     const key = `room-status/${name}`;
-    const room = this.state()
-      ?.own<RetrievalRoom>('RetrievalRoom')
-      .find((r) => r.metadata.name === name);
+    // Before the first pass has said what the platform is, a room's conditions are unknown: writing
+    // NoPlatform then would flap every room's status (and send two Events each) in every new term.
+    // The first model queues every room's status again.
+    if (!this.modelSeen) return;
+    const room = this.room(name);
     if (!room || room.metadata.deletionTimestamp) return;
     const c = this.hasPlatform ? this.rooms.conflict(name) : { reason: 'NoPlatform', message: NO_PLATFORM };
     const conflict: Conflict | undefined = c ? { kind: 'RetrievalRoom', name, ...c } : undefined;

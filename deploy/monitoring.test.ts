@@ -19,8 +19,10 @@ import { type ControllerHandle, startController } from '../controller/cli.ts';
 import { render } from '../controller/render/index.ts';
 import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
 import { examples } from '../controller/testsupport/fixtures.ts';
+import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
 import type { K8sObject } from '../controller/types.ts';
-import { parseConfig, type RunningProjector, startProjector } from '../projector/index.ts';
+import { type RunningProjector, startProjector } from '../projector/index.ts';
+import { kubeConfigStore } from '../projector/kube-store.ts';
 import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
 import { reviewBytes } from '../webhook/review.ts';
 import { startWebhookServer, type WebhookServer } from '../webhook/server.ts';
@@ -149,6 +151,14 @@ describe('alerts: coverage, labels and runbooks', () => {
     assert.ok(uses(/type="Conflict", status="True"/).length, 'Conflict');
     assert.ok(uses(/fgentic_retrieval_ready == 0/).length, 'retrieval not ready (database)');
     assert.ok(uses(/reason="database_unavailable"/).length, 'database errors');
+    // A dead, stuck or non-leading controller, or a projector cut off from the API: revocations stop.
+    const stale = uses(/fgentic_controller_heartbeats_total\{result="ok"\}/);
+    assert.deepEqual(stale, ['FgenticRegistryStale'], 'controller heartbeat not written');
+    for (const m of [
+      'fgentic_projector_controller_heartbeat_age_seconds',
+      'fgentic_projector_registry_staleness_seconds',
+    ])
+      assert.deepEqual(uses(new RegExp(`${m}\\) > 30`)), stale, `${m} past the projector's bound`);
   });
 
   for (const r of rules)
@@ -294,11 +304,6 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
     });
     exported.set('retrieval', sampleNames(await scrape(`${retrieval.url}/metrics`)));
 
-    const parsed = parseConfig(configMapJson(objects, 'fgentic-projector-config', 'projector.json'));
-    assert.ok(parsed.ok);
-    projector = await startProjector({ config: parsed.config, host: '127.0.0.1', port: 0 });
-    exported.set('projector', sampleNames(await scrape(`${projector.url}/metrics`)));
-
     await api.start();
     for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners, room])
       api.put(r);
@@ -310,11 +315,22 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
       // client-go's timing: the retrieval server's embedded database shares this event loop, and a
       // renewal late past a 1 s lease's deadline would end the term (leader.ts).
       debounceMs: 20,
+      heartbeatPeriodMs: 1000,
     });
     controller = started;
     await waitFor('first reconcile', () => started.reconciles() > 0);
     await controller.idle();
     exported.set('controller', sampleNames(await scrape(`http://127.0.0.1:${controller.port}/metrics`)));
+
+    // The projector as deployed: its registry (and the controller's heartbeat) read from the API.
+    const store = kubeConfigStore({
+      kubeConfig: api.kubeConfig(serviceAccountUser('knowledge', 'fgentic-projector')),
+      namespace: 'knowledge',
+    });
+    projector = await startProjector({ store, host: '127.0.0.1', port: 0 });
+    await store.synced;
+    await waitFor('the projector sees the heartbeat', () => Number.isFinite(store.heartbeatAgeSeconds()));
+    exported.set('projector', sampleNames(await scrape(`${projector.url}/metrics`)));
 
     if (hasOpenssl()) {
       const { cert } = makeSelfSignedCert(tlsDir, { cn: 'localhost' });
@@ -396,6 +412,17 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
       value('kind="PartnerClient",type="Ready",status="True",reason="Rendered"'),
       input.partners.length,
     );
+  });
+
+  it("FgenticRegistryStale's series are live: the leader's heartbeats count up, the projector sees them within its bound", async () => {
+    const value = (text: string, series: string) =>
+      Number(text.match(new RegExp(`^${series} (\\S+)$`, 'm'))?.[1] ?? Number.NaN);
+    const ctl = await scrape(`http://127.0.0.1:${controller!.port}/metrics`);
+    assert.ok(value(ctl, 'fgentic_controller_heartbeats_total\\{result="ok"\\}') > 0, 'heartbeats written');
+    const proj = await scrape(`${projector!.url}/metrics`);
+    const age = value(proj, 'fgentic_projector_controller_heartbeat_age_seconds');
+    assert.ok(age >= 0 && age <= 30, `heartbeat age ${age}`);
+    assert.equal(value(proj, 'fgentic_projector_registry_staleness_seconds'), 0, 'watch open');
   });
 
   it('fgentic_retrieval_ready follows the database: 1 while reachable, 0 once it is gone', async () => {

@@ -237,18 +237,29 @@ export class KubeClient {
     );
   }
 
-  async readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined> {
+  /** One Secret by name (`get` with `resourceNames`: never listed); undefined when it does not exist. */
+  private async getSecret(namespace: string, name: string): Promise<K8sObject | undefined> {
     try {
-      const s = await this.request<{ data?: Record<string, string> }>(
+      const s = await this.request<K8sObject>(
         { method: 'GET', path: `${collectionPath('v1', 'secrets', namespace)}/${encodeURIComponent(name)}` },
         false,
       );
-      const v = s.data?.[key];
-      return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
+      return { ...s, apiVersion: 'v1', kind: 'Secret' };
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
     }
+  }
+
+  async readSecretKey(namespace: string, name: string, key: string): Promise<string | undefined> {
+    const s = (await this.getSecret(namespace, name)) as { data?: Record<string, string> } | undefined;
+    const v = s?.data?.[key];
+    return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
+  }
+
+  /** An MCP key mirror by its fixed name (controller/cluster.ts `ClusterWriter.readMirror`). */
+  readMirror(namespace: string, name: string): Promise<K8sObject | undefined> {
+    return this.getSecret(namespace, name);
   }
 }
 

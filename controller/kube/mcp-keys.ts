@@ -6,10 +6,11 @@
  * (`spec.mcpApiKeySecretRef`), so the two can never disagree. Adapter code: reads Secrets, so it is
  * not part of the pure render (offline `render` users create these Secrets themselves).
  *
- * Least privilege (deploy/README.md "RBAC"): the controller reads each source Secret by name only, and
- * never lists, watches or reads Secrets in the gateway namespace. Each mirror is owned by its Agent's
- * MCP route policy (same namespace), so the garbage collector removes it with the policy; a mirror
- * whose source became unusable is deleted by its fixed name (`mirrorName`).
+ * Least privilege (deploy/README.md "RBAC"): the controller reads each source Secret by name only,
+ * never lists or watches Secrets, and in the gateway namespace reads only the mirrors, by name (a
+ * resync writes a mirror only when it differs: reconcile.ts `applyMirrors`). Each mirror is owned by
+ * its Agent's MCP route policy (same namespace), so the garbage collector removes it with the policy;
+ * a mirror whose source became unusable is deleted by its fixed name (`mirrorName`).
  */
 import { MANAGED_LABELS, MCP_KEY_LABEL } from '../render/model.ts';
 import type { K8sObject } from '../types.ts';
