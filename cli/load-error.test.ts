@@ -15,7 +15,7 @@ import { devDependencies, NEEDS_DEV_DEPENDENCIES, startLoadFailure } from './loa
 
 const dir = mkdtempSync(join(tmpdir(), 'fgentic-load-error-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-mkdirSync(join(dir, 'e2e'));
+mkdirSync(join(dir, 'local'));
 const MODULES: Record<string, string> = {
   'dev-package.mjs': "import 'fast-check';\n",
   'prod-package.mjs': "import 'pg';\n",
@@ -45,7 +45,7 @@ describe('start: load failures', { concurrency: 2 }, () => {
   });
 
   test('a missing dev dependency or a missing stack module means "install the dev dependencies"', async () => {
-    for (const file of ['dev-package.mjs', 'scoped-dev-package.mjs', 'e2e/start.js']) {
+    for (const file of ['dev-package.mjs', 'scoped-dev-package.mjs', 'local/start.js']) {
       const f = startLoadFailure(await loadError(file), DEV);
       assert.deepEqual(f, { exitCode: 2, message: NEEDS_DEV_DEPENDENCIES }, file);
     }
@@ -68,10 +68,10 @@ describe('start: load failures', { concurrency: 2 }, () => {
     assert.equal(startLoadFailure('odd', DEV).exitCode, 1);
   });
 
-  /** A module hook that resolves the CLI's `../e2e/start.ts` to `target` instead. */
+  /** A module hook that resolves the CLI's `../local/start.ts` to `target` instead. */
   function hookTo(target: string): string {
     const hooks = `export async function resolve(specifier, context, next) {
-  if (specifier.endsWith('/e2e/start.ts')) return { url: ${JSON.stringify(pathToFileURL(join(dir, target)).href)}, shortCircuit: true };
+  if (specifier.endsWith('/local/start.ts')) return { url: ${JSON.stringify(pathToFileURL(join(dir, target)).href)}, shortCircuit: true };
   return next(specifier, context);
 }`;
     const file = join(dir, `hook-${target.replace(/\W/g, '_')}.mjs`);

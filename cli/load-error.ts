@@ -1,7 +1,7 @@
 /**
  * Why `start` could not load the local stack. Only a missing module that a source checkout with dev
  * dependencies would have means "install them": the stack module itself (the image and `--omit=dev`
- * builds leave out e2e/) or a package listed under devDependencies. Anything else — a syntax error,
+ * builds leave out local/) or a package listed under devDependencies. Anything else — a syntax error,
  * a module that throws while loading, a missing relative import, a missing production dependency —
  * is a real fault and is shown as one, so it is not misread as an installation step.
  */
@@ -25,7 +25,7 @@ export function startLoadFailure(err: unknown, devDependencies: readonly string[
   const e = (err ?? {}) as { code?: unknown; url?: unknown; message?: unknown; name?: unknown };
   if (e.code === 'ERR_MODULE_NOT_FOUND') {
     // Node sets `url` when a module file is missing and names the package when a package is missing.
-    if (typeof e.url === 'string' && /\/e2e\/start\.[jt]s$/.test(e.url))
+    if (typeof e.url === 'string' && /\/local\/start\.[jt]s$/.test(e.url))
       return { exitCode: 2, message: NEEDS_DEV_DEPENDENCIES };
     const pkg =
       typeof e.message === 'string' ? /^Cannot find package '([^']+)'/.exec(e.message)?.[1] : undefined;

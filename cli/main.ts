@@ -31,10 +31,10 @@ const commands: Record<string, Command> = {
 Needs a source checkout (npm install). One stack per data directory: a second start on the same
 directory is refused; ingest into a running stack with \`ingest --data-dir DIR/pglite\`.`,
     run: async (argv) => {
-      // The local stack runs the gateway and kagent doubles from e2e/, which a container image omits.
-      let mod: typeof import('../e2e/start.ts');
+      // The local stack runs the gateway and kagent doubles from local/, which a container image omits.
+      let mod: typeof import('../local/start.ts');
       try {
-        mod = await import('../e2e/start.ts');
+        mod = await import('../local/start.ts');
       } catch (err) {
         const { devDependencies, startLoadFailure } = await import('./load-error.ts');
         const failure = startLoadFailure(err, devDependencies());

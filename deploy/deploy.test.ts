@@ -1409,6 +1409,7 @@ describe('Dockerfile and .dockerignore', () => {
       'retrieval',
       'webhook',
       'e2e',
+      'local',
       'tsconfig.json',
     ])
       assert.ok(!shipped.includes(src), `runtime: ${src} is not shipped (the image runs dist/)`);
@@ -1420,21 +1421,21 @@ describe('Dockerfile and .dockerignore', () => {
 
   test('every relative import of the shipped code resolves inside the image', () => {
     // `start` (the local stack with its gateway and kagent doubles) is a development command: the CLI
-    // loads e2e/ lazily and reports a clear error where it is absent, as in the image.
-    const devOnly = (from: string, target: string) => from === 'cli/main.ts' && target.startsWith('e2e/');
+    // loads local/ lazily and reports a clear error where it is absent, as in the image.
+    const devOnly = (from: string, target: string) => from === 'cli/main.ts' && target.startsWith('local/');
     const copied = new Set(
       lines
         .filter((l) => l.startsWith('COPY ') && !l.includes('--from'))
         .flatMap((l) => l.split(/\s+/).slice(1, -1)),
     );
-    // Paths the .dockerignore drops even inside copied folders (the soak harness is development-only).
+    // Paths the .dockerignore drops even inside copied folders (the end-to-end tests and the soak harness).
     const dropped = (rel: string) =>
       rel.endsWith('.test.ts') ||
-      rel.startsWith('e2e/soak/') ||
+      rel.startsWith('e2e/') ||
       /(^|\/)(testdata|test-doubles|node_modules)(\/|$)/.test(rel);
     assert.ok(
-      readFileSync(join(repo, '.dockerignore'), 'utf8').includes('\ne2e/soak\n'),
-      'the soak harness is ignored',
+      readFileSync(join(repo, '.dockerignore'), 'utf8').includes('\ne2e\n'),
+      'the end-to-end tests and the soak harness are ignored',
     );
     const walk = (dir: string): string[] =>
       readdirSync(dir).flatMap((n) => {
@@ -1501,7 +1502,7 @@ describe('Dockerfile and .dockerignore', () => {
       .map((l) => l.trim());
     for (const p of ['.git', '**/node_modules', '**/*.test.ts', '.env', 'data'])
       assert.ok(ignore.includes(p), p);
-    for (const keep of ['package.json', 'package-lock.json', 'bin', 'cli', 'e2e', 'tsconfig.build.json'])
+    for (const keep of ['package.json', 'package-lock.json', 'bin', 'cli', 'local', 'tsconfig.build.json'])
       assert.ok(!ignore.includes(keep), keep);
     // The build script sits in an ignored folder and is re-included by an exception.
     assert.ok(

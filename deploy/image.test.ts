@@ -63,7 +63,7 @@ function importsOf(src: string): string[] {
 
 /**
  * The production graph: everything the CLI entry reaches through relative imports, minus the folders
- * the build leaves out (`start`'s local stack in e2e/). Returns bare imports with their importers.
+ * the build leaves out (`start`'s local stack in local/). Returns bare imports with their importers.
  */
 function productionImports(entry: string, devOnlyDirs: string[]) {
   const files = new Set<string>();
@@ -92,7 +92,7 @@ const EXACT = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/;
 const REQUIRED_PEERS: Record<string, string> = { zod: '@modelcontextprotocol/sdk' };
 
 describe('dependencies', () => {
-  const prod = productionImports(ENTRY, ['e2e']);
+  const prod = productionImports(ENTRY, ['local']);
 
   it('production modules import only node builtins and production dependencies', () => {
     assert.ok(prod.files.size > 50, `only ${prod.files.size} production modules reached`);
@@ -100,7 +100,7 @@ describe('dependencies', () => {
     assert.deepEqual(wrong, [], 'imported but not a production dependency');
   });
 
-  it('the check sees a devDependency when the graph includes test code (e2e/)', () => {
+  it('the check sees a devDependency when the graph includes the local stack (local/)', () => {
     const withE2e = productionImports(ENTRY, []);
     const dev = [...withE2e.bare.keys()].filter((n) => n in pkg.devDependencies);
     assert.ok(dev.includes('jose') && dev.includes('@a2a-js/sdk'), `found only ${dev.join(', ')}`);

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments, stringify } from 'yaml';
-import { bridgeRequestHeaders, bridgeSend } from './doubles/bridge.ts';
-import { ALICE, BOB, GENERAL_ROOM, groundedSources, rawA2A, roomSnapshot } from './helpers.ts';
-import { EXAMPLES_DIR, type LocalStack, startLocalStack } from './stack.ts';
+import { bridgeRequestHeaders, bridgeSend } from '../local/doubles/bridge.ts';
+import { ALICE, BOB, GENERAL_ROOM, groundedSources, rawA2A, roomSnapshot } from '../local/helpers.ts';
+import { EXAMPLES_DIR, type LocalStack, startLocalStack } from '../local/stack.ts';
 
 let stack: LocalStack;
 let examples: string;

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { encodeProjection, type Projection } from '../contract/index.ts';
-import { ALICE, GENERAL_ROOM } from './helpers.ts';
-import { EXAMPLES_DIR, type LocalStack, startLocalStack } from './stack.ts';
+import { ALICE, GENERAL_ROOM } from '../local/helpers.ts';
+import { EXAMPLES_DIR, type LocalStack, startLocalStack } from '../local/stack.ts';
 
 const A = 'kagent/knowledge-agent';
 const B = 'kagent/second-agent';

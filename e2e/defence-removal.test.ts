@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { K8sObject } from '../controller/types.ts';
-import { bridgeClient, bridgeRequestHeaders, textMessage } from './doubles/bridge.ts';
-import { ALICE, GENERAL_ROOM, rawA2A, roomSnapshot, sendParams } from './helpers.ts';
-import { type LocalStack, startLocalStack } from './stack.ts';
+import { bridgeClient, bridgeRequestHeaders, textMessage } from '../local/doubles/bridge.ts';
+import { ALICE, GENERAL_ROOM, rawA2A, roomSnapshot, sendParams } from '../local/helpers.ts';
+import { type LocalStack, startLocalStack } from '../local/stack.ts';
 
 type Any = any;
 

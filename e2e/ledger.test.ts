@@ -20,9 +20,9 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { encodeProjection, type Projection } from '../contract/index.ts';
-import { bridgeSend } from './doubles/bridge.ts';
-import { ALICE, BOB, GENERAL_ROOM, groundedSources, roomSnapshot } from './helpers.ts';
-import { EXAMPLES_DIR, type LocalStack, startLocalStack } from './stack.ts';
+import { bridgeSend } from '../local/doubles/bridge.ts';
+import { ALICE, BOB, GENERAL_ROOM, groundedSources, roomSnapshot } from '../local/helpers.ts';
+import { EXAMPLES_DIR, type LocalStack, startLocalStack } from '../local/stack.ts';
 
 // A second served agent, so that a value re-bound to it passes the contract's agent check and only
 // the ledger can refuse it.

@@ -7,7 +7,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import { stateDigest } from '../contract/index.ts';
-import { bridgeClient, bridgeRequestHeaders, bridgeSend, mayDeliver, textMessage } from './doubles/bridge.ts';
+import {
+  bridgeClient,
+  bridgeRequestHeaders,
+  bridgeSend,
+  mayDeliver,
+  textMessage,
+} from '../local/doubles/bridge.ts';
 import {
   ALICE,
   answerText,
@@ -19,8 +25,8 @@ import {
   rawA2A,
   roomSnapshot,
   sendParams,
-} from './helpers.ts';
-import { type LocalStack, startLocalStack } from './stack.ts';
+} from '../local/helpers.ts';
+import { type LocalStack, startLocalStack } from '../local/stack.ts';
 
 let stack: LocalStack;
 before(async () => {

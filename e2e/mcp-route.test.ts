@@ -12,9 +12,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { parseAllDocuments, stringify } from 'yaml';
 import { encodeCarrier, encodeProjection, type MatrixPrincipal, type Projection } from '../contract/index.ts';
-import { bridgeSend } from './doubles/bridge.ts';
-import { ALICE, GENERAL_ROOM, roomSnapshot } from './helpers.ts';
-import { EXAMPLES_DIR, type LocalStack, startLocalStack } from './stack.ts';
+import { bridgeSend } from '../local/doubles/bridge.ts';
+import { ALICE, GENERAL_ROOM, roomSnapshot } from '../local/helpers.ts';
+import { EXAMPLES_DIR, type LocalStack, startLocalStack } from '../local/stack.ts';
 
 // The largest projections need the widest identifiers the contract allows: a bridged network of 63
 // bytes and a registered room ID of 255 bytes. They are added to a copy of examples/ and go through

@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { bridgeClient, textMessage } from './doubles/bridge.ts';
-import { answerText, groundedSources, rawA2A, sendParams } from './helpers.ts';
-import { type LocalStack, startLocalStack } from './stack.ts';
+import { bridgeClient, textMessage } from '../local/doubles/bridge.ts';
+import { answerText, groundedSources, rawA2A, sendParams } from '../local/helpers.ts';
+import { type LocalStack, startLocalStack } from '../local/stack.ts';
 
 let stack: LocalStack;
 const T0 = Math.floor(Date.now() / 1000);

@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { freePortBase, START_PORT_OFFSETS, startCli } from '../common/testing/index.ts';
-import { type DemoTarget, runDemo } from './demo.ts';
-import type { StackFile } from './start.ts';
+import { type DemoTarget, runDemo } from '../local/demo.ts';
+import type { StackFile } from '../local/start.ts';
 
 function startProcess(dataDir: string, portBase: number) {
   const service = startCli(['start', '--data-dir', dataDir, '--port-base', String(portBase)], {
@@ -53,7 +53,7 @@ describe('npm start', () => {
 
 describe('npm run demo', () => {
   test('every scenario of the walkthrough behaves as described', async () => {
-    const { startLocalStack } = await import('./stack.ts');
+    const { startLocalStack } = await import('../local/stack.ts');
     const stack = await startLocalStack();
     try {
       const steps = await runDemo(stack as DemoTarget);

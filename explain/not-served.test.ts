@@ -31,8 +31,8 @@ const SERVER_ENTRIES = [
   'webhook/server.ts',
   'webhook/cli.ts',
   'controller/cli.ts',
-  'e2e/stack.ts',
-  'e2e/start.ts',
+  'local/stack.ts',
+  'local/start.ts',
 ];
 
 /** Relative TypeScript imports of a file: static `from '…'`, side-effect `import '…'` and `import('…')`. */
@@ -86,7 +86,7 @@ describe('explain is not reachable from any server', () => {
       .filter((f) => importsOf(f).some((i) => i.startsWith(EXPLAIN_DIR)))
       .map((f) => relative(ROOT, f))
       .sort();
-    assert.deepEqual(importers, ['bench/explain.ts', 'cli/main.ts', 'e2e/demo.ts']);
+    assert.deepEqual(importers, ['bench/explain.ts', 'cli/main.ts', 'local/demo.ts']);
   });
 });
 

@@ -19,7 +19,7 @@ import {
   checkRequestHeaders,
   firstFailing,
   type GatewayContext,
-} from '../e2e/doubles/agentgateway-cel.ts';
+} from '../local/doubles/agentgateway-cel.ts';
 import { parseConfig } from './config.ts';
 import { type RunningProjector, startProjector } from './index.ts';
 import type { CheckRequest } from './request.ts';

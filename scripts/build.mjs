@@ -16,7 +16,7 @@ const ASSET_DIRS = ['retrieval/db/migrations'];
 // The local stack (`start`) runs test doubles of the gateway, kagent and Matrix; tsc follows the CLI's
 // guarded dynamic import into it, but it is a development flow and never ships: the prune below does
 // not follow imports into these folders, so nothing only they use stays in the output.
-const DEV_ONLY_DIRS = ['e2e'];
+const DEV_ONLY_DIRS = ['local'];
 const ENTRY = 'cli/main.js';
 
 rmSync(out, { recursive: true, force: true });

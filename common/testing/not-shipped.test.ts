@@ -20,7 +20,7 @@ function reachedFrom(entry: string): Set<string> {
     reached.add(file);
     for (const m of readFileSync(file, 'utf8').matchAll(IMPORT_RE)) {
       const target = resolve(dirname(file), m[1]!);
-      if (relative(root, target).split('/')[0] !== 'e2e') queue.push(target);
+      if (relative(root, target).split('/')[0] !== 'local') queue.push(target);
     }
   }
   return reached;

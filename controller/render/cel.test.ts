@@ -12,7 +12,7 @@ import {
   firstFailing,
   type GatewayContext,
   KNOWN_FUNCTIONS,
-} from '../../e2e/doubles/agentgateway-cel.ts';
+} from '../../local/doubles/agentgateway-cel.ts';
 import { examples } from '../testsupport/fixtures.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';

@@ -186,7 +186,7 @@ describe('listener layout', () => {
 
 describe('PreRouting identity strip on a listener shared with the MCP route', () => {
   it('strips everywhere but the exact MCP path', async () => {
-    const { transformationRemovals } = await import('../../e2e/doubles/agentgateway-cel.ts');
+    const { transformationRemovals } = await import('../../local/doubles/agentgateway-cel.ts');
     const policy = render(examples()).objects.find(
       (o) => o.kind === 'AgentgatewayPolicy' && o.metadata.name === 'fgentic-strip-identity-except-mcp',
     ) as any;

@@ -4,8 +4,8 @@
  * its duration and the report judges the traffic before, during and after each.
  */
 import { writeFileSync } from 'node:fs';
+import { ENGINEERING_ROOM } from '../../local/helpers.ts';
 import { RETRIEVAL_ROLE } from '../../retrieval/db/roles.ts';
-import { ENGINEERING_ROOM } from '../helpers.ts';
 import { ChildServer } from './child-server.ts';
 import type { SoakStack } from './stack.ts';
 

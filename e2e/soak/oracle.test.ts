@@ -1,7 +1,7 @@
 /** The soak's oracle must be able to fail: forbidden rows and stale registry states are flagged. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ALICE, BOB } from '../helpers.ts';
+import { ALICE, BOB } from '../../local/helpers.ts';
 import {
   matrixMayRead,
   partnerMayRead,

@@ -10,7 +10,7 @@
  * sees at once (no bound beyond the request's own duration).
  */
 import type { MatrixPrincipal } from '../../contract/index.ts';
-import { DEMO_CHUNKS } from '../demo-corpus.ts';
+import { DEMO_CHUNKS } from '../../local/demo-corpus.ts';
 
 export const REVOCATION_BOUND_MS = 2_000;
 

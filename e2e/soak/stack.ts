@@ -1,6 +1,6 @@
 /**
  * The local stack for the soak: the same render and the same front (issuer, gateway double,
- * agent-runtime double) as `e2e/stack.ts`, from its `renderExamples` and `startFront`, but the projector and the retrieval server run as child processes through the real
+ * agent-runtime double) as `local/stack.ts`, from its `renderExamples` and `startFront`, but the projector and the retrieval server run as child processes through the real
  * CLI (so they can be stopped with signals and come back on the same port), the retrieval server
  * reaches the database (PGlite, or a PostgreSQL cluster of its own) through a fault proxy, and the projector's live room-state check
  * reads a homeserver double whose latency and availability the soak controls.
@@ -9,14 +9,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentCard } from '@a2a-js/sdk';
+import { demoRecords } from '../../local/demo-corpus.ts';
+import type { AgentRuntime } from '../../local/doubles/agent-runtime.ts';
+import type { GatewayDouble } from '../../local/doubles/gateway.ts';
+import { configMapJson, renderExamples, startFront } from '../../local/stack.ts';
 import { HomeserverDouble } from '../../projector/test-doubles/homeserver.ts';
 import { INGESTION_ROLE, RETRIEVAL_ROLE } from '../../retrieval/db/roles.ts';
 import { LOCAL_PROFILE } from '../../retrieval/embeddings/local.ts';
 import { seedCorpus } from '../../retrieval/index.ts';
-import { demoRecords } from '../demo-corpus.ts';
-import type { AgentRuntime } from '../doubles/agent-runtime.ts';
-import type { GatewayDouble } from '../doubles/gateway.ts';
-import { configMapJson, renderExamples, startFront } from '../stack.ts';
 import { ChildServer, freePort } from './child-server.ts';
 import { type SoakDatabase, type SoakEngine, startSoakDatabase } from './database.ts';
 import { FaultProxy } from './fault-proxy.ts';

@@ -13,12 +13,11 @@ import { randomUUID } from 'node:crypto';
 import { asArray, isObject, objectField } from '../../common/json-read.ts';
 import type { MatrixPrincipal, RoomSnapshot } from '../../contract/index.ts';
 import { encodeRoomContext, roomContextFromSnapshot } from '../../contract/index.ts';
+import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM, roomSnapshot, sendParams } from '../../local/helpers.ts';
 import type { ProjectorConfig } from '../../projector/config.ts';
 import { snapshotFromState } from '../../projector/homeserver.ts';
 import { matrixHeader, oauthHeader } from '../../retrieval/testing.ts';
-
 import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../../rules/index.ts';
-import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM, roomSnapshot, sendParams } from '../helpers.ts';
 import {
   type Classification,
   type MembershipHistory,

@@ -6,7 +6,7 @@
  *   agent-runtime double (MCP SDK) ─▶ gateway double (MCP route) ─▶ retrieval server ─▶ PGlite via pg
  *
  * The gateway double executes the objects that `render` produces from `examples/`; the projector and
- * retrieval server read the ConfigMaps from the same render. Used by `npm start` and the e2e tests.
+ * retrieval server read the ConfigMaps from the same render. Used by `npm start` and the tests in e2e/.
  */
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
