@@ -4,7 +4,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { decodeProjection } from '../contract/index.ts';
-import { AGENT, encode, matrixExample, NOW, oauthExample } from '../contract/test/fixtures.ts';
+import { AGENT, encode, matrixExample, NOW, oauthExample } from '../testkit/contract/fixtures.ts';
 
 function padAudience(n: number): Record<string, unknown> {
   const m = matrixExample();

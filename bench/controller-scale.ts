@@ -23,8 +23,6 @@ import { readUpstream } from '../controller/kube/discovery.ts';
 import { type ClusterState, type ClusterWriter, Reconciler } from '../controller/reconcile.ts';
 import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
-import { ApiServerDouble, type RequestInfo } from '../controller/testsupport/apiserver.ts';
-import { kustomizeDocs, RbacAuthorizer, serviceAccountUser } from '../controller/testsupport/rbac.ts';
 import type {
   K8sObject,
   OwnResource,
@@ -35,6 +33,8 @@ import type {
 } from '../controller/types.ts';
 import type { ConfigState } from '../projector/config-store.ts';
 import { type KubeConfigStore, kubeConfigStore } from '../projector/kube-store.ts';
+import { ApiServerDouble, type RequestInfo } from '../testkit/controller/apiserver.ts';
+import { kustomizeDocs, RbacAuthorizer, serviceAccountUser } from '../testkit/controller/rbac.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const MODE = process.argv.includes('--faults') ? 'faults' : 'revocation';

@@ -32,8 +32,6 @@ import {
 } from '../controller/reconcile.ts';
 import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { kustomizeDocs, RbacAuthorizer } from '../controller/testsupport/rbac.ts';
 import type {
   K8sObject,
   OwnResource,
@@ -42,6 +40,8 @@ import type {
   RetrievalAgent,
   RetrievalRoom,
 } from '../controller/types.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { kustomizeDocs, RbacAuthorizer } from '../testkit/controller/rbac.ts';
 
 // `--revocation` and `--faults`: the scale and fault schedules (bench/controller-scale.ts).
 if (process.argv.includes('--revocation') || process.argv.includes('--faults')) {

@@ -41,7 +41,7 @@ import { ingestRecords } from '../retrieval/ingest/jsonl.ts';
 import { withIngestionLease } from '../retrieval/ingest/lease.ts';
 import { agentKey, capabilityDigest } from '../retrieval/ledger.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
-import { AGENT, matrixHeader, meta, NOW, P } from '../retrieval/testing.ts';
+import { AGENT, matrixHeader, meta, NOW, P } from '../testkit/retrieval/index.ts';
 
 const ROWS = Number(process.env['BENCH_ROWS'] ?? 300);
 const SAMPLES = Number(process.env['BENCH_SAMPLES'] ?? 400);
@@ -208,8 +208,8 @@ try {
   const search = (await alternate(arms(searchArm), SAMPLES)).samples;
 
   // ---- projector: plain vs ledger on the same HTTP stack, in this process -----------------------
-  const fx = await import('../projector/test-doubles/fixtures.ts');
-  const { sendCheck } = await import('../projector/test-doubles/client.ts');
+  const fx = await import('../testkit/projector/fixtures.ts');
+  const { sendCheck } = await import('../testkit/projector/client.ts');
   const { startProjector } = await import('../projector/index.ts');
   const { createLedger } = await import('../projector/ledger.ts');
   const { createWorkerLedger } = await import('../projector/ledger-worker.ts');

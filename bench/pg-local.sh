@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL + pgvector cluster for `npm run bench:retrieval -- --database-url ...`, made
-# by the code the tests' engine matrix uses (common/testing/postgres.ts): 127.0.0.1, a free port, a
+# by the code the tests' engine matrix uses (testkit/common/postgres.ts): 127.0.0.1, a free port, a
 # password for every TCP login, durable settings (fsync on), sized for 100,000-row corpora.
 #
 #   bench/pg-local.sh build    # scripts/install-postgres.sh: PostgreSQL 15, pgvector from ../shared/vendor
@@ -17,14 +17,14 @@ case "${1:-}" in
     bash scripts/install-postgres.sh
     ;;
   start)
-    out="$(node --import tsx common/testing/postgres.ts start \
+    out="$(node --import tsx testkit/common/postgres.ts start \
       "shared_buffers=1GB maintenance_work_mem=1GB max_parallel_maintenance_workers=0 ${PGBENCH_SETTINGS:-}")"
     head -1 <<<"$out" >"$STATE"
     tail -1 <<<"$out"
     ;;
   stop)
     [ -f "$STATE" ] || { echo "no cluster recorded in $STATE" >&2; exit 1; }
-    node --import tsx common/testing/postgres.ts stop "$(cat "$STATE")"
+    node --import tsx testkit/common/postgres.ts stop "$(cat "$STATE")"
     rm -f "$STATE"
     ;;
   *)

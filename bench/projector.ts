@@ -27,7 +27,7 @@ const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 4);
 
 // ---- child mode: serve one target and print its port -------------------------------------------
 async function serve(kind: string): Promise<void> {
-  const fx = await import('../projector/test-doubles/fixtures.ts');
+  const fx = await import('../testkit/projector/fixtures.ts');
   let port: number;
   if (kind === 'allow-all') {
     // Same stack, same response shape (two identity headers, empty body), no decision at all.
@@ -162,7 +162,7 @@ function summarise(runs: Awaited<ReturnType<typeof load>>[]) {
 
 /** In-process cost of the pure decision alone (no HTTP), to show where a check's time goes. */
 async function decisionCost(): Promise<Record<string, number>> {
-  const fx = await import('../projector/test-doubles/fixtures.ts');
+  const fx = await import('../testkit/projector/fixtures.ts');
   const { decide } = await import('../projector/decide.ts');
   const cfg = fx.config();
   const out: Record<string, number> = {};
@@ -181,7 +181,7 @@ async function decisionCost(): Promise<Record<string, number>> {
 }
 
 async function main() {
-  const fx = await import('../projector/test-doubles/fixtures.ts');
+  const fx = await import('../testkit/projector/fixtures.ts');
   const loadBefore = loadavg()[0]!;
   const pin = hasTaskset();
   if (pin) spawnSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });

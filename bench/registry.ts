@@ -12,13 +12,13 @@ import { fileURLToPath } from 'node:url';
 import { render } from '../controller/render/index.ts';
 import { CONFIGMAP_DATA_LIMIT, configMapBytes } from '../controller/render/server-config.ts';
 import { loadResources } from '../controller/render-command.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
 import type { K8sObject, PartnerClient, Resources, RetrievalRoom } from '../controller/types.ts';
 import { kubeConfigStore } from '../projector/kube-store.ts';
 import { decideMatrix } from '../projector/matrix.ts';
 import { assembleConfig, REGISTRY_SHARD_PREFIX } from '../projector/registry.ts';
-import { config, localRequest, NOW, roomContext } from '../projector/test-doubles/fixtures.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { serviceAccountUser } from '../testkit/controller/rbac.ts';
+import { config, localRequest, NOW, roomContext } from '../testkit/projector/fixtures.ts';
 
 /** The projector's ServiceAccount: the double enforces the shipped RBAC (deploy/base/rbac-projector.yaml). */
 const PROJECTOR = serviceAccountUser('knowledge', 'fgentic-projector');

@@ -14,10 +14,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AgentRef } from '../contract/index.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
 import { kubeRetrievalConfigStore, RETRIEVAL_CONFIGMAP } from '../retrieval/config-kube.ts';
 import { fileRetrievalConfigStore, type RetrievalConfigStore } from '../retrieval/config-store.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { serviceAccountUser } from '../testkit/controller/rbac.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const CHANGES = Number(process.env['BENCH_CHANGES'] ?? 20);

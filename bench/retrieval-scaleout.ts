@@ -1,6 +1,6 @@
 /**
  * bench:scaleout — the search's latency on the primary, on a streaming replica and through PgBouncer
- * in transaction mode, side by side in one run on this machine's PostgreSQL (common/testing/postgres.ts
+ * in transaction mode, side by side in one run on this machine's PostgreSQL (testkit/common/postgres.ts
  * starts a throwaway primary, a replica made with pg_basebackup and PgBouncer 1.18 on loopback, and
  * removes them at the end). Every arm runs the server's own search entry point (searchKnowledge) as
  * the serving role, with the pools the server builds:
@@ -19,14 +19,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
-import {
-  createDatabase,
-  findPostgres,
-  type PgBouncer,
-  startCluster,
-  startPgBouncer,
-  startReplica,
-} from '../common/testing/postgres.ts';
 import type { Projection } from '../contract/index.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool } from '../retrieval/db/pool.ts';
@@ -36,7 +28,15 @@ import { DEFAULT_PLANNER } from '../retrieval/planner.ts';
 import { createReplicaSet } from '../retrieval/replica-set.ts';
 import { replicaTiming } from '../retrieval/replicas.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
-import { decodeFixture, matrixHeader, meta, P, prng, randomVector } from '../retrieval/testing.ts';
+import {
+  createDatabase,
+  findPostgres,
+  type PgBouncer,
+  startCluster,
+  startPgBouncer,
+  startReplica,
+} from '../testkit/common/postgres.ts';
+import { decodeFixture, matrixHeader, meta, P, prng, randomVector } from '../testkit/retrieval/index.ts';
 
 const { values } = parseArgs({
   options: {

@@ -31,7 +31,7 @@ async function serve(kind: string, certDir: string): Promise<void> {
   const { handleReview } = await import('../webhook/main.ts');
   const { DEFAULT_RULES_CONFIG } = await import('../webhook/rules/types.ts');
   const { StaticClusterView } = await import('../webhook/view.ts');
-  const fx = await import('../webhook/fixtures.ts');
+  const fx = await import('../testkit/webhook.ts');
   const rooms = Array.from({ length: 200 }, (_, i) => fx.room(`room-${i}`, `!r${i}:org-a.example`));
   const partners = Array.from({ length: 50 }, (_, i) =>
     fx.partner(`p-${i}`, { azp: `azp-${i}`, policyId: `org-${i}`, groups: [`partner/org-${i}/docs`] }),
@@ -65,7 +65,7 @@ async function serve(kind: string, certDir: string): Promise<void> {
 
 // ---- parent mode ---------------------------------------------------------------------------------
 async function bodies(): Promise<Buffer[]> {
-  const fx = await import('../webhook/fixtures.ts');
+  const fx = await import('../testkit/webhook.ts');
   const denied = fx.plainAgent('denied', 'team-a');
   (
     ((denied['spec'] as never)['declarative'] as never)['tools'] as Record<string, Record<string, unknown>>[]

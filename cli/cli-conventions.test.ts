@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { makeSelfSignedCert } from '../common/dev-tls.ts';
-import { type RunResult, runCli } from '../common/testing/index.ts';
+import { type RunResult, runCli } from '../testkit/common/index.ts';
 
 const repo = new URL('..', import.meta.url).pathname;
 const examples = join(repo, 'examples');

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
-import { encode, matrixExample, NOW, snapshotExample } from '../contract/test/fixtures.ts';
+import { encode, matrixExample, NOW, snapshotExample } from '../testkit/contract/fixtures.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 const run = (args: string[], input: string) =>

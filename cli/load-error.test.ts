@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { runCli } from '../common/testing/index.ts';
+import { runCli } from '../testkit/common/index.ts';
 import { devDependencies, NEEDS_DEV_DEPENDENCIES, startLoadFailure } from './load-error.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fgentic-load-error-'));

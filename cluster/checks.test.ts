@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Pod } from 'kubernetes-models/v1/Pod';
-import { ADMIN_USER, ApiServerDouble } from '../controller/testsupport/apiserver.ts';
+import { ADMIN_USER, ApiServerDouble } from '../testkit/controller/apiserver.ts';
 import { accessChecks, bypassProbes, canIArgs, probePod, subjectAccessReview } from './checks.ts';
 
 describe('cluster access checks against the API-server double', () => {

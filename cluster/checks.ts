@@ -7,7 +7,7 @@
  * - Bypass: a probe pod outside the gateway must not reach the retrieval server or the projector
  *   directly (NetworkPolicy under an enforcing CNI).
  */
-import { RbacAuthorizer, serviceAccountUser } from '../controller/testsupport/rbac.ts';
+import { RbacAuthorizer, serviceAccountUser } from '../testkit/controller/rbac.ts';
 
 export interface AccessCheck {
   name: string;

@@ -12,8 +12,8 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { stringify } from 'yaml';
-import { REPO } from '../controller/testsupport/fixtures.ts';
-import { RbacAuthorizer } from '../controller/testsupport/rbac.ts';
+import { REPO } from '../testkit/controller/fixtures.ts';
+import { RbacAuthorizer } from '../testkit/controller/rbac.ts';
 import { accessChecks, bypassProbes, canIArgs, probePod } from './checks.ts';
 
 function kubectl(args: string[], input?: string, timeoutMs = 300_000) {

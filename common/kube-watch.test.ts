@@ -9,10 +9,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type * as k8s from '@kubernetes/client-node';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { serviceAccountUser } from '../testkit/controller/rbac.ts';
 import { type ConfigMapWatch, watchConfigMaps } from './kube-watch.ts';
-import { waitFor } from './testing/index.ts';
 
 const NS = 'knowledge';
 const NAME = 'fgentic-retrieval-config';

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
+import { AGENT, encode, IAT, matrixExample, NOW, oauthExample } from '../testkit/contract/fixtures.ts';
 import { decodeProjection, encodeCarrier, encodeProjection, jcs, type Projection } from './index.ts';
-import { AGENT, encode, IAT, matrixExample, NOW, oauthExample } from './test/fixtures.ts';
 
 const opts = { now: NOW, agents: [AGENT] };
 const local = fc.stringMatching(/^[a-z0-9._=/+-]{1,20}$/);

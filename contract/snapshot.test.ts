@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { roomContextExample, snapshotExample, withField } from '../testkit/contract/fixtures.ts';
 import {
   checkSnapshotPolicy,
   decodeRoomContext,
@@ -8,7 +9,6 @@ import {
   stateDigest,
   validateSnapshot,
 } from './index.ts';
-import { roomContextExample, snapshotExample, withField } from './test/fixtures.ts';
 
 const alice = { kind: 'matrix', principal: '@alice:org-a.example' } as const;
 const valid = () => {

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor, within } from '../common/testing/index.ts';
-import { ADMIN_USER, ApiServerDouble } from './testsupport/apiserver.ts';
-import { room } from './testsupport/fixtures.ts';
+import { waitFor, within } from '../testkit/common/index.ts';
+import { ADMIN_USER, ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { room } from '../testkit/controller/fixtures.ts';
 
 type Y = any;
 const RV = 'retrieval.fgentic.dev/v1alpha1';

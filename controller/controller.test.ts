@@ -5,13 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { staysTrue, waitFor } from '../common/testing/index.ts';
+import { staysTrue, waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble, CONTROLLER_USER } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { type Attributes, type Grant, unusedGrants } from '../testkit/controller/rbac.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { RENDERED_KINDS } from './kube/client.ts';
 import { render } from './render/index.ts';
-import { ApiServerDouble, CONTROLLER_USER } from './testsupport/apiserver.ts';
-import { examples } from './testsupport/fixtures.ts';
-import { type Attributes, type Grant, unusedGrants } from './testsupport/rbac.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 const MCP_KEY = 'mcp-key-0123456789abcdef';

@@ -7,10 +7,10 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { quietFor, waitFor } from '../common/testing/index.ts';
+import { quietFor, waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble, type RequestInfo } from '../testkit/controller/apiserver.ts';
+import { examples, room } from '../testkit/controller/fixtures.ts';
 import { type ControllerHandle, startController } from './cli.ts';
-import { ApiServerDouble, type RequestInfo } from './testsupport/apiserver.ts';
-import { examples, room } from './testsupport/fixtures.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 const QPS = 10;

@@ -5,15 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
 import { startProjector } from '../projector/index.ts';
 import { kubeConfigStore } from '../projector/kube-store.ts';
-import { sendCheck } from '../projector/test-doubles/client.ts';
-import { localRequest } from '../projector/test-doubles/fixtures.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { serviceAccountUser } from '../testkit/controller/rbac.ts';
+import { sendCheck } from '../testkit/projector/client.ts';
+import { localRequest } from '../testkit/projector/fixtures.ts';
 import { startController } from './cli.ts';
-import { ApiServerDouble } from './testsupport/apiserver.ts';
-import { examples } from './testsupport/fixtures.ts';
-import { serviceAccountUser } from './testsupport/rbac.ts';
 
 const BOUND_MS = 1_500;
 

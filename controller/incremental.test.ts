@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { quietFor, waitFor as waitUntil } from '../common/testing/index.ts';
+import { quietFor, waitFor as waitUntil } from '../testkit/common/index.ts';
+import { ApiServerDouble, CONTROLLER_USER } from '../testkit/controller/apiserver.ts';
+import { agent, examples, REPO, room } from '../testkit/controller/fixtures.ts';
+import { type Attributes, RbacAuthorizer } from '../testkit/controller/rbac.ts';
 import { type ControllerHandle, startController } from './cli.ts';
 import { render } from './render/index.ts';
-import { ApiServerDouble, CONTROLLER_USER } from './testsupport/apiserver.ts';
-import { agent, examples, REPO, room } from './testsupport/fixtures.ts';
-import { type Attributes, RbacAuthorizer } from './testsupport/rbac.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 const MCP_KEY = 'mcp-key-0123456789abcdef';

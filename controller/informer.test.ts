@@ -6,11 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor as waitUntil } from '../common/testing/index.ts';
+import { waitFor as waitUntil } from '../testkit/common/index.ts';
+import { ADMIN_USER, ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { room } from '../testkit/controller/fixtures.ts';
+import { RbacAuthorizer, serviceAccountUser } from '../testkit/controller/rbac.ts';
 import { Informer, type InformerEvent } from './kube/informer.ts';
-import { ADMIN_USER, ApiServerDouble } from './testsupport/apiserver.ts';
-import { room } from './testsupport/fixtures.ts';
-import { RbacAuthorizer, serviceAccountUser } from './testsupport/rbac.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 

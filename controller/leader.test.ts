@@ -7,11 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
 import { startController } from './cli.ts';
 import { LeaderElection, LeaderTerm } from './leader.ts';
-import { ApiServerDouble } from './testsupport/apiserver.ts';
-import { examples } from './testsupport/fixtures.ts';
 
 describe('leader election timing', () => {
   it('the fence refuses a write once the renewal deadline passes, before anyone notices', () => {

@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { createLogger } from '../common/log.ts';
-import { waitFor } from '../common/testing/index.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ADMIN_USER, ApiServerDouble, WEBHOOK_USER } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { RbacAuthorizer, serviceAccountUser, unusedGrants } from '../testkit/controller/rbac.ts';
 import { KubeClusterView } from '../webhook/kube-view.ts';
-import { ADMIN_USER, ApiServerDouble, WEBHOOK_USER } from './testsupport/apiserver.ts';
-import { examples } from './testsupport/fixtures.ts';
-import { RbacAuthorizer, serviceAccountUser, unusedGrants } from './testsupport/rbac.ts';
 
 const SA = serviceAccountUser('team', 'bot');
 const rbac = new RbacAuthorizer([

@@ -6,6 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { agent, examples, room } from '../testkit/controller/fixtures.ts';
+import { kagent09 } from '../testkit/controller/upstreams.ts';
 import { ItemBackoff } from './backoff.ts';
 import {
   type ClusterState,
@@ -17,8 +19,6 @@ import {
   upToDate,
   withHash,
 } from './reconcile.ts';
-import { agent, examples, room } from './testsupport/fixtures.ts';
-import { kagent09 } from './testsupport/upstreams.ts';
 import type { K8sObject, OwnKind, OwnResource, Resources, RetrievalPlatform } from './types.ts';
 import type { UpstreamFacts } from './upstream.ts';
 

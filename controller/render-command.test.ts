@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
+import { EXAMPLES, REPO } from '../testkit/controller/fixtures.ts';
 import { loadResources, renderCommand } from './render-command.ts';
-import { EXAMPLES, REPO } from './testsupport/fixtures.ts';
 
 function run(args: string[]) {
   const code = `import('./controller/render-command.ts').then(async (m) => { process.exitCode = await m.renderCommand(${JSON.stringify(args)}); })`;

@@ -5,18 +5,18 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { staysTrue, waitFor } from '../common/testing/index.ts';
-import { type ControllerHandle, startController } from './cli.ts';
-import { readUpstream } from './kube/discovery.ts';
-import { ApiServerDouble } from './testsupport/apiserver.ts';
-import { examples } from './testsupport/fixtures.ts';
+import { staysTrue, waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
 import {
   kagent09,
   kagent10,
   kagent010,
   noAgentgateway,
   type UpstreamProfile,
-} from './testsupport/upstreams.ts';
+} from '../testkit/controller/upstreams.ts';
+import { type ControllerHandle, startController } from './cli.ts';
+import { readUpstream } from './kube/discovery.ts';
 import { judgeUpstream } from './upstream.ts';
 
 type Y = any;

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { stringify } from 'yaml';
-import { ADMIN_USER, ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { examples, partner, REPO, room } from '../controller/testsupport/fixtures.ts';
+import { ADMIN_USER, ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples, partner, REPO, room } from '../testkit/controller/fixtures.ts';
 import { allCrds } from './schema.ts';
 import { crValidator } from './validate.ts';
 

@@ -22,9 +22,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { freePort, startProcess, waitFor } from '../common/testing/index.ts';
 import { loadMigrations } from '../retrieval/db/migrate.ts';
 import { TOOL } from '../retrieval/mcp/tool.ts';
+import { freePort, startProcess, waitFor } from '../testkit/common/index.ts';
 
 const repo = resolve(import.meta.dirname, '..');
 const pkg = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as {

@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { AgentCard } from '@a2a-js/sdk';
-import { runCli as cli, freePortBase, START_PORT_OFFSETS, startCli } from '../common/testing/index.ts';
 import { bridgeSend } from '../local/doubles/bridge.ts';
 import { ALICE, GENERAL_ROOM, groundedSources, roomSnapshot } from '../local/helpers.ts';
 import type { StackFile } from '../local/start.ts';
+import { runCli as cli, freePortBase, START_PORT_OFFSETS, startCli } from '../testkit/common/index.ts';
 
 function start(dataDir: string, portBase: number) {
   const service = startCli(

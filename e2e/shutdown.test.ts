@@ -16,17 +16,17 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { hasOpenssl, makeSelfSignedCert } from '../common/dev-tls.ts';
 import { DEFAULT_SHUTDOWN, MAX_SHUTDOWN_MS, shutdownTimingFromEnv } from '../common/shutdown.ts';
-import { waitFor } from '../common/testing/index.ts';
-import { configJson, localRequest } from '../projector/test-doubles/fixtures.ts';
 import { LOCAL_PROFILE } from '../retrieval/embeddings/local.ts';
-import { AGENT } from '../retrieval/testing.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { configJson, localRequest } from '../testkit/projector/fixtures.ts';
+import { AGENT } from '../testkit/retrieval/index.ts';
 import {
   admissionReview,
   CONTROLLER,
   platform,
   retrievalAgent,
   retrievalAgentCr,
-} from '../webhook/fixtures.ts';
+} from '../testkit/webhook.ts';
 
 const CLI = fileURLToPath(new URL('../cli/main.ts', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'fgentic-shutdown-'));

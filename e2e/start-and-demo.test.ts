@@ -4,9 +4,9 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { freePortBase, START_PORT_OFFSETS, startCli } from '../common/testing/index.ts';
 import { type DemoTarget, runDemo } from '../local/demo.ts';
 import type { StackFile } from '../local/start.ts';
+import { freePortBase, START_PORT_OFFSETS, startCli } from '../testkit/common/index.ts';
 
 function startProcess(dataDir: string, portBase: number) {
   const service = startCli(['start', '--data-dir', dataDir, '--port-base', String(portBase)], {

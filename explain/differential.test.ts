@@ -28,7 +28,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../retrieval/testing.ts';
+} from '../testkit/retrieval/index.ts';
 import {
   type ChunkExplanation,
   detailStatement,

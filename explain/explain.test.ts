@@ -13,11 +13,11 @@ import fc from 'fast-check';
 import type { ChunkMetadata, MatrixPrincipal } from '../contract/index.ts';
 import type { ProjectorConfig } from '../projector/config.ts';
 import { matrixSdkReader } from '../projector/homeserver.ts';
-import { configJson, snapshot } from '../projector/test-doubles/fixtures.ts';
-import { HomeserverDouble } from '../projector/test-doubles/homeserver.ts';
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
-import { prng, randomVector, startTestDatabase, type TestDatabase } from '../retrieval/testing.ts';
+import { configJson, snapshot } from '../testkit/projector/fixtures.ts';
+import { HomeserverDouble } from '../testkit/projector/homeserver.ts';
+import { prng, randomVector, startTestDatabase, type TestDatabase } from '../testkit/retrieval/index.ts';
 import { type ExplainIo, explainCommand } from './command.ts';
 import { ExplainError, explainRows, type Subject } from './core.ts';
 

@@ -4,9 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { serveProjector } from './cli.ts';
-import { startProjector } from './index.ts';
-import { sendCheck } from './test-doubles/client.ts';
+import { sendCheck } from '../testkit/projector/client.ts';
 import {
   ALICE,
   config,
@@ -16,7 +14,9 @@ import {
   NOW,
   publicRequest,
   roomContext,
-} from './test-doubles/fixtures.ts';
+} from '../testkit/projector/fixtures.ts';
+import { serveProjector } from './cli.ts';
+import { startProjector } from './index.ts';
 
 async function captureStderr(fn: () => Promise<void>): Promise<string[]> {
   const lines: string[] = [];

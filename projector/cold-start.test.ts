@@ -9,10 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { type Service, startProcess, waitFor } from '../common/testing/index.ts';
-import { validateConfig } from './config.ts';
-import { ConfiguredReader, liveRoomCheck, type loadMatrixSdk } from './homeserver.ts';
-import { sendCheck } from './test-doubles/client.ts';
+import { type Service, startProcess, waitFor } from '../testkit/common/index.ts';
+import { sendCheck } from '../testkit/projector/client.ts';
 import {
   AGENT_BOT,
   ALICE,
@@ -22,8 +20,10 @@ import {
   type MutableJson,
   ROOM,
   roomContext,
-} from './test-doubles/fixtures.ts';
-import { HomeserverDouble } from './test-doubles/homeserver.ts';
+} from '../testkit/projector/fixtures.ts';
+import { HomeserverDouble } from '../testkit/projector/homeserver.ts';
+import { validateConfig } from './config.ts';
+import { ConfiguredReader, liveRoomCheck, type loadMatrixSdk } from './homeserver.ts';
 
 const TOKEN = 'syt_cold_start_token';
 const CLI = fileURLToPath(new URL('../cli/main.ts', import.meta.url));

@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { render } from '../controller/render/index.ts';
 import { PROJECTOR_CONFIGMAP, RETRIEVAL_CONFIGMAP } from '../controller/render/server-config.ts';
-import { agent, examples, partner } from '../controller/testsupport/fixtures.ts';
 import {
   CONFIG_DATA_LIMIT,
   DNS1123_LABEL_MAX,
@@ -19,6 +18,7 @@ import {
   PROJECTOR_RESERVED_BYTES,
   RETRIEVAL_AGENT_ENTRY_BYTES,
 } from '../rules/index.ts';
+import { agent, examples, partner } from '../testkit/controller/fixtures.ts';
 import { parseConfig } from './config.ts';
 import { MAX_REGISTRY_SHARDS, shardName } from './registry.ts';
 

@@ -3,10 +3,10 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { configJson, type MutableJson } from '../testkit/projector/fixtures.ts';
 import { parseConfig, validateConfig } from './config.ts';
 import { fileConfigStore } from './config-store.ts';
-import { configJson, type MutableJson } from './test-doubles/fixtures.ts';
 
 function withChange(mutate: (c: MutableJson) => void) {
   const c = JSON.parse(JSON.stringify(configJson()));

@@ -5,14 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
 import { render } from '../controller/render/index.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { examples } from '../controller/testsupport/fixtures.ts';
-import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { serviceAccountUser } from '../testkit/controller/rbac.ts';
+import { heartbeatConfigMap } from '../testkit/projector/fixtures.ts';
 import { HeartbeatClock, heartbeatText, parseHeartbeat } from './heartbeat.ts';
 import { kubeConfigStore } from './kube-store.ts';
-import { heartbeatConfigMap } from './test-doubles/fixtures.ts';
 
 const text = (timeMs: number) => heartbeatText({ holder: 'c', timeMs, periodSeconds: 5 });
 

@@ -4,16 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { stateDigest } from '../contract/index.ts';
-import { validateConfig } from './config.ts';
-import {
-  ConfiguredReader,
-  liveRoomCheck,
-  matrixSdkReader,
-  type RoomStateReader,
-  snapshotFromState,
-} from './homeserver.ts';
-import { startProjector } from './index.ts';
-import { sendCheck } from './test-doubles/client.ts';
+import { sendCheck } from '../testkit/projector/client.ts';
 import {
   AGENT_BOT,
   ALICE,
@@ -27,8 +18,17 @@ import {
   ROOM,
   roomContext,
   snapshot,
-} from './test-doubles/fixtures.ts';
-import { HomeserverDouble } from './test-doubles/homeserver.ts';
+} from '../testkit/projector/fixtures.ts';
+import { HomeserverDouble } from '../testkit/projector/homeserver.ts';
+import { validateConfig } from './config.ts';
+import {
+  ConfiguredReader,
+  liveRoomCheck,
+  matrixSdkReader,
+  type RoomStateReader,
+  snapshotFromState,
+} from './homeserver.ts';
+import { startProjector } from './index.ts';
 
 const TOKEN = 'syt_test_token';
 const cfg = config();

@@ -9,10 +9,9 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
 import { decodeProjection, encodeRoomContext } from '../contract/index.ts';
-import { type RunningProjector, startProjector } from './index.ts';
-import { countHeader, sendCheck } from './test-doubles/client.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { countHeader, sendCheck } from '../testkit/projector/client.ts';
 import {
   ALICE,
   config,
@@ -22,7 +21,8 @@ import {
   NOW,
   publicRequest,
   roomContext,
-} from './test-doubles/fixtures.ts';
+} from '../testkit/projector/fixtures.ts';
+import { type RunningProjector, startProjector } from './index.ts';
 
 let p: RunningProjector;
 

@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { staysTrue, waitFor } from '../common/testing/index.ts';
 import { render } from '../controller/render/index.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { examples } from '../controller/testsupport/fixtures.ts';
-import { serviceAccountUser } from '../controller/testsupport/rbac.ts';
 import type { K8sObject, Resources } from '../controller/types.ts';
+import { staysTrue, waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { serviceAccountUser } from '../testkit/controller/rbac.ts';
 import type { ConfigState } from './config-store.ts';
 import { type KubeConfigStore, kubeConfigStore } from './kube-store.ts';
 

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { decodeProjection, encodeRoomContext } from '../contract/index.ts';
-import { decideMatrix, type MatrixDecision } from './matrix.ts';
-import type { CheckRequest } from './request.ts';
 import {
   AGENT_BOT,
   ALICE,
@@ -15,7 +13,9 @@ import {
   NOW,
   roomContext,
   WIDE_ROOM,
-} from './test-doubles/fixtures.ts';
+} from '../testkit/projector/fixtures.ts';
+import { decideMatrix, type MatrixDecision } from './matrix.ts';
+import type { CheckRequest } from './request.ts';
 
 const cfg = config();
 const run = (req: CheckRequest, c = cfg): MatrixDecision => decideMatrix(req, c, { now: NOW });

@@ -1,9 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { decodeProjection, oauthUserId } from '../contract/index.ts';
-import type { ProjectorConfig } from './config.ts';
-import { decideOAuth, type OAuthDecision } from './oauth.ts';
-import type { CheckRequest } from './request.ts';
 import {
   ALICE,
   config,
@@ -13,7 +10,10 @@ import {
   NOW,
   publicRequest,
   roomContext,
-} from './test-doubles/fixtures.ts';
+} from '../testkit/projector/fixtures.ts';
+import type { ProjectorConfig } from './config.ts';
+import { decideOAuth, type OAuthDecision } from './oauth.ts';
+import type { CheckRequest } from './request.ts';
 
 const cfg = config();
 const run = (req: CheckRequest, c: ProjectorConfig = cfg, now = NOW): OAuthDecision =>

@@ -7,10 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { type Decision, decide } from './decide.ts';
-import { startProjector } from './index.ts';
-import { type CheckRequest, classifyHeader, ignoredHeaderLabel, type RouteName } from './request.ts';
-import { sendCheck } from './test-doubles/client.ts';
+import { sendCheck } from '../testkit/projector/client.ts';
 import {
   config,
   fixedRandom,
@@ -18,7 +15,10 @@ import {
   NOW,
   publicRequest,
   roomContext,
-} from './test-doubles/fixtures.ts';
+} from '../testkit/projector/fixtures.ts';
+import { type Decision, decide } from './decide.ts';
+import { startProjector } from './index.ts';
+import { type CheckRequest, classifyHeader, ignoredHeaderLabel, type RouteName } from './request.ts';
 
 const cfg = config();
 const run = (req: CheckRequest): Decision => decide(req, cfg, { now: NOW, randomBytes: fixedRandom });

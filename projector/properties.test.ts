@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { decodeRoomContext } from '../contract/index.ts';
+import { config, fixedRandom, localRequest, NOW, publicRequest } from '../testkit/projector/fixtures.ts';
 import { decide } from './decide.ts';
 import type { CheckRequest } from './request.ts';
-import { config, fixedRandom, localRequest, NOW, publicRequest } from './test-doubles/fixtures.ts';
 
 const cfg = config();
 const NAMES = [

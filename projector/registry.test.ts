@@ -1,8 +1,8 @@
 /** Registry shards: the manifest check, validation with the single-file rules, and the shard cache. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { configJson } from '../testkit/projector/fixtures.ts';
 import { assembleConfig, createAssembler, shardDigest, shardName } from './registry.ts';
-import { configJson } from './test-doubles/fixtures.ts';
 
 const room = (i: number) => ({
   roomId: `!r${i}abcdefghijklmnop:org-a.example`,

@@ -13,18 +13,18 @@ import { after, before, describe, test } from 'node:test';
 import { decodeProjection } from '../contract/index.ts';
 import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
-import { EXAMPLES } from '../controller/testsupport/fixtures.ts';
 import {
   authorize,
   checkRequestHeaders,
   firstFailing,
   type GatewayContext,
 } from '../local/doubles/agentgateway-cel.ts';
+import { EXAMPLES } from '../testkit/controller/fixtures.ts';
+import { sendCheck } from '../testkit/projector/client.ts';
+import { ALICE, encodeContext, fixedRandom, NOW, roomContext } from '../testkit/projector/fixtures.ts';
 import { parseConfig } from './config.ts';
 import { type RunningProjector, startProjector } from './index.ts';
 import type { CheckRequest } from './request.ts';
-import { sendCheck } from './test-doubles/client.ts';
-import { ALICE, encodeContext, fixedRandom, NOW, roomContext } from './test-doubles/fixtures.ts';
 
 interface ExtAuthHttp {
   allowedRequestHeaders: string[];

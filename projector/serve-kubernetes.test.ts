@@ -9,12 +9,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
 import { render } from '../controller/render/index.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { examples } from '../controller/testsupport/fixtures.ts';
-import { writeKubeconfig } from '../controller/testsupport/kubeconfig.ts';
-import { heartbeatConfigMap } from './test-doubles/fixtures.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { writeKubeconfig } from '../testkit/controller/kubeconfig.ts';
+import { heartbeatConfigMap } from '../testkit/projector/fixtures.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 

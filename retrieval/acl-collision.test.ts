@@ -8,10 +8,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type ChunkMetadata, isMatrixProjection, type Projection } from '../contract/index.ts';
-import { toVectorParam } from './db/pool.ts';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER, type Plan } from './planner.ts';
-import { searchKnowledge } from './search.ts';
 import {
   cosineDistance,
   decodeFixture,
@@ -23,7 +19,11 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { toVectorParam } from './db/pool.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, type Plan } from './planner.ts';
+import { searchKnowledge } from './search.ts';
 
 let t: TestDatabase;
 const rand = prng(7_007);

@@ -8,11 +8,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { syncAll } from './db/migrate.ts';
-import { INGESTION_ROLE } from './db/roles.ts';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
-import { searchKnowledge } from './search.ts';
 import {
   decodeFixture,
   matrixHeader,
@@ -22,7 +17,12 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { syncAll } from './db/migrate.ts';
+import { INGESTION_ROLE } from './db/roles.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
+import { searchKnowledge } from './search.ts';
 
 // bound = max(exact_threshold, 3 % of the rows) = 20 for the 40 rows below.
 const PLANNER: PlannerOptions = { ...DEFAULT_PLANNER, exactThreshold: 20 };

@@ -7,11 +7,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { ChunkMetadata, Classification, MatrixPrincipal, Projection } from '../contract/index.ts';
-import { matrixArb, metadataArb, oauthArb, projectionFrom, referenceAllows } from './acl-model.ts';
-import { toVectorParam } from './db/pool.ts';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER, type Plan } from './planner.ts';
-import { searchKnowledge } from './search.ts';
 import {
   cosineDistance,
   decodeFixture,
@@ -24,7 +19,18 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import {
+  matrixArb,
+  metadataArb,
+  oauthArb,
+  projectionFrom,
+  referenceAllows,
+} from '../testkit/retrieval/acl-model.ts';
+import { toVectorParam } from './db/pool.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, type Plan } from './planner.ts';
+import { searchKnowledge } from './search.ts';
 
 let t: TestDatabase;
 before(async () => {

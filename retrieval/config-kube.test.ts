@@ -13,21 +13,12 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { waitFor } from '../common/testing/index.ts';
 import type { AgentRef } from '../contract/index.ts';
 import { render } from '../controller/render/index.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { examples } from '../controller/testsupport/fixtures.ts';
-import { serviceAccountUser, unusedGrants } from '../controller/testsupport/rbac.ts';
-import {
-  type KubeRetrievalConfigOptions,
-  type KubeRetrievalConfigStore,
-  kubeRetrievalConfigStore,
-  RETRIEVAL_CONFIGMAP,
-} from './config-kube.ts';
-import { fileRetrievalConfigStore } from './config-store.ts';
-import { createLocalEmbedder } from './embeddings/local.ts';
-import { type RetrievalServer, startRetrievalServer } from './index.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { serviceAccountUser, unusedGrants } from '../testkit/controller/rbac.ts';
 import {
   AGENT,
   matrixHeader,
@@ -38,7 +29,16 @@ import {
   servingUrl,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import {
+  type KubeRetrievalConfigOptions,
+  type KubeRetrievalConfigStore,
+  kubeRetrievalConfigStore,
+  RETRIEVAL_CONFIGMAP,
+} from './config-kube.ts';
+import { fileRetrievalConfigStore } from './config-store.ts';
+import { createLocalEmbedder } from './embeddings/local.ts';
+import { type RetrievalServer, startRetrievalServer } from './index.ts';
 
 const RETRIEVAL_SA = serviceAccountUser('knowledge', 'knowledge-retrieval');
 const NS = 'knowledge';

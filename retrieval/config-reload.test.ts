@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { waitFor } from '../common/testing/index.ts';
 import type { AgentRef } from '../contract/index.ts';
+import { waitFor } from '../testkit/common/index.ts';
 import { agentKey, parseConfigText } from './config.ts';
 import { configTracker, fileRetrievalConfigStore, type RetrievalConfigState } from './config-store.ts';
 

@@ -10,9 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER } from './planner.ts';
-import { searchKnowledge } from './search.ts';
 import {
   axisVector,
   decodeFixture,
@@ -24,7 +21,10 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER } from './planner.ts';
+import { searchKnowledge } from './search.ts';
 
 let t: TestDatabase;
 

@@ -7,9 +7,6 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
-import { type RetrievalServer, startRetrievalServer } from './index.ts';
-import { capabilityDigest, PURGE_SQL, RECORD_SQL } from './ledger.ts';
 import {
   AGENT,
   matrixHeader,
@@ -20,7 +17,10 @@ import {
   servingUrl,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
+import { type RetrievalServer, startRetrievalServer } from './index.ts';
+import { capabilityDigest, PURGE_SQL, RECORD_SQL } from './ledger.ts';
 
 let t: TestDatabase;
 let server: RetrievalServer;

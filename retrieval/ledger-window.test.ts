@@ -8,6 +8,19 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
+import {
+  AGENT,
+  decodeFixture,
+  type MatrixFixture,
+  matrixHeader,
+  meta,
+  NOW,
+  P,
+  seedTestCorpus,
+  servingUrl,
+  startTestDatabase,
+  type TestDatabase,
+} from '../testkit/retrieval/index.ts';
 import { asRole, PROJECTOR_ROLE } from './db/roles.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import {
@@ -26,19 +39,6 @@ import {
 import { DEFAULT_PLANNER, searchStatement } from './planner.ts';
 import { searchArguments } from './predicate.ts';
 import { searchKnowledge } from './search.ts';
-import {
-  AGENT,
-  decodeFixture,
-  type MatrixFixture,
-  matrixHeader,
-  meta,
-  NOW,
-  P,
-  seedTestCorpus,
-  servingUrl,
-  startTestDatabase,
-  type TestDatabase,
-} from './testing.ts';
 
 const AGENT_KEY = `${AGENT.namespace}/${AGENT.name}`;
 

@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
+import { startTestDatabase, type TestDatabase } from '../testkit/retrieval/index.ts';
 import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
 import { CHECK_SQL, capabilityDigest, PURGE_SQL, RECORD_SQL, recordMessage } from './ledger.ts';
-import { startTestDatabase, type TestDatabase } from './testing.ts';
 
 let t: TestDatabase;
 let dbNow: number;

@@ -8,13 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
-import { syncAll } from './db/migrate.ts';
-import { toVectorBinary, toVectorParam } from './db/pool.ts';
-import { INGESTION_ROLE } from './db/roles.ts';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER, searchStatement } from './planner.ts';
-import { searchArguments } from './predicate.ts';
+import { waitFor } from '../testkit/common/index.ts';
 import {
   decodeFixture,
   flushStatistics,
@@ -27,7 +21,13 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { syncAll } from './db/migrate.ts';
+import { toVectorBinary, toVectorParam } from './db/pool.ts';
+import { INGESTION_ROLE } from './db/roles.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, searchStatement } from './planner.ts';
+import { searchArguments } from './predicate.ts';
 
 const skip = onlyOn('postgres', 'PGlite has no autovacuum');
 // The exact path's absolute bound scaled to this corpus (1,000 by default), so both paths are taken.

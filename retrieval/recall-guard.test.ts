@@ -6,9 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER } from './planner.ts';
-import { searchKnowledge } from './search.ts';
 import {
   cosineDistance,
   decodeFixture,
@@ -19,7 +16,10 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER } from './planner.ts';
+import { searchKnowledge } from './search.ts';
 
 let t: TestDatabase;
 const rand = prng(4_242);

@@ -3,7 +3,7 @@
  * `pg_basebackup -R` from the test cluster, and PgBouncer 1.18 in transaction mode in front of the
  * primary, both started here on free loopback ports and removed in `after`, whatever the outcome.
  *
- * - The ACL differential (the model of retrieval/acl-model.ts) through the replica and through
+ * - The ACL differential (the model of testkit/retrieval/acl-model.ts) through the replica and through
  *   PgBouncer: the same answers as the primary, and the model's.
  * - PgBouncer: the serving pool's role, read-only mode and statement timeout hold in every
  *   transaction without any startup parameter; a write is refused.
@@ -27,25 +27,13 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import fc from 'fast-check';
 import type pg from 'pg';
 import { Registry } from 'prom-client';
-import { waitFor } from '../common/testing/index.ts';
-import { type Cluster, type PgBouncer, startPgBouncer, startReplica } from '../common/testing/postgres.ts';
 import type { ChunkMetadata, Classification, Projection } from '../contract/index.ts';
 import { render } from '../controller/render/index.ts';
 import { RETRIEVAL_CONFIGMAP } from '../controller/render/server-config.ts';
-import { examples } from '../controller/testsupport/fixtures.ts';
 import type { K8sObject } from '../controller/types.ts';
-import { matrixArb, metadataArb, oauthArb, projectionFrom, referenceAllows } from './acl-model.ts';
-import { createPool } from './db/pool.ts';
-import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
-import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
-import { ensureProfile } from './embeddings/profile.ts';
-import { type RetrievalServer, startRetrievalServer } from './index.ts';
-import { writeChunks } from './ingest/store.ts';
-import { capabilityDigest, RECORD_SQL, UnmintedCapabilityError } from './ledger.ts';
-import { DEFAULT_PLANNER } from './planner.ts';
-import { createReplicaSet, type ReplicaSet, type RoutedResult } from './replica-set.ts';
-import { replicaTiming } from './replicas.ts';
-import { type SearchRequest, searchKnowledge } from './search.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { type Cluster, type PgBouncer, startPgBouncer, startReplica } from '../testkit/common/postgres.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
 import {
   AGENT,
   cosineDistance,
@@ -59,7 +47,25 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import {
+  matrixArb,
+  metadataArb,
+  oauthArb,
+  projectionFrom,
+  referenceAllows,
+} from '../testkit/retrieval/acl-model.ts';
+import { createPool } from './db/pool.ts';
+import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
+import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';
+import { ensureProfile } from './embeddings/profile.ts';
+import { type RetrievalServer, startRetrievalServer } from './index.ts';
+import { writeChunks } from './ingest/store.ts';
+import { capabilityDigest, RECORD_SQL, UnmintedCapabilityError } from './ledger.ts';
+import { DEFAULT_PLANNER } from './planner.ts';
+import { createReplicaSet, type ReplicaSet, type RoutedResult } from './replica-set.ts';
+import { replicaTiming } from './replicas.ts';
+import { type SearchRequest, searchKnowledge } from './search.ts';
 
 const skip = ENGINE === 'postgres' ? false : 'postgres only: streaming replication and PgBouncer';
 const MAX_LAG_MS = 1000;

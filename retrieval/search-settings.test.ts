@@ -9,10 +9,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { toVectorBinary } from './db/pool.ts';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER, type Plan, searchStatement } from './planner.ts';
-import { searchArguments } from './predicate.ts';
 import {
   decodeFixture,
   flushStatistics,
@@ -24,7 +20,11 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { toVectorBinary } from './db/pool.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, type Plan, searchStatement } from './planner.ts';
+import { searchArguments } from './predicate.ts';
 
 let t: TestDatabase;
 const rand = prng(15_015);

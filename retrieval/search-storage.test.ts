@@ -12,8 +12,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import {
+  ENGINE,
+  meta,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from '../testkit/retrieval/index.ts';
 import { writeChunks } from './ingest/store.ts';
-import { ENGINE, meta, P, prng, randomVector, startTestDatabase, type TestDatabase } from './testing.ts';
 
 let t: TestDatabase;
 const rand = prng(12_012);

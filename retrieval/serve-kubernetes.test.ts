@@ -9,10 +9,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { waitFor } from '../common/testing/index.ts';
-import { ApiServerDouble } from '../controller/testsupport/apiserver.ts';
-import { writeKubeconfig } from '../controller/testsupport/kubeconfig.ts';
-import { AGENT } from './testing.ts';
+import { waitFor } from '../testkit/common/index.ts';
+import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
+import { writeKubeconfig } from '../testkit/controller/kubeconfig.ts';
+import { AGENT } from '../testkit/retrieval/index.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 

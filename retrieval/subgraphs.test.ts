@@ -6,12 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { OWNER_ROLE } from './db/roles.ts';
-import { maintainSubgraphs } from './db/subgraphs.ts';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER } from './planner.ts';
-import { searchKnowledge } from './search.ts';
-import { subgraphIndexName } from './subgraph-plan.ts';
 import {
   cosineDistance,
   decodeFixture,
@@ -23,7 +17,13 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { OWNER_ROLE } from './db/roles.ts';
+import { maintainSubgraphs } from './db/subgraphs.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER } from './planner.ts';
+import { searchKnowledge } from './search.ts';
+import { subgraphIndexName } from './subgraph-plan.ts';
 
 let t: TestDatabase;
 const rand = prng(3_303);

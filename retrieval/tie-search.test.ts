@@ -8,9 +8,6 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import fc from 'fast-check';
 import type { MatrixPrincipal } from '../contract/index.ts';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER } from './planner.ts';
-import { searchKnowledge } from './search.ts';
 import {
   decodeFixture,
   matrixHeader,
@@ -20,7 +17,10 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER } from './planner.ts';
+import { searchKnowledge } from './search.ts';
 
 let t: TestDatabase;
 

@@ -8,9 +8,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { writeChunks } from './ingest/store.ts';
-import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
-import { type SearchResult, searchKnowledge } from './search.ts';
 import {
   axisVector,
   decodeFixture,
@@ -21,7 +18,10 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from './testing.ts';
+} from '../testkit/retrieval/index.ts';
+import { writeChunks } from './ingest/store.ts';
+import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
+import { type SearchResult, searchKnowledge } from './search.ts';
 
 const TIED = 40;
 const CLOSER = 4;

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { Projection } from '../contract/index.ts';
+import { decodeFixture, matrixHeader, oauthHeader, P } from '../testkit/retrieval/index.ts';
 import { serveRetrieval } from './cli.ts';
 import { readConfig } from './config.ts';
 import { parseArgs } from './mcp/tool.ts';
@@ -14,7 +15,6 @@ import { choosePlan, DEFAULT_PLANNER, searchStatement } from './planner.ts';
 import { buildPredicate, PredicateError, searchArguments } from './predicate.ts';
 import { fuse, type SearchHit } from './search.ts';
 import { ingestCommand } from './store-commands.ts';
-import { decodeFixture, matrixHeader, oauthHeader, P } from './testing.ts';
 
 describe('predicate (pure)', () => {
   test('Matrix: classification set and typed audience are parameters, never SQL text', () => {

@@ -13,6 +13,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { render } from '../controller/render/index.ts';
+import type { K8sObject, Resources } from '../controller/types.ts';
+import { assembleConfig, REGISTRY_SHARD_KEY } from '../projector/registry.ts';
+import { agentKey, parseConfigText } from '../retrieval/config.ts';
 import {
   labelish,
   labelMapish,
@@ -22,12 +26,8 @@ import {
   serviceUrlish,
   textNear,
   urlish,
-} from '../common/testing/field-arbitraries.ts';
-import { render } from '../controller/render/index.ts';
-import { agent, examples, partner, room } from '../controller/testsupport/fixtures.ts';
-import type { K8sObject, Resources } from '../controller/types.ts';
-import { assembleConfig, REGISTRY_SHARD_KEY } from '../projector/registry.ts';
-import { agentKey, parseConfigText } from '../retrieval/config.ts';
+} from '../testkit/common/field-arbitraries.ts';
+import { agent, examples, partner, room } from '../testkit/controller/fixtures.ts';
 import { checkManifests } from '../webhook/offline.ts';
 
 type Spec = Record<string, any>;

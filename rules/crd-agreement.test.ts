@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { isTokenText } from '../contract/index.ts';
-import { examples, partner, room } from '../controller/testsupport/fixtures.ts';
 import { allCrds } from '../crds/schema.ts';
 import { crValidator } from '../crds/validate.ts';
+import { examples, partner, room } from '../testkit/controller/fixtures.ts';
 import {
   checkCeiling,
   checkLocalGroups,

@@ -9,15 +9,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { parse as parseConnectionString } from 'pg-connection-string';
-import { databaseUrlish } from '../common/testing/field-arbitraries.ts';
 import { render } from '../controller/render/index.ts';
-import { examples } from '../controller/testsupport/fixtures.ts';
 import type { K8sObject } from '../controller/types.ts';
 import { allCrds } from '../crds/schema.ts';
 import { crValidator } from '../crds/validate.ts';
 import { readConfig } from '../retrieval/config.ts';
 import { LOCAL_PROFILE } from '../retrieval/embeddings/local.ts';
-import { admissionReview, platform as webhookPlatform } from '../webhook/fixtures.ts';
+import { databaseUrlish } from '../testkit/common/field-arbitraries.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { admissionReview, platform as webhookPlatform } from '../testkit/webhook.ts';
 import { review } from '../webhook/review.ts';
 import { StaticClusterView } from '../webhook/view.ts';
 import {

@@ -7,6 +7,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { allCrds } from '../crds/schema.ts';
+import { crValidator } from '../crds/validate.ts';
+import { validateConfig } from '../projector/config.ts';
+import { readConfig } from '../retrieval/config.ts';
 import {
   labelish,
   labelMapish,
@@ -16,13 +20,9 @@ import {
   serviceUrlish,
   textNear,
   urlish,
-} from '../common/testing/field-arbitraries.ts';
-import { agent, examples } from '../controller/testsupport/fixtures.ts';
-import { allCrds } from '../crds/schema.ts';
-import { crValidator } from '../crds/validate.ts';
-import { validateConfig } from '../projector/config.ts';
-import { configJson } from '../projector/test-doubles/fixtures.ts';
-import { readConfig } from '../retrieval/config.ts';
+} from '../testkit/common/field-arbitraries.ts';
+import { agent, examples } from '../testkit/controller/fixtures.ts';
+import { configJson } from '../testkit/projector/fixtures.ts';
 import {
   checkAgent,
   checkLabelMap,

@@ -9,15 +9,15 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { render } from '../controller/render/index.ts';
-import { examples } from '../controller/testsupport/fixtures.ts';
 import type { K8sObject, Resources } from '../controller/types.ts';
 import { allCrds } from '../crds/schema.ts';
 import { crValidator } from '../crds/validate.ts';
 import { validateConfig } from '../projector/config.ts';
-import { configJson } from '../projector/test-doubles/fixtures.ts';
 import { readConfig } from '../retrieval/config.ts';
 import { LOCAL_PROFILE } from '../retrieval/embeddings/local.ts';
-import { admissionReview, platform as webhookPlatform } from '../webhook/fixtures.ts';
+import { examples } from '../testkit/controller/fixtures.ts';
+import { configJson } from '../testkit/projector/fixtures.ts';
+import { admissionReview, platform as webhookPlatform } from '../testkit/webhook.ts';
 import { review } from '../webhook/review.ts';
 import { StaticClusterView } from '../webhook/view.ts';
 import {

@@ -7,13 +7,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { render } from '../controller/render/index.ts';
-import { examples, partner } from '../controller/testsupport/fixtures.ts';
 import type { Resources } from '../controller/types.ts';
 import { allCrds } from '../crds/schema.ts';
 import { crValidator } from '../crds/validate.ts';
 import { validateConfig } from '../projector/config.ts';
-import { configJson } from '../projector/test-doubles/fixtures.ts';
-import { admissionReview } from '../webhook/fixtures.ts';
+import { examples, partner } from '../testkit/controller/fixtures.ts';
+import { configJson } from '../testkit/projector/fixtures.ts';
+import { admissionReview } from '../testkit/webhook.ts';
 import { review } from '../webhook/review.ts';
 import { StaticClusterView } from '../webhook/view.ts';
 import { MAX_BRIDGED_ORIGINS, MAX_LOCAL_GROUPS, MAX_PARTNER_AGENTS } from './index.ts';

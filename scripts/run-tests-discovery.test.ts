@@ -9,7 +9,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { findPostgres } from '../common/testing/postgres.ts';
+import { findPostgres } from '../testkit/common/postgres.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const runner = join(root, 'scripts', 'run-tests.ts');

@@ -5,7 +5,7 @@
 // Node 20's `--test` does not expand globs, so the files are discovered here: every folder is walked
 // except dependencies, build output and run-time data, so a test added anywhere always runs. A file is
 // database-facing when it takes its database from the engine-aware helpers (`startTestDatabase`,
-// `startEmptyTestDatabase`, retrieval/testing.ts) or imports `ENGINE` from there; those run once with FGENTIC_TEST_ENGINE=pglite
+// `startEmptyTestDatabase`, testkit/retrieval/index.ts) or imports `ENGINE` from there; those run once with FGENTIC_TEST_ENGINE=pglite
 // (with every other file) and once with FGENTIC_TEST_ENGINE=postgres against a throwaway cluster that
 // this runner starts on loopback and removes at the end, whatever the outcome. Without PostgreSQL +
 // pgvector the second run is skipped with one line saying so; FGENTIC_REQUIRE_POSTGRES=1 (.ci/run)
@@ -17,7 +17,7 @@ import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Cluster, clusterEnv, findPostgres, startCluster } from '../common/testing/postgres.ts';
+import { type Cluster, clusterEnv, findPostgres, startCluster } from '../testkit/common/postgres.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const SKIP = new Set(['node_modules', '.git', 'dist', 'data', 'results']);

@@ -10,14 +10,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { runProcess } from '../common/testing/index.ts';
+import { runProcess } from '../testkit/common/index.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'fgentic-vectors-'));
 after(() => rmSync(work, { recursive: true, force: true }));
 
 const GENERATORS = [
-  { generator: 'contract/test/generate-vectors.ts', committed: 'contract/vectors' },
+  { generator: 'testkit/contract/generate-vectors.ts', committed: 'contract/vectors' },
   { generator: 'webhook/vectors/generate.ts', committed: 'webhook/vectors' },
 ];
 

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { stringify } from 'yaml';
+import { plainAgent, platform, retrievalAgent, retrievalAgentCr, room } from '../testkit/webhook.ts';
 import { admissionCheck } from './cli.ts';
-import { plainAgent, platform, retrievalAgent, retrievalAgentCr, room } from './fixtures.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fgentic-admission-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -10,7 +10,7 @@ import {
   retrievalAgent,
   retrievalAgentCr,
   v1alpha1Agent,
-} from './fixtures.ts';
+} from '../testkit/webhook.ts';
 import { type ReviewOutcome, review } from './review.ts';
 import type { JsonObject, KubeObject } from './rules/types.ts';
 import { StaticClusterView } from './view.ts';

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { join, resolve } from 'node:path';
 import { describe, test } from 'node:test';
-import { admissionReview } from './fixtures.ts';
+import { admissionReview } from '../testkit/webhook.ts';
 import { loadManifests } from './manifests.ts';
 import { review } from './review.ts';
 import { StaticClusterView } from './view.ts';

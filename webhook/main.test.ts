@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createLogger } from '../common/log.ts';
-import { waitFor } from '../common/testing/index.ts';
+import { waitFor } from '../testkit/common/index.ts';
 import {
   admissionReview,
   CONTROLLER,
@@ -13,7 +13,7 @@ import {
   retrievalAgent,
   retrievalAgentCr,
   room,
-} from './fixtures.ts';
+} from '../testkit/webhook.ts';
 import { KubeClusterView } from './kube-view.ts';
 import { handleReview, parseWebhookConfig } from './main.ts';
 import { DEFAULT_RULES_CONFIG, type KubeObject } from './rules/types.ts';

@@ -7,7 +7,6 @@ import {
   ValidatingAdmissionPolicy,
   ValidatingAdmissionPolicyBinding,
 } from 'kubernetes-models/admissionregistration.k8s.io/v1';
-import { compileCel, compileCelValue } from './cel.ts';
 import {
   admissionReview,
   CONTROLLER,
@@ -16,7 +15,8 @@ import {
   retrievalAgent,
   retrievalAgentCr,
   v1alpha1Agent,
-} from './fixtures.ts';
+} from '../testkit/webhook.ts';
+import { compileCel, compileCelValue } from './cel.ts';
 import { agentPolicyValidations, renderValidatingAdmissionPolicy } from './render.ts';
 import { review } from './review.ts';
 import { isObject, type JsonObject, type KubeObject } from './rules/types.ts';

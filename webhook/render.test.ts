@@ -3,7 +3,6 @@ import { resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { ValidatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
-import { compileCel } from './cel.ts';
 import {
   admissionReview,
   CONTROLLER,
@@ -12,7 +11,8 @@ import {
   retrievalAgent,
   retrievalAgentCr,
   v1alpha1Agent,
-} from './fixtures.ts';
+} from '../testkit/webhook.ts';
+import { compileCel } from './cel.ts';
 import { loadManifests } from './manifests.ts';
 import { agentMatchExpression, renderValidatingWebhookConfiguration } from './render.ts';
 import { review } from './review.ts';

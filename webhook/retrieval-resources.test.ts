@@ -9,7 +9,7 @@ import {
   retrievalAgent,
   retrievalAgentCr,
   room,
-} from './fixtures.ts';
+} from '../testkit/webhook.ts';
 import { review } from './review.ts';
 import type { KubeObject } from './rules/types.ts';
 import { StaticClusterView } from './view.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { admissionReview, plainAgent, platform, retrievalAgentCr } from './fixtures.ts';
+import { admissionReview, plainAgent, platform, retrievalAgentCr } from '../testkit/webhook.ts';
 import { review, reviewBytes } from './review.ts';
 import { StaticClusterView } from './view.ts';
 

@@ -10,7 +10,13 @@ import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { makeSelfSignedCert } from '../common/dev-tls.ts';
-import { admissionReview, CONTROLLER, platform, retrievalAgent, retrievalAgentCr } from './fixtures.ts';
+import {
+  admissionReview,
+  CONTROLLER,
+  platform,
+  retrievalAgent,
+  retrievalAgentCr,
+} from '../testkit/webhook.ts';
 
 const hasOpenssl = spawnSync('openssl', ['version']).status === 0;
 const dir = mkdtempSync(join(tmpdir(), 'fgentic-serve-webhook-'));

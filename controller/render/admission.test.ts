@@ -4,10 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { examples } from '../../testkit/controller/fixtures.ts';
 import type { Manifest } from '../../webhook/manifests.ts';
 import { checkManifests } from '../../webhook/offline.ts';
 import { CONTROLLER_USER } from '../../webhook/rules/types.ts';
-import { examples } from '../testsupport/fixtures.ts';
 import { render } from './index.ts';
 
 function manifests(): Manifest[] {

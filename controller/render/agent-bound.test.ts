@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { assembleConfig, REGISTRY_SHARD_PREFIX } from '../../projector/registry.ts';
 import { parseConfigText } from '../../retrieval/config.ts';
 import { MAX_AGENTS } from '../../rules/index.ts';
-import { agent, examples } from '../testsupport/fixtures.ts';
+import { agent, examples } from '../../testkit/controller/fixtures.ts';
 import type { Resources, RetrievalAgent } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { render, renderSharedObjects } from './index.ts';

@@ -13,8 +13,8 @@ import { allCrds } from '../../crds/schema.ts';
 import { CrdValidator } from '../../crds/validate.ts';
 import { validateConfig } from '../../projector/config.ts';
 import { readConfig } from '../../retrieval/config.ts';
+import { examples } from '../../testkit/controller/fixtures.ts';
 import { admissionCheck } from '../../webhook/cli.ts';
-import { examples } from '../testsupport/fixtures.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { authorize, type GatewayContext } from '../../local/doubles/agentgateway-cel.ts';
-import { examples } from '../testsupport/fixtures.ts';
+import { examples } from '../../testkit/controller/fixtures.ts';
 import type { K8sObject } from '../types.ts';
 import { render } from './index.ts';
 

@@ -13,7 +13,7 @@ import {
   type GatewayContext,
   KNOWN_FUNCTIONS,
 } from '../../local/doubles/agentgateway-cel.ts';
-import { examples } from '../testsupport/fixtures.ts';
+import { examples } from '../../testkit/controller/fixtures.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';
 

@@ -1,7 +1,7 @@
 /** Conflicts render nothing for the conflicting resources, report them, and leave the rest intact. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { agent, examples, partner, room } from '../testsupport/fixtures.ts';
+import { agent, examples, partner, room } from '../../testkit/controller/fixtures.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';
 

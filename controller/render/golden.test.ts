@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { examples, REPO } from '../../testkit/controller/fixtures.ts';
 import { toYaml } from '../render-command.ts';
-import { examples, REPO } from '../testsupport/fixtures.ts';
 import { render } from './index.ts';
 
 const GOLDEN = join(REPO, 'controller/testdata/examples.golden.yaml');

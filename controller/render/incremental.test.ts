@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { agent, examples, partner, room } from '../testsupport/fixtures.ts';
+import { agent, examples, partner, room } from '../../testkit/controller/fixtures.ts';
 import type { PartnerClient, Resources, RetrievalAgent, RetrievalPlatform, RetrievalRoom } from '../types.ts';
 import { type RenderMemo, renderIncremental } from './incremental.ts';
 import { render } from './index.ts';

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { agent, examples, room } from '../testsupport/fixtures.ts';
+import { agent, examples, room } from '../../testkit/controller/fixtures.ts';
 import type { K8sObject, Resources, RetrievalRoom } from '../types.ts';
 import { analyse } from './conflicts.ts';
 import { RegistryIndex } from './registry.ts';

@@ -1,14 +1,18 @@
 /**
  * Every rendered object validates against the upstream CRD schemas (agentgateway v1.3.1, Gateway API
- * v1.6.0-rc.1, kagent v0.9.11, kept in controller/testsupport/upstream/): structural schema with unknown fields rejected
+ * v1.6.0-rc.1, kagent v0.9.11, kept in testkit/controller/upstream/): structural schema with unknown fields rejected
  * plus the CRDs' own CEL rules; core kinds against kubernetes-models 4.5.1.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
-import { examples } from '../testsupport/fixtures.ts';
-import { AGENTGATEWAY_VERSIONS, upstreamObjects, upstreamValidator } from '../testsupport/schema.ts';
+import { examples } from '../../testkit/controller/fixtures.ts';
+import {
+  AGENTGATEWAY_VERSIONS,
+  upstreamObjects,
+  upstreamValidator,
+} from '../../testkit/controller/schema.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';
 

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { validateConfig } from '../../projector/config.ts';
 import { assembleConfig, REGISTRY_SHARD_PREFIX, shardName } from '../../projector/registry.ts';
 import { readConfig } from '../../retrieval/config.ts';
-import { examples } from '../testsupport/fixtures.ts';
+import { examples } from '../../testkit/controller/fixtures.ts';
 import { render } from './index.ts';
 import {
   partnerRegistryKey,

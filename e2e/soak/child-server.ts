@@ -8,7 +8,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { waitFor } from '../../common/testing/index.ts';
+import { waitFor } from '../../testkit/common/index.ts';
 
 const CLI = fileURLToPath(new URL('../../cli/main.ts', import.meta.url));
 

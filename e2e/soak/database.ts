@@ -6,7 +6,6 @@
  * the owner, then the corpus written by the ingestion role.
  */
 import pg from 'pg';
-import { type Cluster, createDatabase, findPostgres, startCluster } from '../../common/testing/postgres.ts';
 import { startEmbeddedDatabase } from '../../retrieval/db/embedded.ts';
 import { migrate } from '../../retrieval/db/migrate.ts';
 import { createPool } from '../../retrieval/db/pool.ts';
@@ -19,6 +18,7 @@ import {
 } from '../../retrieval/db/roles.ts';
 import { createLocalEmbedder } from '../../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../../retrieval/embeddings/profile.ts';
+import { type Cluster, createDatabase, findPostgres, startCluster } from '../../testkit/common/postgres.ts';
 
 export async function prepareDatabase(url: string): Promise<void> {
   const pool = createPool({ connectionString: url, max: 1 });

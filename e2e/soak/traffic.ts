@@ -16,8 +16,8 @@ import { encodeRoomContext, roomContextFromSnapshot } from '../../contract/index
 import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM, roomSnapshot, sendParams } from '../../local/helpers.ts';
 import type { ProjectorConfig } from '../../projector/config.ts';
 import { snapshotFromState } from '../../projector/homeserver.ts';
-import { matrixHeader, oauthHeader } from '../../retrieval/testing.ts';
 import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../../rules/index.ts';
+import { matrixHeader, oauthHeader } from '../../testkit/retrieval/index.ts';
 import {
   type Classification,
   type MembershipHistory,

@@ -11,8 +11,6 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { writeChunks } from '../ingest/store.ts';
-import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
   flushStatistics,
@@ -24,7 +22,9 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { writeChunks } from '../ingest/store.ts';
+import { searchKnowledge } from '../search.ts';
 import { toVectorBinary } from './pool.ts';
 import { INGESTION_ROLE, RETRIEVAL_ROLE } from './roles.ts';
 

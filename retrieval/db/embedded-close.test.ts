@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import { waitFor } from '../../common/testing/index.ts';
+import { waitFor } from '../../testkit/common/index.ts';
 import { startEmbeddedDatabase } from './embedded.ts';
 
 function openRaw(url: string): Promise<Socket> {

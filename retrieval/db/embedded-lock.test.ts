@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { runCli, type Service, startCli } from '../../common/testing/index.ts';
+import { runCli, type Service, startCli } from '../../testkit/common/index.ts';
 import { DatabaseInUseError, lockPath, readLock, startEmbeddedDatabase } from './embedded.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'fgentic-lock-'));

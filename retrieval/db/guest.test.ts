@@ -19,9 +19,9 @@ import {
   prng,
   randomVector,
   startEmptyTestDatabase,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/retrieval/origin-fixture.ts';
 import { migrate } from './migrate.ts';
-import { applyOriginSchema, ORIGIN_SKIP } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
 import { bootstrapDatabase, INGESTION_ROLE, ORIGIN_READER_ROLE, OWNER_ROLE } from './roles.ts';
 

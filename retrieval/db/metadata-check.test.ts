@@ -15,9 +15,9 @@ import {
   startEmptyTestDatabase,
   startTestDatabase,
   type TestDatabase,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/retrieval/origin-fixture.ts';
 import { migrate } from './migrate.ts';
-import { applyOriginSchema, ORIGIN_SKIP } from './origin-fixture.ts';
 import { createPool } from './pool.ts';
 import { bootstrapDatabase, OWNER_ROLE } from './roles.ts';
 

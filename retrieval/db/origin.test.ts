@@ -16,11 +16,6 @@ import {
   type Classification,
   type MatrixPrincipal,
 } from '../../contract/index.ts';
-import { seedCorpus, startRetrievalServer } from '../index.ts';
-import { withIngestionLease } from '../ingest/lease.ts';
-import { writeChunks } from '../ingest/store.ts';
-import { DEFAULT_PLANNER } from '../planner.ts';
-import { searchKnowledge } from '../search.ts';
 import {
   AGENT,
   decodeFixture,
@@ -35,9 +30,14 @@ import {
   startEmptyTestDatabase,
   startTestDatabase,
   type TestDatabase,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from '../../testkit/retrieval/origin-fixture.ts';
+import { seedCorpus, startRetrievalServer } from '../index.ts';
+import { withIngestionLease } from '../ingest/lease.ts';
+import { writeChunks } from '../ingest/store.ts';
+import { DEFAULT_PLANNER } from '../planner.ts';
+import { searchKnowledge } from '../search.ts';
 import { loadMigrations, migrate, syncAll } from './migrate.ts';
-import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from './origin-fixture.ts';
 import { createPool, toVectorParam } from './pool.ts';
 import {
   asRole,

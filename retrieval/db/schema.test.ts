@@ -11,10 +11,18 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { isBoundedCleanText, validateChunkMetadata } from '../../contract/index.ts';
+import {
+  AGENT,
+  matrixHeader,
+  meta,
+  NOW,
+  P,
+  startTestDatabase,
+  type TestDatabase,
+} from '../../testkit/retrieval/index.ts';
 import { migrateCommand } from '../cli.ts';
 import { ensureProfile } from '../embeddings/profile.ts';
 import { startRetrievalServer } from '../index.ts';
-import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { loadMigrations, MIGRATIONS_TABLE, MigrationDriftError, migrate } from './migrate.ts';
 
 let t: TestDatabase;

@@ -8,11 +8,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { writeChunks } from '../ingest/store.ts';
-import { runUnderCheck } from '../ledger.ts';
-import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
-import { searchArguments } from '../predicate.ts';
-import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
   ENGINE,
@@ -26,7 +21,12 @@ import {
   startTestDatabase,
   type TestDatabase,
   wrappedQueryPool,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { writeChunks } from '../ingest/store.ts';
+import { runUnderCheck } from '../ledger.ts';
+import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
+import { searchArguments } from '../predicate.ts';
+import { searchKnowledge } from '../search.ts';
 import { createPool, sessionOptions, toVectorBinary } from './pool.ts';
 import { asRole, INGESTION_ROLE, RETRIEVAL_ROLE, sessionState } from './roles.ts';
 

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { requireShared } from '../../common/testing/index.ts';
-import { ORIGIN_SCHEMA_DIR } from './origin-fixture.ts';
+import { requireShared } from '../../testkit/common/index.ts';
+import { ORIGIN_SCHEMA_DIR } from '../../testkit/retrieval/origin-fixture.ts';
 
 const NEEDED = ['knowledge-schema-v1.yaml', 'knowledge-schema-v2.yaml', 'knowledge-schema-v3.yaml'];
 

@@ -9,8 +9,6 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { isDns1123Label, isFullMxid, validateChunkMetadata } from '../../contract/index.ts';
-import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
-import { searchArguments } from '../predicate.ts';
 import {
   decodeFixture,
   matrixHeader,
@@ -19,7 +17,9 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
+import { searchArguments } from '../predicate.ts';
 import { toVectorBinary } from './pool.ts';
 
 let t: TestDatabase;

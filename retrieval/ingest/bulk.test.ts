@@ -10,11 +10,6 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type pg from 'pg';
 import type { MatrixPrincipal } from '../../contract/index.ts';
-import { toVectorBinary } from '../db/pool.ts';
-import { INGESTION_ROLE, OWNER_ROLE } from '../db/roles.ts';
-import { createLocalEmbedder } from '../embeddings/local.ts';
-import { DEFAULT_PLANNER } from '../planner.ts';
-import { searchKnowledge } from '../search.ts';
 import {
   decodeFixture,
   interceptingPool,
@@ -25,7 +20,12 @@ import {
   prng,
   startTestDatabase,
   type TestDatabase,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { toVectorBinary } from '../db/pool.ts';
+import { INGESTION_ROLE, OWNER_ROLE } from '../db/roles.ts';
+import { createLocalEmbedder } from '../embeddings/local.ts';
+import { DEFAULT_PLANNER } from '../planner.ts';
+import { searchKnowledge } from '../search.ts';
 import { type IngestRecord, ingestRecords, prepareRecords } from './jsonl.ts';
 import { withIngestionLease } from './lease.ts';
 import {

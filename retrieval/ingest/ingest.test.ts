@@ -7,12 +7,19 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { MatrixPrincipal } from '../../contract/index.ts';
+import {
+  decodeFixture,
+  matrixHeader,
+  meta,
+  P,
+  startTestDatabase,
+  type TestDatabase,
+} from '../../testkit/retrieval/index.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import type { Embedder } from '../embeddings/types.ts';
 import { searchKnowledge } from '../search.ts';
 import { ingestCommand } from '../store-commands.ts';
-import { decodeFixture, matrixHeader, meta, P, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { bundleRecords, chunkMarkdown, ingestBundle } from './bundle.ts';
 import { chunkId } from './chunk-id.ts';
 import { fileProblem } from './errors.ts';

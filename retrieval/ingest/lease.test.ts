@@ -5,8 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import {
+  meta,
+  P,
+  prng,
+  randomVector,
+  startTestDatabase,
+  type TestDatabase,
+} from '../../testkit/retrieval/index.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
-import { meta, P, prng, randomVector, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { acquireLease, LEASE_NAME, LeaseBusyError, LeaseLostError, withIngestionLease } from './lease.ts';
 import { writeChunks } from './store.ts';
 

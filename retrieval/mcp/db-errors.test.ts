@@ -4,8 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import {
+  decodeFixture,
+  matrixHeader,
+  P,
+  startTestDatabase,
+  type TestDatabase,
+} from '../../testkit/retrieval/index.ts';
 import { searchKnowledge } from '../search.ts';
-import { decodeFixture, matrixHeader, P, startTestDatabase, type TestDatabase } from '../testing.ts';
 import { classifySearchError, sqlstateOf } from './db-errors.ts';
 
 const pgError = (code: string) => Object.assign(new Error('x'), { code });

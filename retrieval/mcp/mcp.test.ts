@@ -10,9 +10,6 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import fc from 'fast-check';
 import { jcsBytes, MAX_DECODED_BYTES, type MatrixPrincipal } from '../../contract/index.ts';
-import { createLocalEmbedder } from '../embeddings/local.ts';
-import type { Embedder } from '../embeddings/types.ts';
-import { type RetrievalServer, startRetrievalServer } from '../index.ts';
 import {
   AGENT,
   matrixHeader,
@@ -25,7 +22,10 @@ import {
   servingUrl,
   startTestDatabase,
   type TestDatabase,
-} from '../testing.ts';
+} from '../../testkit/retrieval/index.ts';
+import { createLocalEmbedder } from '../embeddings/local.ts';
+import type { Embedder } from '../embeddings/types.ts';
+import { type RetrievalServer, startRetrievalServer } from '../index.ts';
 
 let t: TestDatabase;
 let server: RetrievalServer;

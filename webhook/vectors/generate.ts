@@ -18,7 +18,7 @@ import {
   retrievalAgentCr,
   room,
   v1alpha1Agent,
-} from '../fixtures.ts';
+} from '../../testkit/webhook.ts';
 import { RETRIEVAL_TOOL } from '../../rules/index.ts';
 import { review } from '../review.ts';
 import type { JsonObject, KubeObject } from '../rules/types.ts';

@@ -1,5 +1,5 @@
 /**
- * Refreshes controller/testsupport/upstream/ from release files of agentgateway, Gateway API and
+ * Refreshes testkit/controller/upstream/ from release files of agentgateway, Gateway API and
  * kagent (a folder laid out as `<project>-<tag>/…`, the default is `../shared/upstream` beside the
  * checkout), or with `--check` only reports whether the committed files still match.
  *
@@ -8,7 +8,7 @@
  * the objects are kept, without the `_err` annotations; the schema test needs to know which file is
  * valid and which invalid, not the upstream's wording of each error.
  *
- *   node --import tsx controller/testsupport/vendor-upstream.ts [--from DIR] [--check]
+ *   node --import tsx testkit/controller/vendor-upstream.ts [--from DIR] [--check]
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';

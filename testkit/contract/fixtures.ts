@@ -1,6 +1,6 @@
 /** Builders for contract tests: the ADR's examples, with one field changed where a test needs it. */
-import { encodeBase64url } from '../base64url.ts';
-import { jcs } from '../jcs.ts';
+import { encodeBase64url } from '../../contract/base64url.ts';
+import { jcs } from '../../contract/jcs.ts';
 
 export const AGENT = { name: 'knowledge-agent', namespace: 'kagent' } as const;
 export const IAT = 1784116800;

@@ -1,8 +1,8 @@
 /** Test-only builders: the examples/ resources, cloned, with one field changed where a test needs it. */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadResources } from '../render-command.ts';
-import type { PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../types.ts';
+import { loadResources } from '../../controller/render-command.ts';
+import type { PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../../controller/types.ts';
 
 export const REPO = join(fileURLToPath(import.meta.url), '../../..');
 export const EXAMPLES = join(REPO, 'examples');

@@ -1,6 +1,7 @@
 /**
  * The test plumbing never ships: no module the CLI reaches (the set `npm run build` keeps) imports
- * `common/testing/`. The walk follows relative imports as scripts/build.mjs does, skipping e2e/.
+ * `testkit/`. The walk follows relative imports as scripts/build.mjs does, skipping local/ (the
+ * stack behind `npm start`, which the build prunes).
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -26,11 +27,11 @@ function reachedFrom(entry: string): Set<string> {
   return reached;
 }
 
-test('no module the CLI reaches imports common/testing', () => {
+test('no module the CLI reaches is in testkit/', () => {
   const reached = [...reachedFrom('cli/main.ts')].map((f) => relative(root, f));
   assert.ok(reached.length > 50, `the walk found the CLI's modules (${reached.length})`);
   assert.deepEqual(
-    reached.filter((f) => f.startsWith('common/testing/')),
+    reached.filter((f) => f.startsWith('testkit/')),
     [],
   );
 });

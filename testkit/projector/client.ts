@@ -4,7 +4,7 @@
  * headers (repeated values as repeated lines), no body unless asked.
  */
 import { type IncomingHttpHeaders, request } from 'node:http';
-import type { CheckRequest } from '../request.ts';
+import type { CheckRequest } from '../../projector/request.ts';
 
 export interface CheckResponse {
   status: number;

@@ -12,9 +12,9 @@ import {
   roomContextFromSnapshot,
   validateSnapshot,
 } from '../../contract/index.ts';
-import { type ProjectorConfig, validateConfig } from '../config.ts';
-import { HEARTBEAT_CONFIGMAP, HEARTBEAT_KEY, heartbeatText } from '../heartbeat.ts';
-import type { CheckRequest } from '../request.ts';
+import { type ProjectorConfig, validateConfig } from '../../projector/config.ts';
+import { HEARTBEAT_CONFIGMAP, HEARTBEAT_KEY, heartbeatText } from '../../projector/heartbeat.ts';
+import type { CheckRequest } from '../../projector/request.ts';
 
 export const NOW = 1784116800;
 export const ROOM = '!room:org-a.example';

@@ -3,8 +3,8 @@
  * requests. Each builder returns fresh JSON so a test changes exactly the field it is about.
  */
 import { IDENTITY_HEADER_NAME, RETRIEVAL_SERVER, RETRIEVAL_TOOL } from '../rules/index.ts';
-import { makeAdmissionReview } from './review.ts';
-import { CONTROLLER_USER, type KubeObject, type Operation } from './rules/types.ts';
+import { makeAdmissionReview } from '../webhook/review.ts';
+import { CONTROLLER_USER, type KubeObject, type Operation } from '../webhook/rules/types.ts';
 
 export const KAGENT_NS = 'kagent';
 

@@ -1,14 +1,14 @@
 /**
  * Writes contract/vectors/*.json: language-neutral conformance cases for the identity contract.
  * Inputs are built here; every expected verdict is stated here by hand from the ADR, never computed
- * by the decoder under test. Run: node --import tsx contract/test/generate-vectors.ts [--out-dir DIR]
+ * by the decoder under test. Run: node --import tsx testkit/contract/generate-vectors.ts [--out-dir DIR]
  * (`scripts/vectors-fresh.test.ts` regenerates into a temporary folder and compares with the committed files).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { IDENTITY_HEADER_NAME } from '../carrier.ts';
-import { jcs } from '../jcs.ts';
+import { IDENTITY_HEADER_NAME } from '../../contract/carrier.ts';
+import { jcs } from '../../contract/jcs.ts';
 import {
   AGENT,
   EXP,
@@ -418,7 +418,7 @@ const jcsVectors = {
 };
 
 const { values } = parseArgs({ options: { 'out-dir': { type: 'string' } } });
-const dir = values['out-dir'] ?? join(import.meta.dirname, '../vectors');
+const dir = values['out-dir'] ?? join(import.meta.dirname, '../../contract/vectors');
 const write = (name: string, data: unknown) =>
   writeFileSync(join(dir, name), `${JSON.stringify(data, null, 2)}\n`, 'utf8');
 write('projection.json', projection);

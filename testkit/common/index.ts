@@ -1,7 +1,7 @@
 /**
  * Test plumbing shared by every suite: polling a condition, finding free loopback ports, and running
  * the CLI as a child process. Tests only: nothing the CLI reaches imports this folder, so the build
- * never ships it (`common/testing/not-shipped.test.ts` keeps it that way).
+ * never ships it (`testkit/common/not-shipped.test.ts` keeps it that way).
  *
  * Deadlines here are generous failure bounds, never expectations: a test waits for a state, not for
  * a time, so a loaded machine makes it slower but not red.
