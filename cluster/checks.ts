@@ -43,7 +43,8 @@ const MUST_REFUSE: Omit<AccessCheck, 'name' | 'expect'>[] = [
     group: '',
     resource: 'secrets',
     namespace: 'agentgateway-system',
-    resourceName: 'fgentic-mcp-key.kagent.knowledge-agent',
+    // The gateway's own API-key Secret; the controller reads only its mirrors there, by name.
+    resourceName: 'a2a-bridge-callers',
   },
   { user: CONTROLLER, verb: 'list', group: '', resource: 'secrets', namespace: 'agentgateway-system' },
   // The gateway's own Secrets (bridge API key, TLS): a PATCH answers with the whole object.

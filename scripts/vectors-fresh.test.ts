@@ -18,7 +18,7 @@ after(() => rmSync(work, { recursive: true, force: true }));
 
 const GENERATORS = [
   { generator: 'testkit/contract/generate-vectors.ts', committed: 'contract/vectors' },
-  { generator: 'webhook/vectors/generate.ts', committed: 'webhook/vectors' },
+  { generator: 'testkit/webhook-vectors.ts', committed: 'webhook/vectors' },
 ];
 
 describe('committed vectors are fresh', { concurrency: 2 }, () => {

@@ -1,12 +1,16 @@
 /**
  * Writes webhook/vectors/admission-cases.json: shared AdmissionReview v1 conformance cases (request in,
  * expected verdict and reason codes out) with the cluster objects each case assumes. Run with
- * `node --import tsx webhook/vectors/generate.ts [--out-dir DIR]`; `vectors.test.ts` replays them
+ * `node --import tsx testkit/webhook-vectors.ts [--out-dir DIR]`; `vectors.test.ts` replays them
  * against review(), and `scripts/vectors-fresh.test.ts` checks the committed file is what this writes.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { RETRIEVAL_TOOL } from '../rules/index.ts';
+import { review } from '../webhook/review.ts';
+import type { JsonObject, KubeObject } from '../webhook/rules/types.ts';
+import { StaticClusterView } from '../webhook/view.ts';
 import {
   admissionReview,
   CONTROLLER,
@@ -18,11 +22,7 @@ import {
   retrievalAgentCr,
   room,
   v1alpha1Agent,
-} from '../../testkit/webhook.ts';
-import { RETRIEVAL_TOOL } from '../../rules/index.ts';
-import { review } from '../review.ts';
-import type { JsonObject, KubeObject } from '../rules/types.ts';
-import { StaticClusterView } from '../view.ts';
+} from './webhook.ts';
 
 const cluster = [
   platform(),
@@ -133,6 +133,6 @@ const out = {
 };
 const { values } = parseArgs({ options: { 'out-dir': { type: 'string' } } });
 writeFileSync(
-  join(values['out-dir'] ?? import.meta.dirname, 'admission-cases.json'),
+  join(values['out-dir'] ?? join(import.meta.dirname, '../webhook/vectors'), 'admission-cases.json'),
   `${JSON.stringify(out, null, 2)}\n`,
 );
