@@ -24,7 +24,7 @@ import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool } from '../retrieval/db/pool.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { buildPredicate } from '../retrieval/predicate.ts';
-import { prng } from '../testkit/retrieval/index.ts';
+import { prng } from '../testkit/retrieval.ts';
 
 const N = Number(process.env['BENCH_ROWS'] ?? 20_000);
 const R = Number(process.env['BENCH_REPEATS'] ?? 7);

@@ -50,7 +50,7 @@ import { withIngestionLease } from '../retrieval/ingest/lease.ts';
 import { VECTOR_INDEX_MIN_ROWS, writeChunks } from '../retrieval/ingest/store.ts';
 import { DEFAULT_PLANNER } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
-import { decodeFixture, matrixHeader, P } from '../testkit/retrieval/index.ts';
+import { decodeFixture, matrixHeader, P } from '../testkit/retrieval.ts';
 
 const SIZES = (process.env['BENCH_CHUNKS'] ?? '1000,5000').split(',').map(Number);
 const WORKLOADS = process.env['BENCH_WORKLOADS'] !== '0';

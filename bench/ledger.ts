@@ -41,7 +41,7 @@ import { ingestRecords } from '../retrieval/ingest/jsonl.ts';
 import { withIngestionLease } from '../retrieval/ingest/lease.ts';
 import { agentKey, capabilityDigest } from '../retrieval/ledger.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
-import { AGENT, matrixHeader, meta, NOW, P } from '../testkit/retrieval/index.ts';
+import { AGENT, matrixHeader, meta, NOW, P } from '../testkit/retrieval.ts';
 
 const ROWS = Number(process.env['BENCH_ROWS'] ?? 300);
 const SAMPLES = Number(process.env['BENCH_SAMPLES'] ?? 400);

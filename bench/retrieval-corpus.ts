@@ -19,7 +19,7 @@
  *          every row; cosine distances bunch up near 1, where graph search has least contrast).
  */
 import type { ChunkMetadata, MatrixPrincipal, Projection } from '../contract/index.ts';
-import { decodeFixture, matrixHeader, oauthHeader, prng } from '../testkit/retrieval/index.ts';
+import { decodeFixture, matrixHeader, oauthHeader, prng } from '../testkit/retrieval.ts';
 
 export const DIMS = 1024;
 const LATENT = 32;

@@ -36,7 +36,7 @@ import {
   startPgBouncer,
   startReplica,
 } from '../testkit/common/postgres.ts';
-import { decodeFixture, matrixHeader, meta, P, prng, randomVector } from '../testkit/retrieval/index.ts';
+import { decodeFixture, matrixHeader, meta, P, prng, randomVector } from '../testkit/retrieval.ts';
 
 const { values } = parseArgs({
   options: {

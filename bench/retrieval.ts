@@ -36,7 +36,7 @@ import { maintainSubgraphs, type SubgraphReport } from '../retrieval/db/subgraph
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from '../retrieval/planner.ts';
 import { searchKnowledge } from '../retrieval/search.ts';
-import { prng } from '../testkit/retrieval/index.ts';
+import { prng } from '../testkit/retrieval.ts';
 import { BARE_ARMS, type RankedIds, timedStatement } from './retrieval-arms.ts';
 import {
   AUDIENCE_KINDS,

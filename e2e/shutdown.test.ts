@@ -19,7 +19,7 @@ import { DEFAULT_SHUTDOWN, MAX_SHUTDOWN_MS, shutdownTimingFromEnv } from '../com
 import { LOCAL_PROFILE } from '../retrieval/embeddings/local.ts';
 import { waitFor } from '../testkit/common/index.ts';
 import { configJson, localRequest } from '../testkit/projector/fixtures.ts';
-import { AGENT } from '../testkit/retrieval/index.ts';
+import { AGENT } from '../testkit/retrieval.ts';
 import {
   admissionReview,
   CONTROLLER,

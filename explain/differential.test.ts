@@ -28,7 +28,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import {
   type ChunkExplanation,
   detailStatement,

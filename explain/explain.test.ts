@@ -17,7 +17,7 @@ import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { writeChunks } from '../retrieval/ingest/store.ts';
 import { configJson, snapshot } from '../testkit/projector/fixtures.ts';
 import { HomeserverDouble } from '../testkit/projector/homeserver.ts';
-import { prng, randomVector, startTestDatabase, type TestDatabase } from '../testkit/retrieval/index.ts';
+import { prng, randomVector, startTestDatabase, type TestDatabase } from '../testkit/retrieval.ts';
 import { type ExplainIo, explainCommand } from './command.ts';
 import { ExplainError, explainRows, type Subject } from './core.ts';
 

@@ -15,7 +15,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type RetrievalServer, startRetrievalServer } from '../retrieval/index.ts';
 import { TOOL } from '../retrieval/mcp/tool.ts';
-import { AGENT } from '../testkit/retrieval/index.ts';
+import { AGENT } from '../testkit/retrieval.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const EXPLAIN_DIR = join(ROOT, 'explain') + '/';

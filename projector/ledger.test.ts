@@ -14,7 +14,7 @@ import { CHECK_SQL, capabilityDigest } from '../retrieval/ledger.ts';
 import { waitFor } from '../testkit/common/index.ts';
 import { countHeader, sendCheck } from '../testkit/projector/client.ts';
 import { config, fixedRandom, localRequest, NOW, publicRequest } from '../testkit/projector/fixtures.ts';
-import { startTestDatabase, type TestDatabase } from '../testkit/retrieval/index.ts';
+import { startTestDatabase, type TestDatabase } from '../testkit/retrieval.ts';
 import { boundOf } from './http.ts';
 import { type RunningProjector, startProjector } from './index.ts';
 import { type CapabilityLedger, createLedger, type LedgerOptions, LedgerUnavailableError } from './ledger.ts';

@@ -19,7 +19,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { toVectorParam } from './db/pool.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type Plan } from './planner.ts';

@@ -17,7 +17,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { syncAll } from './db/migrate.ts';
 import { INGESTION_ROLE } from './db/roles.ts';
 import { writeChunks } from './ingest/store.ts';

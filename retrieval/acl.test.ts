@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { ChunkMetadata, Classification, MatrixPrincipal, Projection } from '../contract/index.ts';
+import { matrixArb, metadataArb, oauthArb, projectionFrom, referenceAllows } from '../testkit/acl-model.ts';
 import {
   cosineDistance,
   decodeFixture,
@@ -19,14 +20,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
-import {
-  matrixArb,
-  metadataArb,
-  oauthArb,
-  projectionFrom,
-  referenceAllows,
-} from '../testkit/retrieval/acl-model.ts';
+} from '../testkit/retrieval.ts';
 import { toVectorParam } from './db/pool.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type Plan } from './planner.ts';

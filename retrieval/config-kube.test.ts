@@ -29,7 +29,7 @@ import {
   servingUrl,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import {
   type KubeRetrievalConfigOptions,
   type KubeRetrievalConfigStore,

@@ -17,7 +17,7 @@ import {
   servingUrl,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import { capabilityDigest, PURGE_SQL, RECORD_SQL } from './ledger.ts';

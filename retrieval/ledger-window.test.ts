@@ -20,7 +20,7 @@ import {
   servingUrl,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { asRole, PROJECTOR_ROLE } from './db/roles.ts';
 import { type RetrievalServer, startRetrievalServer } from './index.ts';
 import {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { startTestDatabase, type TestDatabase } from '../testkit/retrieval/index.ts';
+import { startTestDatabase, type TestDatabase } from '../testkit/retrieval.ts';
 import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
 import { CHECK_SQL, capabilityDigest, PURGE_SQL, RECORD_SQL, recordMessage } from './ledger.ts';
 

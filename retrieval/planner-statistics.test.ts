@@ -21,7 +21,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { syncAll } from './db/migrate.ts';
 import { toVectorBinary, toVectorParam } from './db/pool.ts';
 import { INGESTION_ROLE } from './db/roles.ts';

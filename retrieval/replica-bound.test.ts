@@ -3,7 +3,7 @@
  * `pg_basebackup -R` from the test cluster, and PgBouncer 1.18 in transaction mode in front of the
  * primary, both started here on free loopback ports and removed in `after`, whatever the outcome.
  *
- * - The ACL differential (the model of testkit/retrieval/acl-model.ts) through the replica and through
+ * - The ACL differential (the model of testkit/acl-model.ts) through the replica and through
  *   PgBouncer: the same answers as the primary, and the model's.
  * - PgBouncer: the serving pool's role, read-only mode and statement timeout hold in every
  *   transaction without any startup parameter; a write is refused.
@@ -31,6 +31,7 @@ import type { ChunkMetadata, Classification, Projection } from '../contract/inde
 import { render } from '../controller/render/index.ts';
 import { RETRIEVAL_CONFIGMAP } from '../controller/render/server-config.ts';
 import type { K8sObject } from '../controller/types.ts';
+import { matrixArb, metadataArb, oauthArb, projectionFrom, referenceAllows } from '../testkit/acl-model.ts';
 import { waitFor } from '../testkit/common/index.ts';
 import { type Cluster, type PgBouncer, startPgBouncer, startReplica } from '../testkit/common/postgres.ts';
 import { examples } from '../testkit/controller/fixtures.ts';
@@ -47,14 +48,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
-import {
-  matrixArb,
-  metadataArb,
-  oauthArb,
-  projectionFrom,
-  referenceAllows,
-} from '../testkit/retrieval/acl-model.ts';
+} from '../testkit/retrieval.ts';
 import { createPool } from './db/pool.ts';
 import { asRole, PROJECTOR_ROLE, RETRIEVAL_ROLE } from './db/roles.ts';
 import { createLocalEmbedder, LOCAL_PROFILE } from './embeddings/local.ts';

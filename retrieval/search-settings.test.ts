@@ -20,7 +20,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { toVectorBinary } from './db/pool.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type Plan, searchStatement } from './planner.ts';

@@ -20,7 +20,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { writeChunks } from './ingest/store.ts';
 
 let t: TestDatabase;

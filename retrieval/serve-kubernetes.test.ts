@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import { waitFor } from '../testkit/common/index.ts';
 import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
 import { writeKubeconfig } from '../testkit/controller/kubeconfig.ts';
-import { AGENT } from '../testkit/retrieval/index.ts';
+import { AGENT } from '../testkit/retrieval.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
 

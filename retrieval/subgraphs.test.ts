@@ -17,7 +17,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { OWNER_ROLE } from './db/roles.ts';
 import { maintainSubgraphs } from './db/subgraphs.ts';
 import { writeChunks } from './ingest/store.ts';

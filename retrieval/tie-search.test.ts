@@ -17,7 +17,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER } from './planner.ts';
 import { searchKnowledge } from './search.ts';

@@ -18,7 +18,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../testkit/retrieval/index.ts';
+} from '../testkit/retrieval.ts';
 import { writeChunks } from './ingest/store.ts';
 import { DEFAULT_PLANNER, type PlannerOptions } from './planner.ts';
 import { type SearchResult, searchKnowledge } from './search.ts';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { Projection } from '../contract/index.ts';
-import { decodeFixture, matrixHeader, oauthHeader, P } from '../testkit/retrieval/index.ts';
+import { decodeFixture, matrixHeader, oauthHeader, P } from '../testkit/retrieval.ts';
 import { serveRetrieval } from './cli.ts';
 import { readConfig } from './config.ts';
 import { parseArgs } from './mcp/tool.ts';

@@ -5,7 +5,7 @@
 // Node 20's `--test` does not expand globs, so the files are discovered here: every folder is walked
 // except dependencies, build output and run-time data, so a test added anywhere always runs. A file is
 // database-facing when it takes its database from the engine-aware helpers (`startTestDatabase`,
-// `startEmptyTestDatabase`, testkit/retrieval/index.ts) or imports `ENGINE` from there; those run once with FGENTIC_TEST_ENGINE=pglite
+// `startEmptyTestDatabase`, testkit/retrieval.ts) or imports `ENGINE` from there; those run once with FGENTIC_TEST_ENGINE=pglite
 // (with every other file) and once with FGENTIC_TEST_ENGINE=postgres against a throwaway cluster that
 // this runner starts on loopback and removes at the end, whatever the outcome. Without PostgreSQL +
 // pgvector the second run is skipped with one line saying so; FGENTIC_REQUIRE_POSTGRES=1 (.ci/run)

@@ -15,7 +15,7 @@ import { type EmbeddedDatabase, startEmbeddedDatabase } from '../../retrieval/db
 import { LOCAL_PROFILE } from '../../retrieval/embeddings/local.ts';
 import { startRetrievalServer } from '../../retrieval/index.ts';
 import { assertNoLiveIo, waitFor, within } from '../../testkit/common/index.ts';
-import { AGENT, matrixHeader } from '../../testkit/retrieval/index.ts';
+import { AGENT, matrixHeader } from '../../testkit/retrieval.ts';
 import { ChildServer, freePort } from './child-server.ts';
 import { prepareDatabase } from './database.ts';
 import { FaultProxy } from './fault-proxy.ts';

@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import type { MatrixPrincipal } from '../../contract/index.ts';
 import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM } from '../../local/helpers.ts';
 import { type ProjectorConfig, parseConfig } from '../../projector/config.ts';
-import { prng } from '../../testkit/retrieval/index.ts';
+import { prng } from '../../testkit/retrieval.ts';
 import type { SoakEngine } from './database.ts';
 import { type FaultContext, faultSchedule, sleep } from './faults.ts';
 import { MembershipHistory, type Registry, RegistryHistory } from './oracle.ts';

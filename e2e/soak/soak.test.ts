@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ENGINE } from '../../testkit/retrieval/index.ts';
+import { ENGINE } from '../../testkit/retrieval.ts';
 import { formatReport, runSoak } from './run.ts';
 
 test('soak smoke (60 s, every fault): 0 wrong allows, 0 leaked rows', { timeout: 15 * 60_000 }, async () => {

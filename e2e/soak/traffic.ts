@@ -17,7 +17,7 @@ import { ALICE, BOB, ENGINEERING_ROOM, GENERAL_ROOM, roomSnapshot, sendParams } 
 import type { ProjectorConfig } from '../../projector/config.ts';
 import { snapshotFromState } from '../../projector/homeserver.ts';
 import { IDENTITY_HEADER, RETRIEVAL_TOOL } from '../../rules/index.ts';
-import { matrixHeader, oauthHeader } from '../../testkit/retrieval/index.ts';
+import { matrixHeader, oauthHeader } from '../../testkit/retrieval.ts';
 import {
   type Classification,
   type MembershipHistory,

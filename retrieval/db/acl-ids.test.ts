@@ -22,7 +22,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { writeChunks } from '../ingest/store.ts';
 import { searchKnowledge } from '../search.ts';
 import { toVectorBinary } from './pool.ts';

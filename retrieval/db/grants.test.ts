@@ -7,7 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { startTestDatabase, type TestDatabase } from '../../testkit/retrieval/index.ts';
+import { startTestDatabase, type TestDatabase } from '../../testkit/retrieval.ts';
 import { describeGrants, GRANT_SCHEMAS, GRANTS_BEGIN, GRANTS_END, PUBLIC_GRANTEE } from './grants.ts';
 import { RETRIEVAL_ROLE } from './roles.ts';
 

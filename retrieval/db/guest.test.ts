@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
+import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/origin-fixture.ts';
 import {
   type EmptyTestDatabase,
   meta,
@@ -19,8 +20,7 @@ import {
   prng,
   randomVector,
   startEmptyTestDatabase,
-} from '../../testkit/retrieval/index.ts';
-import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/retrieval/origin-fixture.ts';
+} from '../../testkit/retrieval.ts';
 import { migrate } from './migrate.ts';
 import { createPool, toVectorParam } from './pool.ts';
 import { bootstrapDatabase, INGESTION_ROLE, ORIGIN_READER_ROLE, OWNER_ROLE } from './roles.ts';

@@ -9,14 +9,14 @@ import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type pg from 'pg';
 import { validateChunkMetadata } from '../../contract/index.ts';
+import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/origin-fixture.ts';
 import {
   type EmptyTestDatabase,
   P,
   startEmptyTestDatabase,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
-import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/retrieval/origin-fixture.ts';
+} from '../../testkit/retrieval.ts';
 import { migrate } from './migrate.ts';
 import { createPool } from './pool.ts';
 import { bootstrapDatabase, OWNER_ROLE } from './roles.ts';

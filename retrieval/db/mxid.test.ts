@@ -7,12 +7,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { isFullMxid } from '../../contract/index.ts';
-import {
-  startEmptyTestDatabase,
-  startTestDatabase,
-  type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
-import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/retrieval/origin-fixture.ts';
+import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/origin-fixture.ts';
+import { startEmptyTestDatabase, startTestDatabase, type TestDatabase } from '../../testkit/retrieval.ts';
 import { createPool } from './pool.ts';
 import { OWNER_ROLE } from './roles.ts';
 

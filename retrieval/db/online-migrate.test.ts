@@ -14,8 +14,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import { type EmptyTestDatabase, onlyOn, startEmptyTestDatabase } from '../../testkit/retrieval/index.ts';
-import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/retrieval/origin-fixture.ts';
+import { applyOriginSchema, ORIGIN_SKIP } from '../../testkit/origin-fixture.ts';
+import { type EmptyTestDatabase, onlyOn, startEmptyTestDatabase } from '../../testkit/retrieval.ts';
 import { migrate } from './migrate.ts';
 import { createPool } from './pool.ts';
 import { INGESTION_ROLE, ORIGIN_READER_ROLE, OWNER_ROLE } from './roles.ts';

@@ -16,6 +16,7 @@ import {
   type Classification,
   type MatrixPrincipal,
 } from '../../contract/index.ts';
+import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from '../../testkit/origin-fixture.ts';
 import {
   AGENT,
   decodeFixture,
@@ -30,8 +31,7 @@ import {
   startEmptyTestDatabase,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
-import { applyOriginSchema, ORIGIN_SKIP, originSchemaSql } from '../../testkit/retrieval/origin-fixture.ts';
+} from '../../testkit/retrieval.ts';
 import { seedCorpus, startRetrievalServer } from '../index.ts';
 import { withIngestionLease } from '../ingest/lease.ts';
 import { writeChunks } from '../ingest/store.ts';

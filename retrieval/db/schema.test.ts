@@ -19,7 +19,7 @@ import {
   P,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { migrateCommand } from '../cli.ts';
 import { ensureProfile } from '../embeddings/profile.ts';
 import { startRetrievalServer } from '../index.ts';

@@ -21,7 +21,7 @@ import {
   startTestDatabase,
   type TestDatabase,
   wrappedQueryPool,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { writeChunks } from '../ingest/store.ts';
 import { runUnderCheck } from '../ledger.ts';
 import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { requireShared } from '../../testkit/common/index.ts';
-import { ORIGIN_SCHEMA_DIR } from '../../testkit/retrieval/origin-fixture.ts';
+import { ORIGIN_SCHEMA_DIR } from '../../testkit/origin-fixture.ts';
 
 const NEEDED = ['knowledge-schema-v1.yaml', 'knowledge-schema-v2.yaml', 'knowledge-schema-v3.yaml'];
 

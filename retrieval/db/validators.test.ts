@@ -17,7 +17,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { DEFAULT_PLANNER, searchStatement } from '../planner.ts';
 import { searchArguments } from '../predicate.ts';
 import { toVectorBinary } from './pool.ts';

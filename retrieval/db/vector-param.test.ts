@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import fc from 'fast-check';
-import { startTestDatabase, type TestDatabase } from '../../testkit/retrieval/index.ts';
+import { startTestDatabase, type TestDatabase } from '../../testkit/retrieval.ts';
 import { toVectorBinary, toVectorParam } from './pool.ts';
 
 let t: TestDatabase;

@@ -20,7 +20,7 @@ import {
   prng,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { toVectorBinary } from '../db/pool.ts';
 import { INGESTION_ROLE, OWNER_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';

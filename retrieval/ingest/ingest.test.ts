@@ -14,7 +14,7 @@ import {
   P,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import type { Embedder } from '../embeddings/types.ts';

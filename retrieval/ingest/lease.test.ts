@@ -12,7 +12,7 @@ import {
   randomVector,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
 import { acquireLease, LEASE_NAME, LeaseBusyError, LeaseLostError, withIngestionLease } from './lease.ts';
 import { writeChunks } from './store.ts';

@@ -10,7 +10,7 @@ import {
   P,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { searchKnowledge } from '../search.ts';
 import { classifySearchError, sqlstateOf } from './db-errors.ts';
 

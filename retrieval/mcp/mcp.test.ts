@@ -22,7 +22,7 @@ import {
   servingUrl,
   startTestDatabase,
   type TestDatabase,
-} from '../../testkit/retrieval/index.ts';
+} from '../../testkit/retrieval.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import type { Embedder } from '../embeddings/types.ts';
 import { type RetrievalServer, startRetrievalServer } from '../index.ts';

@@ -12,10 +12,10 @@ import {
   encodeProjection,
   type MatrixPrincipal,
   type Projection,
-} from '../../contract/index.ts';
-import { startEmbeddedDatabase } from '../../retrieval/db/embedded.ts';
-import { migrate } from '../../retrieval/db/migrate.ts';
-import { createPool } from '../../retrieval/db/pool.ts';
+} from '../contract/index.ts';
+import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
+import { migrate } from '../retrieval/db/migrate.ts';
+import { createPool } from '../retrieval/db/pool.ts';
 import {
   asRole,
   bootstrapDatabase,
@@ -23,11 +23,11 @@ import {
   INGESTION_ROLE,
   OWNER_ROLE,
   RETRIEVAL_ROLE,
-} from '../../retrieval/db/roles.ts';
-import type { Embedder } from '../../retrieval/embeddings/types.ts';
-import { seedCorpus } from '../../retrieval/index.ts';
-import type { IngestRecord, IngestStats } from '../../retrieval/ingest/jsonl.ts';
-import { type Cluster, clusterFromEnv, createDatabase } from '../common/postgres.ts';
+} from '../retrieval/db/roles.ts';
+import type { Embedder } from '../retrieval/embeddings/types.ts';
+import { seedCorpus } from '../retrieval/index.ts';
+import type { IngestRecord, IngestStats } from '../retrieval/ingest/jsonl.ts';
+import { type Cluster, clusterFromEnv, createDatabase } from './common/postgres.ts';
 
 export const AGENT = { namespace: 'kagent', name: 'knowledge-agent' } as const;
 export const NOW = 1_784_116_900;

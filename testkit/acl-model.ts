@@ -10,8 +10,8 @@ import {
   isMatrixProjection,
   type MatrixPrincipal,
   type Projection,
-} from '../../contract/index.ts';
-import { decodeFixture, matrixHeader, oauthHeader, P } from './index.ts';
+} from '../contract/index.ts';
+import { decodeFixture, matrixHeader, oauthHeader, P } from './retrieval.ts';
 
 /** The reference model: ADR 0017 Matrix rule 5 and OAuth rule 4 (docs/decisions.md#adr-matrix-rules), written as plainly as possible. */
 export function referenceAllows(p: Projection, m: ChunkMetadata): boolean {

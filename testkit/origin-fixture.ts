@@ -19,7 +19,7 @@ import pg from 'pg';
 
 const PgClient = pg.Client;
 
-import { sharedSkip } from '../common/index.ts';
+import { sharedSkip } from './common/index.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const ORIGIN_SCHEMA_DIR =
