@@ -152,6 +152,41 @@ describe('API-server double: write semantics of kube-apiserver', () => {
     api.fault = undefined;
   });
 
+  it('a list in pages (limit, continue) is one snapshot; a continue token whose snapshot is gone is 410 Expired', async () => {
+    for (let i = 0; i < 5; i++)
+      assert.equal(
+        (await call('POST', '/api/v1/namespaces/paged/configmaps', configMap(`p-${i}`, {}))).status,
+        201,
+      );
+    const path = '/api/v1/namespaces/paged/configmaps';
+    const first = await call('GET', `${path}?limit=2`);
+    assert.equal(first.body.items.length, 2);
+    assert.equal(first.body.metadata.remainingItemCount, 3);
+    const token = first.body.metadata.continue as string;
+    // Written after the first page: not in the rest of this list.
+    await call('POST', path, configMap('p-late', {}));
+    await call('DELETE', `${path}/p-4`);
+    const second = await call('GET', `${path}?limit=2&continue=${token}`);
+    const third = await call('GET', `${path}?limit=2&continue=${second.body.metadata.continue}`);
+    assert.equal(third.body.metadata.continue, undefined);
+    assert.deepEqual(
+      [first, second, third].flatMap((p) => p.body.items.map((o: Y) => o.metadata.name)),
+      ['p-0', 'p-1', 'p-2', 'p-3', 'p-4'],
+    );
+    for (const p of [second, third])
+      assert.equal(p.body.metadata.resourceVersion, first.body.metadata.resourceVersion);
+    // The snapshot is gone once the last page was served (and, as etcd's, once compacted).
+    const again = await call('GET', `${path}?limit=2&continue=${second.body.metadata.continue}`);
+    assert.equal(again.status, 410);
+    assert.equal(again.body.reason, 'Expired');
+    const next = await call('GET', `${path}?limit=2`);
+    await call('POST', path, configMap('p-later', {}));
+    api.compact(); // the snapshot's revision is compacted away
+    assert.equal((await call('GET', `${path}?limit=2&continue=${next.body.metadata.continue}`)).status, 410);
+    // Without limit, or with all items on one page: one list, no token.
+    assert.equal((await call('GET', `${path}?limit=100`)).body.metadata.continue, undefined);
+  });
+
   it('metadata.generation bumps on spec changes only (not labels, not status)', async () => {
     const r0 = await applyAs('alpha', roomPath('gen'), room('gen', '!gen:org-a.example'));
     assert.equal(r0.body.metadata.generation, 1);

@@ -208,3 +208,61 @@ describe('informer: watches that hang or end at once', () => {
     }
   });
 });
+
+describe('informer: a large list in pages, as client-go pages it', () => {
+  it('lists 1,234 objects in pages of 500 (limit, continue), one list at one resourceVersion, then watches', async () => {
+    const api = await new ApiServerDouble().start();
+    for (let i = 0; i < 1234; i++) api.put(room(`r-${i}`, `!r${i}:org-a.example`));
+    const rv = String(api.resourceVersion);
+    const inf = new Informer({
+      kubeConfig: api.kubeConfig(),
+      apiVersion: RV,
+      kind: 'RetrievalRoom',
+      plural: 'retrievalrooms',
+    });
+    try {
+      inf.start();
+      await inf.synced();
+      assert.equal(inf.size, 1234);
+      assert.equal(inf.lists, 1);
+      assert.equal(inf.lastSyncResourceVersion, rv);
+      const lists = api.requests.filter((r) => r.includes('/retrievalrooms') && !r.includes('watch=true'));
+      assert.equal(lists.length, 3);
+      assert.match(lists[0] as string, /limit=500/);
+      assert.doesNotMatch(lists[0] as string, /continue=/);
+      for (const r of lists.slice(1)) assert.match(r, /limit=500.*continue=|continue=.*limit=500/);
+      await waitFor('watch from the list resourceVersion', () =>
+        api.requests.some((r) => r.includes('watch=true') && r.includes(`resourceVersion=${rv}`)),
+      );
+    } finally {
+      inf.stop();
+      await api.stop();
+    }
+  });
+
+  it('a continue token the server no longer serves (410 Expired) falls back to one unpaged list', async () => {
+    const api = await new ApiServerDouble().start();
+    for (let i = 0; i < 1100; i++) api.put(room(`r-${i}`, `!r${i}:org-a.example`));
+    api.fault = (r) =>
+      r.query.has('continue') ? { status: 410, reason: 'Expired', message: 'too old' } : undefined;
+    const inf = new Informer({
+      kubeConfig: api.kubeConfig(),
+      apiVersion: RV,
+      kind: 'RetrievalRoom',
+      plural: 'retrievalrooms',
+    });
+    try {
+      inf.start();
+      await inf.synced();
+      assert.equal(inf.size, 1100);
+      assert.equal(inf.lists, 1);
+      const lists = api.requests.filter((r) => r.includes('/retrievalrooms') && !r.includes('watch=true'));
+      assert.equal(lists.length, 3, 'first page, the expired continue, one list without limit');
+      assert.doesNotMatch(lists[2] as string, /limit=/);
+    } finally {
+      inf.stop();
+      api.fault = undefined;
+      await api.stop();
+    }
+  });
+});

@@ -139,9 +139,14 @@ export function startTerm(
   lease: LeaderTerm,
 ): Term {
   const queue = new WorkQueue();
-  // The term is created below; the registry reads its caches through it.
+  // The term is created below; the registry reads its caches through it (one view object for the
+  // term: it reads the caches when called, and the registry asks for it once per shard it digests).
   let self: Term | undefined;
-  const registry = new RegistrySync(writer, queue, () => (self ? clusterState(self) : undefined));
+  let view: ClusterState | undefined;
+  const registry = new RegistrySync(writer, queue, () => {
+    if (self) view ??= clusterState(self);
+    return view;
+  });
   const reconciler = new Reconciler(writer, { ...options, backoff: new ItemBackoff(), registry });
   /**
    * Partners, agents and the platform change registry entries too: the registry takes them from

@@ -1,6 +1,6 @@
 /**
- * A list+watch cache of one kind, as client-go's reflector keeps one: list once, then watch from the
- * list's resourceVersion with bookmarks (so a resumed watch starts from a recent version, not the
+ * A list+watch cache of one kind, as client-go's reflector keeps one: list once (in pages of 500, as
+ * its pager does), then watch from the list's resourceVersion with bookmarks (so a resumed watch starts from a recent version, not the
  * list's), resume after a watch ends from the last version seen, and list again only when the API
  * server answers 410 Gone (the version was compacted away). Failed lists and watches are retried
  * after a capped exponential delay with jitter (`backoff.ts`, WATCH_BACKOFF).
@@ -36,9 +36,16 @@ export interface InformerOptions {
   random?: () => number;
   /** The server ends a watch after this long; the informer resumes it (default 300 s). */
   watchTimeoutSeconds?: number;
-  /** Deadline of a list, and of a watch until the server answers, from the send (default 30 s). */
+  /** Deadline of a list page, and of a watch until the server answers, from the send (default 30 s). */
   listTimeoutMs?: number;
+  /** Objects per list page (`limit`; default 500, client-go's pager); 0 lists in one response. */
+  listPageSize?: number;
 }
+
+/** client-go's pager default (`tools/pager` defaultPageSize). */
+export const LIST_PAGE_SIZE = 500;
+
+type ListPage = { items?: K8sObject[]; metadata?: { resourceVersion?: string; continue?: string } };
 
 export const objectKey = (o: { metadata: { namespace?: string; name: string } }) =>
   `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
@@ -171,18 +178,49 @@ export class Informer {
     this.timer.unref();
   }
 
-  private async relist(): Promise<void> {
-    if (this.stopped) return;
-    let res: { items?: K8sObject[]; metadata?: { resourceVersion?: string } };
-    try {
-      this.lists++;
-      // Plain JSON, as the watch delivers it (kube/raw.ts: the typed client renames some fields).
-      res = await requestJson(this.o.kubeConfig, {
+  /**
+   * One list, in pages of `listPageSize` as client-go's reflector lists through its pager: one
+   * response of 100,000 objects is about 90 MB of JSON, and parsing it at once would hold the event
+   * loop (and the Lease renewal behind it) for seconds; pages of 500 are parsed one at a time, with
+   * the event loop free in between. The pages are one consistent list at the first page's
+   * resourceVersion. A continue token the server no longer serves (410 Expired: the list took longer
+   * than its compaction window) falls back to one unpaged list, as client-go's pager does.
+   */
+  private async listAll(): Promise<{ items: K8sObject[]; resourceVersion: string | undefined }> {
+    const path = collectionPath(this.o.apiVersion, this.o.plural, this.o.namespace);
+    const limit = this.o.listPageSize ?? LIST_PAGE_SIZE;
+    // Plain JSON, as the watch delivers it (kube/raw.ts: the typed client renames some fields).
+    const get = (query: Record<string, string | undefined>) =>
+      requestJson<ListPage>(this.o.kubeConfig, {
         method: 'GET',
-        path: collectionPath(this.o.apiVersion, this.o.plural, this.o.namespace),
-        query: { labelSelector: this.o.labelSelector },
+        path,
+        query: { labelSelector: this.o.labelSelector, ...query },
         timeoutMs: this.o.listTimeoutMs ?? 30_000,
       });
+    const items: K8sObject[] = [];
+    let page = await get(limit > 0 ? { limit: String(limit) } : {});
+    const resourceVersion = page.metadata?.resourceVersion;
+    for (;;) {
+      for (const item of page.items ?? []) items.push(item);
+      const token = page.metadata?.continue;
+      if (!token || this.stopped) return { items, resourceVersion };
+      try {
+        page = await get({ limit: String(limit), continue: token });
+      } catch (e) {
+        if ((e as { code?: number }).code !== 410) throw e;
+        log.warn('list continue expired: listing again in one response', { kind: this.o.kind });
+        const full = await get({});
+        return { items: full.items ?? [], resourceVersion: full.metadata?.resourceVersion };
+      }
+    }
+  }
+
+  private async relist(): Promise<void> {
+    if (this.stopped) return;
+    let res: { items: K8sObject[]; resourceVersion: string | undefined };
+    try {
+      this.lists++;
+      res = await this.listAll();
     } catch (e) {
       this.settle();
       return this.retry('list', e, () => void this.relist());
@@ -190,7 +228,7 @@ export class Informer {
     if (this.stopped) return;
     const seen = new Set<string>();
     let n = 0;
-    for (const item of res.items ?? []) {
+    for (const item of res.items) {
       // 100,000 objects are a while: let timers (the Lease renewal) and sockets run in between.
       if (++n % 1000 === 0) {
         await new Promise<void>((r) => setImmediate(r));
@@ -211,7 +249,7 @@ export class Informer {
       this.store.delete(k);
       this.o.onEvent?.('DELETED', prev, prev);
     }
-    this.resourceVersion = res.metadata?.resourceVersion;
+    this.resourceVersion = res.resourceVersion;
     this.guard.alive();
     if (!this.hasSynced) {
       this.hasSynced = true;

@@ -1,6 +1,7 @@
 /**
  * Test double: a small kube-apiserver over node:http, faithful to what the controller uses (Kubernetes API
  * conventions): discovery (`/api/v1`, `/apis/<g>/<v>` APIResourceLists), LIST with label selectors,
+ * pages of a LIST (`limit`, `continue`: one consistent snapshot; 410 Expired once it is gone),
  * WATCH streams (newline-delimited `{type, object}`; synthetic ADDED on start without resourceVersion),
  * GET, POST (generateName), PUT with resourceVersion conflicts (409), server-side apply PATCH
  * (`application/apply-patch+yaml`, `fieldManager`, `force`; a no-op apply changes nothing and emits no
@@ -340,6 +341,60 @@ export class ApiServerDouble {
     });
     return kc;
   }
+
+  /**
+   * A list, or one page of it (`limit` and `continue`, as kube-apiserver serves them): the first
+   * page takes a snapshot at the current resourceVersion, and every later page of that list comes
+   * from it, so the pages together are one consistent list. A continue token whose snapshot is gone
+   * (its resourceVersion compacted away, or too many lists in flight) is `expired` (410).
+   */
+  private page(
+    q: URLSearchParams,
+    select: () => Obj[],
+  ): { items: Obj[]; rv: string; continue?: string; remaining?: number } | 'expired' {
+    const limit = Number(q.get('limit') ?? 0);
+    const token = q.get('continue');
+    let snap: { items: Obj[]; rv: number } | undefined;
+    let offset = 0;
+    let id: number | undefined;
+    if (token) {
+      let t: { id?: number; offset?: number } = {};
+      try {
+        t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+      } catch {
+        return 'expired';
+      }
+      id = t.id;
+      snap = this.snapshots.get(id ?? -1);
+      if (!snap || snap.rv < this.compactedRv) return 'expired';
+      offset = t.offset ?? 0;
+    } else {
+      const items = select();
+      if (!(limit > 0) || items.length <= limit) return { items, rv: String(this.rv) };
+      snap = { items, rv: this.rv };
+    }
+    const end = limit > 0 ? offset + limit : snap.items.length;
+    const items = snap.items.slice(offset, end);
+    if (end >= snap.items.length) {
+      if (id !== undefined) this.snapshots.delete(id);
+      return { items, rv: String(snap.rv) };
+    }
+    if (id === undefined) {
+      id = this.nextSnapshot++;
+      this.snapshots.set(id, snap);
+      // Lists abandoned half-way are forgotten, oldest first.
+      for (const k of this.snapshots.keys()) if (this.snapshots.size > 64) this.snapshots.delete(k);
+    }
+    return {
+      items,
+      rv: String(snap.rv),
+      continue: Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', id, offset: end })).toString('base64url'),
+      remaining: snap.items.length - end,
+    };
+  }
+  /** Paginated lists in flight: their snapshots, by id (continue tokens name them). */
+  private readonly snapshots = new Map<number, { items: Obj[]; rv: number }>();
+  private nextSnapshot = 0;
 
   // ---- direct store access for tests ---------------------------------------------------------
   private info(apiVersion: string, kind: string): KindInfo {
@@ -862,12 +917,24 @@ export class ApiServerDouble {
     if (req.method === 'GET' && !name) {
       const sel = parseSelector(url.searchParams.get('labelSelector'));
       if (watching) return this.watch(res, info, ns, sel, url.searchParams, fields);
-      const items = this.list(info.apiVersion, info.kind).filter((o) => matches(o, ns, sel, fields));
+      const page = this.page(url.searchParams, () =>
+        this.list(info.apiVersion, info.kind).filter((o) => matches(o, ns, sel, fields)),
+      );
+      if (page === 'expired')
+        return status(
+          res,
+          410,
+          'Expired',
+          'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.',
+        );
       return json(200, {
         kind: `${info.kind}List`,
         apiVersion: info.apiVersion,
-        metadata: { resourceVersion: String(this.rv) },
-        items,
+        metadata: {
+          resourceVersion: page.rv,
+          ...(page.continue ? { continue: page.continue, remainingItemCount: page.remaining } : {}),
+        },
+        items: page.items,
       });
     }
     const k = name ? key(info, info.namespaced ? ns : undefined, name) : '';
