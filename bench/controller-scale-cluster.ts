@@ -127,10 +127,8 @@ export async function seed(api: ApiServerDouble, input: Resources): Promise<void
   let uid = 0;
   const memory: ClusterWriter & ClusterState = {
     own: <T extends OwnResource>(kind: string) => (byKind[kind] ?? []) as T[],
-    rendered: (apiVersion, kind) =>
-      [...objects.values()].filter((o) => o.apiVersion === apiVersion && o.kind === kind),
-    live: (apiVersion, kind, namespace, name) =>
-      objects.get(`${apiVersion}|${kind}|${namespace ?? ''}|${name}`),
+    rendered: (apiVersion, kind) => [...objects.values()].filter((o) => o.apiVersion === apiVersion && o.kind === kind),
+    live: (apiVersion, kind, namespace, name) => objects.get(`${apiVersion}|${kind}|${namespace ?? ''}|${name}`),
     apply: async (o) => {
       const stored = { ...o, metadata: { ...o.metadata, uid: `seed-${uid++}` } };
       objects.set(k(o), stored);

@@ -112,12 +112,7 @@ async function quiet(r: Rig, quietMs = 2000, maxMs = 900_000): Promise<void> {
 }
 
 /** Resolves with the time the store first serves a state satisfying `pred`. */
-function whenServed(
-  r: Rig,
-  pred: (s: ConfigState) => boolean,
-  maxMs = 120_000,
-  lostIsFatal = true,
-): Promise<number> {
+function whenServed(r: Rig, pred: (s: ConfigState) => boolean, maxMs = 120_000, lostIsFatal = true): Promise<number> {
   return new Promise((resolve, reject) => {
     const start = Date.now();
     const tick = () => {
@@ -161,9 +156,7 @@ async function revocation(): Promise<void> {
   await quiet(r);
   results['startToQuietMs'] = Date.now() - t0;
   results['startEventLoopDelayMs'] = loopMs();
-  process.stderr.write(
-    `settled in ${Date.now() - t0} ms (event-loop delay ${JSON.stringify(loopMs())} ms)\n`,
-  );
+  process.stderr.write(`settled in ${Date.now() - t0} ms (event-loop delay ${JSON.stringify(loopMs())} ms)\n`);
   save();
   // No-op resync.
   const from = Date.now();
@@ -303,8 +296,7 @@ async function faults(): Promise<void> {
       writesAfter: afterWrites.filter((w) => !w.path.includes('heartbeat')).length,
       landedAfterEndMs: landedAt === undefined ? undefined : landedAt - end,
       lostLeadershipAfterMs: r.lost.at === undefined ? undefined : r.lost.at - start,
-      writesAfterLostTerm:
-        r.lost.at === undefined ? undefined : (await r.api.writes(r.lost.at + 1, Date.now())).length,
+      writesAfterLostTerm: r.lost.at === undefined ? undefined : (await r.api.writes(r.lost.at + 1, Date.now())).length,
     };
     out.push(row);
     process.stderr.write(`${JSON.stringify(row)}\n`);

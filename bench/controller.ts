@@ -165,9 +165,7 @@ function count(requests: string[]): Counts {
     if (path.includes('/leases')) continue;
     const parts = path.split('/').filter(Boolean);
     const isDiscovery =
-      parts[0] === 'openapi' ||
-      (parts[0] === 'api' && parts.length <= 2) ||
-      (parts[0] === 'apis' && parts.length <= 3);
+      parts[0] === 'openapi' || (parts[0] === 'api' && parts.length <= 2) || (parts[0] === 'apis' && parts.length <= 3);
     if (method === 'GET') {
       if (/[?&]watch=(true|1)/.test(url)) c.watches++;
       else if (isDiscovery) c.discovery++;
@@ -272,8 +270,7 @@ function foreign(requests: string[], own: Set<string>): number {
     if (method === 'GET') continue;
     const path = url.split('?')[0] ?? '';
     if (path.includes('/leases') || path.includes('/events')) continue;
-    const m =
-      /\/namespaces\/([^/]+)\/([^/]+)\/([^/]+)/.exec(path) ?? /\/()([^/]+)\/([^/]+)\/status$/.exec(path);
+    const m = /\/namespaces\/([^/]+)\/([^/]+)\/([^/]+)/.exec(path) ?? /\/()([^/]+)\/([^/]+)\/status$/.exec(path);
     const key = m ? `${m[1]}/${m[2]}/${m[3]}` : path;
     if (!own.has(key)) n++;
   }
@@ -283,10 +280,7 @@ function foreign(requests: string[], own: Set<string>): number {
 /** Objects whose rendered content differs between two inputs (what a change must rewrite). */
 function renderedDiff(before: Resources, after: Resources): K8sObject[] {
   const a = new Map(
-    render(before).objects.map((o) => [
-      `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`,
-      JSON.stringify(o),
-    ]),
+    render(before).objects.map((o) => [`${o.kind}/${o.metadata.namespace}/${o.metadata.name}`, JSON.stringify(o)]),
   );
   return render(after).objects.filter(
     (o) => a.get(`${o.kind}/${o.metadata.namespace}/${o.metadata.name}`) !== JSON.stringify(o),
@@ -320,10 +314,8 @@ async function seedReconciled(api: ApiServerDouble): Promise<void> {
   let uid = 0;
   const memory: ClusterWriter & ClusterState = {
     own: <T extends OwnResource>(kind: string) => (byKind[kind] ?? []) as T[],
-    rendered: (apiVersion, kind) =>
-      [...objects.values()].filter((o) => o.apiVersion === apiVersion && o.kind === kind),
-    live: (apiVersion, kind, namespace, name) =>
-      objects.get(`${apiVersion}|${kind}|${namespace ?? ''}|${name}`),
+    rendered: (apiVersion, kind) => [...objects.values()].filter((o) => o.apiVersion === apiVersion && o.kind === kind),
+    live: (apiVersion, kind, namespace, name) => objects.get(`${apiVersion}|${kind}|${namespace ?? ''}|${name}`),
     apply: async (o) => {
       const stored = { ...o, metadata: { ...o.metadata, uid: `seed-${uid++}` } };
       objects.set(k(o), stored);
@@ -397,17 +389,12 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
     const slice = api.requests.slice(n);
     // The pass that applied the change: the first one asked for after it, that ended after the apply.
     const pass =
-      t1 !== undefined
-        ? passes.slice(firstPass).find((p) => p.requestedAt >= t0 && p.endedAt >= t1)
-        : undefined;
+      t1 !== undefined ? passes.slice(firstPass).find((p) => p.requestedAt >= t0 && p.endedAt >= t1) : undefined;
     const breakdown: Breakdown | undefined = pass && {
       delivery: Math.round(pass.requestedAt - t0),
       wait: Math.round(pass.startedAt - pass.requestedAt),
       agentsRendered: pass.agentsRendered,
-      ...(Object.fromEntries(PASS_STAGES.map((st) => [st, Math.round(pass.stages[st])])) as Record<
-        PassStage,
-        number
-      >),
+      ...(Object.fromEntries(PASS_STAGES.map((st) => [st, Math.round(pass.stages[st])])) as Record<PassStage, number>),
     };
     scenarios.push({
       name,
@@ -461,12 +448,7 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
 
   // One RetrievalRoom upgraded (public → approved_non_public with an agreement).
   const roomIdx = 1;
-  const room = api.get(
-    'retrieval.fgentic.dev/v1alpha1',
-    'RetrievalRoom',
-    undefined,
-    `room-${roomIdx}`,
-  ) as K8sObject;
+  const room = api.get('retrieval.fgentic.dev/v1alpha1', 'RetrievalRoom', undefined, `room-${roomIdx}`) as K8sObject;
   const roomAfter = structuredClone(input);
   const r = roomAfter.rooms[roomIdx] as RetrievalRoom;
   r.spec = {
@@ -487,12 +469,7 @@ async function runArm(arm: string, input: Resources): Promise<Arm> {
 
   // One RetrievalAgent's rate limit changed (its MCP route policy carries it).
   const agentIdx = 7;
-  const agent = api.get(
-    'retrieval.fgentic.dev/v1alpha1',
-    'RetrievalAgent',
-    NS,
-    agentName(agentIdx),
-  ) as K8sObject;
+  const agent = api.get('retrieval.fgentic.dev/v1alpha1', 'RetrievalAgent', NS, agentName(agentIdx)) as K8sObject;
   const agentAfter = structuredClone(roomAfter);
   const a = agentAfter.agents[agentIdx] as RetrievalAgent;
   a.spec = { ...a.spec, rateLimit: { requestsPerMinute: 999 } };
@@ -562,11 +539,7 @@ const rows: string[][] = names.map((n) => {
   const p = cells[0];
   const c = cells.length > 1 ? cells[cells.length - 1] : undefined;
   const writes =
-    p && c
-      ? c.counts.writes === 0
-        ? `${p.counts.writes}:0`
-        : (p.counts.writes / c.counts.writes).toFixed(1)
-      : '-';
+    p && c ? (c.counts.writes === 0 ? `${p.counts.writes}:0` : (p.counts.writes / c.counts.writes).toFixed(1)) : '-';
   const latency =
     p?.latencyMs !== undefined && c?.latencyMs !== undefined && c.latencyMs > 0
       ? `${(p.latencyMs / c.latencyMs).toFixed(1)}x`
@@ -580,9 +553,7 @@ for (const n of names) {
   rows.push([
     `${n}: ms delivery / wait / ${PASS_STAGES.join(' / ')} (agents rendered)`,
     ...cells.map((b) =>
-      b
-        ? `${b.delivery} / ${b.wait} / ${PASS_STAGES.map((st) => b[st]).join(' / ')} (${b.agentsRendered})`
-        : '-',
+      b ? `${b.delivery} / ${b.wait} / ${PASS_STAGES.map((st) => b[st]).join(' / ')} (${b.agentsRendered})` : '-',
     ),
     '',
   ]);
@@ -607,11 +578,7 @@ rows.push([
   ),
   '',
 ]);
-rows.push([
-  'peak RSS / heap (MiB, double in-process)',
-  ...arms.map((a) => `${a.peakRssMiB} / ${a.peakHeapMiB}`),
-  '',
-]);
+rows.push(['peak RSS / heap (MiB, double in-process)', ...arms.map((a) => `${a.peakRssMiB} / ${a.peakHeapMiB}`), '']);
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
 const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
 process.stdout.write(`${line(header)}\n${rows.map(line).join('\n')}\n`);

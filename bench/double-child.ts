@@ -18,8 +18,7 @@ const write = (q: RequestInfo) => q.method !== 'GET' && !q.path.includes('/lease
 /** The fault schedules by name (bench/controller-scale.ts `faults`). */
 const FAULTS: Record<string, (q: RequestInfo) => Fault | undefined> = {
   '500-writes': (q) => (write(q) ? { status: 500, reason: 'InternalError' } : undefined),
-  '429-writes': (q) =>
-    write(q) ? { status: 429, reason: 'TooManyRequests', retryAfterSeconds: 1 } : undefined,
+  '429-writes': (q) => (write(q) ? { status: 429, reason: 'TooManyRequests', retryAfterSeconds: 1 } : undefined),
   '429-registry': (q) =>
     q.method !== 'GET' && /\/configmaps\/fgentic-projector-/.test(q.path)
       ? { status: 429, reason: 'TooManyRequests', retryAfterSeconds: 1 }
@@ -54,8 +53,7 @@ api.fault = (q) => {
 type Op = (...args: any[]) => unknown;
 const ops: Record<string, Op> = {
   token: (user: string) => api.token(user),
-  get: (apiVersion: string, kind: string, ns: string | undefined, name: string) =>
-    api.get(apiVersion, kind, ns, name),
+  get: (apiVersion: string, kind: string, ns: string | undefined, name: string) => api.get(apiVersion, kind, ns, name),
   /** Resolves with when the change was made (this process's clock: the machine's wall clock). */
   put: (obj: Record<string, unknown>) => {
     api.put(obj);

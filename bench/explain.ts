@@ -12,13 +12,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import type { ChunkMetadata, MatrixPrincipal } from '../contract/index.ts';
-import {
-  detailStatement,
-  type Subject,
-  subjectProjection,
-  summarize,
-  summaryStatement,
-} from '../explain/core.ts';
+import { detailStatement, type Subject, subjectProjection, summarize, summaryStatement } from '../explain/core.ts';
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool } from '../retrieval/db/pool.ts';
@@ -88,11 +82,7 @@ async function main() {
         values: pred.params,
       };
       const summary = summaryStatement(s, { kind: 'all' });
-      const detail = detailStatement(
-        s,
-        { kind: 'source', id: 'bench/source-7' },
-        { titles: false, limit: 1000 },
-      );
+      const detail = detailStatement(s, { kind: 'source', id: 'bench/source-7' }, { titles: false, limit: 1000 });
       const times: Record<'count' | 'summary' | 'detail', number[]> = { count: [], summary: [], detail: [] };
       let visible = 0;
       // Interleaved so that load on the machine hits every arm alike.
@@ -107,8 +97,7 @@ async function main() {
           times[arm].push(performance.now() - t0);
           // The summary's retrievable count is the search predicate's count, or the bench is wrong.
           if (arm === 'count') visible = res.rows[0].n;
-          if (arm === 'summary' && summarize(s, res.rows).visible !== visible)
-            throw new Error('counts differ');
+          if (arm === 'summary' && summarize(s, res.rows).visible !== visible) throw new Error('counts differ');
         }
       }
       const row = {
@@ -122,22 +111,8 @@ async function main() {
       results.push(row);
     }
     const fmt = (x: unknown) => (typeof x === 'number' && !Number.isInteger(x) ? x.toFixed(2) : String(x));
-    const head = [
-      'readers',
-      'visible',
-      'count p50 ms',
-      'summary p50 ms',
-      'detail(source) p50 ms',
-      'summary ÷ count',
-    ];
-    const keys = [
-      'readers',
-      'visible',
-      'count_p50_ms',
-      'summary_p50_ms',
-      'detail_source_p50_ms',
-      'summary_over_count',
-    ];
+    const head = ['readers', 'visible', 'count p50 ms', 'summary p50 ms', 'detail(source) p50 ms', 'summary ÷ count'];
+    const keys = ['readers', 'visible', 'count_p50_ms', 'summary_p50_ms', 'detail_source_p50_ms', 'summary_over_count'];
     console.log(`explain on ${N} rows (PGlite via pg), ${R} repeats, p50`);
     console.log(head.join(' | '));
     for (const r of results) console.log(keys.map((k) => fmt(r[k])).join(' | '));

@@ -35,13 +35,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool } from '../retrieval/db/pool.ts';
-import {
-  asRole,
-  bootstrapDatabase,
-  INGESTION_ROLE,
-  OWNER_ROLE,
-  RETRIEVAL_ROLE,
-} from '../retrieval/db/roles.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, OWNER_ROLE, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { maintainSubgraphs, type SubgraphReport } from '../retrieval/db/subgraphs.ts';
 import { createLocalEmbedder } from '../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../retrieval/embeddings/profile.ts';
@@ -57,14 +51,11 @@ const WORKLOADS = process.env['BENCH_WORKLOADS'] !== '0';
 const SEARCH = process.env['BENCH_SEARCH'] !== '0';
 const EXACT_THRESHOLD = Number(process.env['BENCH_EXACT_THRESHOLD'] ?? 50);
 for (const n of [...SIZES, EXACT_THRESHOLD])
-  if (!Number.isInteger(n) || n < 1)
-    throw new Error('BENCH_CHUNKS and BENCH_EXACT_THRESHOLD: positive integers');
+  if (!Number.isInteger(n) || n < 1) throw new Error('BENCH_CHUNKS and BENCH_EXACT_THRESHOLD: positive integers');
 const embedder = createLocalEmbedder();
 
 const WORDS =
-  'policy travel expense handbook roadmap incident backup partner guide review quarter budget release'.split(
-    ' ',
-  );
+  'policy travel expense handbook roadmap incident backup partner guide review quarter budget release'.split(' ');
 /** Chunks out of every 50 that carry partner/org-c/share-K: 2, 4, 6, 8 and 10 %. */
 const SHARES = [1, 2, 3, 4, 5];
 function records(n: number, principal: string, from = 0, prefix = 'bench/doc'): IngestRecord[] {
@@ -291,9 +282,7 @@ for (const w of [...new Set(runs.map((r) => r.workload))]) {
       ? { subOverAfter: { committed: s.committedSeconds / a.committedSeconds, ready: s.seconds / a.seconds } }
       : {}),
   };
-  const sub = s
-    ? `${(s.committedSeconds / a.committedSeconds).toFixed(2)}/${(s.seconds / a.seconds).toFixed(2)}`
-    : '—';
+  const sub = s ? `${(s.committedSeconds / a.committedSeconds).toFixed(2)}/${(s.seconds / a.seconds).toFixed(2)}` : '—';
   const valid = s?.subgraphs ? `${s.subgraphs.validBefore} → ${s.subgraphs.validAfter}` : '—';
   console.log(
     `${w.padEnd(10)} ${String(a.chunks).padStart(7)} ${pair(r).padStart(12)} ${pair(k).padStart(12)} ${pair(a).padStart(12)} ${pair(s).padStart(12)} ${`${(r.seconds / a.seconds).toFixed(2)}×`.padStart(12)} ${`${(k.seconds / a.seconds).toFixed(2)}×`.padStart(11)} ${sub.padStart(15)} ${valid.padStart(17)}   ${a.result}`,

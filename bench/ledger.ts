@@ -28,13 +28,7 @@ import { loadavg } from 'node:os';
 import { startEmbeddedDatabase } from '../retrieval/db/embedded.ts';
 import { migrate } from '../retrieval/db/migrate.ts';
 import { createPool } from '../retrieval/db/pool.ts';
-import {
-  asRole,
-  bootstrapDatabase,
-  INGESTION_ROLE,
-  PROJECTOR_ROLE,
-  RETRIEVAL_ROLE,
-} from '../retrieval/db/roles.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, PROJECTOR_ROLE, RETRIEVAL_ROLE } from '../retrieval/db/roles.ts';
 import { createLocalEmbedder } from '../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../retrieval/embeddings/profile.ts';
 import { ingestRecords } from '../retrieval/ingest/jsonl.ts';
@@ -91,11 +85,7 @@ function threadCpuMs(pid: number | undefined, task = pid): number {
 }
 
 /** Run all arms in alternating rounds; returns each arm's samples (ms) and what each arm cost. */
-async function alternate(
-  arms: Record<string, () => Promise<unknown>>,
-  samples: number,
-  databasePid?: number,
-) {
+async function alternate(arms: Record<string, () => Promise<unknown>>, samples: number, databasePid?: number) {
   const out: Record<string, number[]> = {};
   const cost: Record<string, ArmCost> = {};
   for (const name of Object.keys(arms)) {
@@ -176,10 +166,11 @@ try {
   const decoded = decodeProjection(header, { now: NOW, agents: [AGENT] });
   if (!decoded.ok) throw new Error('fixture projection invalid');
   const projection = decoded.value;
-  await asRole(pool, PROJECTOR_ROLE).query(
-    'SELECT fgentic_ledger.record_v1($1::bytea, $2::text, $3::bigint)',
-    [capabilityDigest(header), agentKey(projection.agent), NOW + 600],
-  );
+  await asRole(pool, PROJECTOR_ROLE).query('SELECT fgentic_ledger.record_v1($1::bytea, $2::text, $3::bigint)', [
+    capabilityDigest(header),
+    agentKey(projection.agent),
+    NOW + 600,
+  ]);
   const queries = await embedder.embed(Array.from({ length: 16 }, (_, i) => `topic ${i} subject ${i % 5}`));
   let q = 0;
   const proof = { digest: capabilityDigest(header), agent: agentKey(projection.agent), now: NOW };
@@ -266,10 +257,7 @@ try {
       p99_added_ms: pct(xs, 99) - pct(p, 99),
     }));
   };
-  const table = [
-    ...rows('retrieval search transaction', search),
-    ...rows('projector local check (HTTP)', checks),
-  ];
+  const table = [...rows('retrieval search transaction', search), ...rows('projector local check (HTTP)', checks)];
   const goals = EXPERIMENTS.flatMap((e) => {
     const r = table.find((x) => x.part.startsWith('retrieval') && x.arm === `ledger ${e}`)!;
     const pr = table.find((x) => x.part.startsWith('projector') && x.arm === `ledger ${e}`)!;

@@ -148,8 +148,7 @@ async function load(
 function summarise(runs: Awaited<ReturnType<typeof load>>[]) {
   const samples = runs.flatMap((r) => r.samples).sort((a, b) => a - b);
   const seconds = runs.reduce((t, r) => t + r.seconds, 0);
-  const q = (p: number) =>
-    samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? Number.NaN;
+  const q = (p: number) => samples[Math.min(samples.length - 1, Math.floor(p * samples.length))] ?? Number.NaN;
   return {
     requests: samples.length,
     rate: samples.length / seconds,
@@ -232,9 +231,7 @@ async function main() {
     for (const s of Object.values(servers)) s.child.kill('SIGTERM');
   }
 
-  const baseline = new Map(
-    results.filter((r) => r.target.startsWith('allow-all')).map((r) => [r.concurrency, r]),
-  );
+  const baseline = new Map(results.filter((r) => r.target.startsWith('allow-all')).map((r) => [r.concurrency, r]));
   const rows = results.map((r) => {
     const b = baseline.get(r.concurrency)!;
     return { ...r, p99_vs_allow_all: Math.round((r.p99_ms / b.p99_ms) * 100) / 100 };

@@ -114,10 +114,7 @@ const requests = Array.from({ length: 64 }, (_, k) =>
   localRequest({ ctx: roomContext({ roomId: roomId((k * 1_543) % ROOMS) }) }),
 );
 const smallRequest = localRequest();
-function decisionLatencies(
-  cfg: typeof small,
-  pick: (i: number) => ReturnType<typeof localRequest>,
-): number[] {
+function decisionLatencies(cfg: typeof small, pick: (i: number) => ReturnType<typeof localRequest>): number[] {
   const out: number[] = [];
   for (let i = 0; i < DECISIONS; i++) {
     const req = pick(i);
@@ -169,10 +166,7 @@ const rows: [string, string][] = [
   ['registry', `${ROOMS.toLocaleString()} rooms + ${PARTNERS.toLocaleString()} partners`],
   ['render (median of 3)', `${median(renderTimes).toFixed(0)} ms, heap +${mib(renderHeap)} MiB`],
   ['shards', `${shards.length}, largest ConfigMap ${maxShard} bytes (limit ${CONFIGMAP_DATA_LIMIT})`],
-  [
-    'projector assembly (median of 3)',
-    `${median(assembleTimes).toFixed(0)} ms, config heap +${mib(configHeap)} MiB`,
-  ],
+  ['projector assembly (median of 3)', `${median(assembleTimes).toFixed(0)} ms, config heap +${mib(configHeap)} MiB`],
   [
     'Matrix decision p50 / p99 (full registry)',
     `${(median(bigLat) * 1000).toFixed(1)} / ${(quantile(bigLat, 0.99) * 1000).toFixed(1)} µs`,

@@ -84,15 +84,9 @@ async function idsOf(pool: pg.Pool, projection: Projection): Promise<Ids> {
   return ids;
 }
 
-export type BareArm = (
-  pool: pg.Pool,
-  projection: Projection,
-  embedding: number[],
-  k: number,
-) => Promise<RankedIds>;
+export type BareArm = (pool: pg.Pool, projection: Projection, embedding: number[], k: number) => Promise<RankedIds>;
 
-const where = (ids: Ids) =>
-  'd.acl @> $2::integer[]' + (ids.any === null ? '' : ' AND d.acl && $4::integer[]');
+const where = (ids: Ids) => 'd.acl @> $2::integer[]' + (ids.any === null ? '' : ' AND d.acl && $4::integer[]');
 const values = (ids: Ids, embedding: number[], k: number) => [
   toVectorBinary(embedding),
   ids.all,

@@ -120,10 +120,7 @@ const rows: [string, string][] = [
   row(`file (after the kubelet sync): removed → denied (${fileRemoved.length})`, fileRemoved),
   row(`file (after the kubelet sync): added → served (${fileAdded.length})`, fileAdded),
   ['removal median ratio file ÷ kubernetes', (median(fileRemoved) / median(kubeRemoved)).toFixed(2)],
-  [
-    'file source on a cluster',
-    'plus the kubelet sync of the mounted ConfigMap first (60–90 s, not measured here)',
-  ],
+  ['file source on a cluster', 'plus the kubelet sync of the mounted ConfigMap first (60–90 s, not measured here)'],
   ['goal', 'a removal denied < 2000 ms after the API change'],
 ];
 const w = Math.max(...rows.map((r) => r[0].length));

@@ -65,9 +65,7 @@ export class Corpus {
     this.rows = rows;
     const g = gaussOf(prng(20_260_730));
     this.projectionMatrix = Array.from({ length: LATENT }, () => Float64Array.from({ length: DIMS }, g));
-    this.centroids = Array.from({ length: CLUSTERS }, () =>
-      Float64Array.from({ length: LATENT }, () => g() * 3),
-    );
+    this.centroids = Array.from({ length: CLUSTERS }, () => Float64Array.from({ length: LATENT }, () => g() * 3));
     this.dataRand = prng(1);
     this.dataGauss = gaussOf(this.dataRand);
   }

@@ -94,10 +94,7 @@ try {
 
   const session = { role: RETRIEVAL_ROLE, readOnly: true } as const;
   const serving = (url: string) =>
-    asRole(
-      own(createPool({ connectionString: url, max: Math.max(2, CONCURRENCY), session })),
-      RETRIEVAL_ROLE,
-    );
+    asRole(own(createPool({ connectionString: url, max: Math.max(2, CONCURRENCY), session })), RETRIEVAL_ROLE);
   const pooled = (url: string) =>
     asRole(
       own(createPool({ connectionString: url, max: Math.max(2, CONCURRENCY), pooler: 'transaction' })),

@@ -128,10 +128,7 @@ for (const [name, ok] of [
   ['audiences', KINDS.every((k) => AUDIENCE_KINDS.includes(k))],
   ['sets', SETS.every((s) => s === 'in' || s === 'ood')],
   ['arms', ARMS.every((a) => SERVER_ARMS.includes(a) || a in BARE_ARMS)],
-  [
-    'subgraph-budget',
-    SUBGRAPH_BUDGET === undefined || (Number.isSafeInteger(SUBGRAPH_BUDGET) && SUBGRAPH_BUDGET >= 0),
-  ],
+  ['subgraph-budget', SUBGRAPH_BUDGET === undefined || (Number.isSafeInteger(SUBGRAPH_BUDGET) && SUBGRAPH_BUDGET >= 0)],
   ['planner-ef', PLANNER_EF.every((e) => Number.isSafeInteger(e) && e >= 1 && e <= 1000)],
 ] as const) {
   if (!ok) {
@@ -175,10 +172,10 @@ async function unfiltered(pool: pg.Pool, q: string, ef: number, limit = K): Prom
       "SELECT set_config('hnsw.ef_search', $1, true), set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true)",
       [String(ef)],
     );
-    const r = await client.query(
-      'SELECT chunk_id FROM fgentic.chunks ORDER BY embedding <=> $1::vector LIMIT $2',
-      [q, limit],
-    );
+    const r = await client.query('SELECT chunk_id FROM fgentic.chunks ORDER BY embedding <=> $1::vector LIMIT $2', [
+      q,
+      limit,
+    ]);
     await client.query('COMMIT');
     return r.rows.map((row) => String(row.chunk_id));
   } finally {
@@ -244,8 +241,7 @@ async function allDistances(pool: pg.Pool, q: string): Promise<Float64Array> {
 /** Exact top-k of `rows` by (distance, chunk_id). chunk_id order equals row order (zero-padded). */
 function exactTopK(dist: Float64Array, rows: Iterable<number> | null): string[] {
   const heap: number[] = [];
-  const better = (a: number, b: number) =>
-    (dist[a] as number) < (dist[b] as number) || (dist[a] === dist[b] && a < b);
+  const better = (a: number, b: number) => (dist[a] as number) < (dist[b] as number) || (dist[a] === dist[b] && a < b);
   const consider = (r: number) => {
     if (heap.length < K) {
       heap.push(r);
@@ -313,9 +309,7 @@ async function load(pool: pg.Pool, corpus: Corpus, acl: ReturnType<typeof buildA
     generator: 3,
     subgraphBudget: SUBGRAPH_BUDGET ?? 'default',
   });
-  const foreign = await pool.query(
-    "SELECT count(*)::int AS n FROM knowledge.chunks WHERE chunk_id NOT LIKE 'bench-%'",
-  );
+  const foreign = await pool.query("SELECT count(*)::int AS n FROM knowledge.chunks WHERE chunk_id NOT LIKE 'bench-%'");
   if (Number(foreign.rows[0]?.n) > 0)
     throw new Error('knowledge.chunks holds rows this benchmark did not write; use an empty database');
   if (args.reuse) {
@@ -490,18 +484,11 @@ async function main(): Promise<void> {
 
   const armFns: [string, (a: Audience, v: number[], q: string, ef: number) => Promise<RankedIds>][] = [];
   for (const arm of ARMS) {
-    if (arm === 'planner')
-      armFns.push([arm, (a, v) => serverSearch(serving, a.projection, v, DEFAULT_PLANNER)]);
+    if (arm === 'planner') armFns.push([arm, (a, v) => serverSearch(serving, a.projection, v, DEFAULT_PLANNER)]);
     if (arm === 'exact')
-      armFns.push([
-        arm,
-        (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: 'exact' }),
-      ]);
+      armFns.push([arm, (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: 'exact' })]);
     if (arm === 'hnsw' || arm === 'subgraph')
-      armFns.push([
-        arm,
-        (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: arm }),
-      ]);
+      armFns.push([arm, (a, v) => serverSearch(serving, a.projection, v, { ...DEFAULT_PLANNER, force: arm })]);
     const bare = BARE_ARMS[arm];
     if (bare) armFns.push([arm, (a, v) => bare(pool, a.projection, v, K)]);
     if (arm === 'post')

@@ -67,9 +67,9 @@ async function serve(kind: string, certDir: string): Promise<void> {
 async function bodies(): Promise<Buffer[]> {
   const fx = await import('../testkit/webhook.ts');
   const denied = fx.plainAgent('denied', 'team-a');
-  (
-    ((denied['spec'] as never)['declarative'] as never)['tools'] as Record<string, Record<string, unknown>>[]
-  )[0]!['mcpServer']!['allowedHeaders'] = ['Authorization', 'x-tenant'];
+  (((denied['spec'] as never)['declarative'] as never)['tools'] as Record<string, Record<string, unknown>>[])[0]![
+    'mcpServer'
+  ]!['allowedHeaders'] = ['Authorization', 'x-tenant'];
   const changed = fx.retrievalAgent();
   return [
     fx.admissionReview(fx.plainAgent()),
@@ -78,9 +78,7 @@ async function bodies(): Promise<Buffer[]> {
     fx.admissionReview(fx.v1alpha1Agent()),
     fx.admissionReview(changed, { operation: 'UPDATE', oldObject: fx.retrievalAgent(), user: fx.CONTROLLER }),
     fx.admissionReview(fx.room('new-room', '!new:org-a.example')),
-    fx.admissionReview(
-      fx.partner('new-partner', { azp: 'new', policyId: 'new', groups: ['partner/new/docs'] }),
-    ),
+    fx.admissionReview(fx.partner('new-partner', { azp: 'new', policyId: 'new', groups: ['partner/new/docs'] })),
   ].map((b) => Buffer.from(JSON.stringify(b)));
 }
 
@@ -215,9 +213,7 @@ function summarise(target: string, concurrency: number, slices: Slice[]): Row {
     reviewsPerSecond: Math.round(all.length / seconds),
     p50Ms: Number(percentile(all, 50).toFixed(3)),
     p99Ms: Number(percentile(all, 99).toFixed(3)),
-    serverCpuUsPerReview: Number(
-      ((slices.reduce((n, s) => n + s.cpuSeconds, 0) / all.length) * 1e6).toFixed(1),
-    ),
+    serverCpuUsPerReview: Number(((slices.reduce((n, s) => n + s.cpuSeconds, 0) / all.length) * 1e6).toFixed(1)),
     errors: slices.reduce((n, s) => n + s.errors, 0),
   };
 }
@@ -252,8 +248,7 @@ async function main(): Promise<void> {
       const slices: Record<string, Slice[]> = { 'allow-all': [], webhook: [] };
       for (let round = 0; round < ROUNDS; round++) {
         const order = round % 2 === 0 ? TARGETS : [...TARGETS].reverse();
-        for (const t of order)
-          slices[t]!.push(await load(ports[t]!, ca, c, payloads, DURATION_MS / ROUNDS, pids[t]));
+        for (const t of order) slices[t]!.push(await load(ports[t]!, ca, c, payloads, DURATION_MS / ROUNDS, pids[t]));
       }
       for (const t of TARGETS) rows.push(summarise(t, c, slices[t]!));
     }

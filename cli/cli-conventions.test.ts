@@ -4,15 +4,7 @@
  * `serve` errors that say which configuration they tried.
  */
 import assert from 'node:assert/strict';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -223,10 +215,7 @@ describe('render output', () => {
 describe('serve errors', () => {
   test('serve retrieval names the configuration path it tried, including the default', async () => {
     const invalid = join(work, 'retrieval.json');
-    writeFileSync(
-      invalid,
-      JSON.stringify({ version: 1, agents: [], embeddings: { profile: 'local-hash-1024-v1' } }),
-    );
+    writeFileSync(invalid, JSON.stringify({ version: 1, agents: [], embeddings: { profile: 'local-hash-1024-v1' } }));
     const [dflt, given] = await Promise.all([
       cli(['serve', 'retrieval']),
       cli(['serve', 'retrieval', '--config', invalid]),
@@ -248,10 +237,7 @@ describe('serve errors', () => {
     mkdirSync(home, { recursive: true });
     const r = await cli(['serve', 'controller', '--port', '0'], { HOME: home, KUBECONFIG: '' });
     assert.equal(r.code, 1);
-    assert.match(
-      r.stderr,
-      /serve controller: no kubeconfig: tried --kubeconfig \(not given\), KUBECONFIG \(unset\)/,
-    );
+    assert.match(r.stderr, /serve controller: no kubeconfig: tried --kubeconfig \(not given\), KUBECONFIG \(unset\)/);
     const kc = join(work, 'kubeconfig.yaml');
     // A cluster on a closed loopback port: refused at once.
     writeFileSync(
@@ -260,10 +246,7 @@ describe('serve errors', () => {
     );
     const unreachable = await cli(['serve', 'controller', '--kubeconfig', kc, '--port', '0']);
     assert.equal(unreachable.code, 1);
-    assert.match(
-      unreachable.stderr,
-      /cannot reach the API server https:\/\/127\.0\.0\.1:1 .*connection refused/,
-    );
+    assert.match(unreachable.stderr, /cannot reach the API server https:\/\/127\.0\.0\.1:1 .*connection refused/);
   });
 
   test('serve webhook names the certificate file it needs before it starts anything', async () => {

@@ -5,8 +5,7 @@ import { describe, test } from 'node:test';
 import { encode, matrixExample, NOW, snapshotExample } from '../testkit/contract/fixtures.ts';
 
 const bin = new URL('../bin/fgentic-retrieval.mjs', import.meta.url).pathname;
-const run = (args: string[], input: string) =>
-  spawnSync(process.execPath, [bin, ...args], { input, encoding: 'utf8' });
+const run = (args: string[], input: string) => spawnSync(process.execPath, [bin, ...args], { input, encoding: 'utf8' });
 
 describe('CLI: contract commands', () => {
   test('projection decode prints canonical JSON and exits 0', () => {

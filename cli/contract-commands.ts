@@ -50,11 +50,7 @@ export async function projectionDecodeCommand(argv: string[]): Promise<number> {
   try {
     values = parseFlags(argv, { now: { type: 'string' }, agent: { type: 'string' } }).values as typeof values;
   } catch (err) {
-    return usageError(
-      'projection decode',
-      'fgentic-retrieval projection decode [--now UNIX] [--agent NS/NAME]',
-      err,
-    );
+    return usageError('projection decode', 'fgentic-retrieval projection decode [--now UNIX] [--agent NS/NAME]', err);
   }
   return projectionDecode({
     ...(values.now !== undefined ? { now: values.now } : {}),

@@ -27,8 +27,7 @@ export function startLoadFailure(err: unknown, devDependencies: readonly string[
     // Node sets `url` when a module file is missing and names the package when a package is missing.
     if (typeof e.url === 'string' && /\/local\/start\.[jt]s$/.test(e.url))
       return { exitCode: 2, message: NEEDS_DEV_DEPENDENCIES };
-    const pkg =
-      typeof e.message === 'string' ? /^Cannot find package '([^']+)'/.exec(e.message)?.[1] : undefined;
+    const pkg = typeof e.message === 'string' ? /^Cannot find package '([^']+)'/.exec(e.message)?.[1] : undefined;
     if (pkg !== undefined && devDependencies.includes(packageRoot(pkg)))
       return { exitCode: 2, message: NEEDS_DEV_DEPENDENCIES };
   }

@@ -241,9 +241,7 @@ export async function main(argv: string[]): Promise<number> {
   if (first === '--version') {
     const v = version();
     if (v === undefined) {
-      process.stderr.write(
-        'fgentic-retrieval: no package.json of fgentic-retrieval above the CLI; version unknown\n',
-      );
+      process.stderr.write('fgentic-retrieval: no package.json of fgentic-retrieval above the CLI; version unknown\n');
       return 1;
     }
     process.stdout.write(`fgentic-retrieval ${v}\n`);

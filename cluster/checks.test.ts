@@ -28,14 +28,11 @@ describe('cluster access checks against the API-server double', () => {
   });
   for (const c of checks)
     it(c.name, async () => {
-      const r = await fetch(
-        `http://127.0.0.1:${api.port}/apis/authorization.k8s.io/v1/subjectaccessreviews`,
-        {
-          method: 'POST',
-          headers: { authorization: `Bearer ${api.token(ADMIN_USER)}`, 'content-type': 'application/json' },
-          body: JSON.stringify(subjectAccessReview(c)),
-        },
-      );
+      const r = await fetch(`http://127.0.0.1:${api.port}/apis/authorization.k8s.io/v1/subjectaccessreviews`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${api.token(ADMIN_USER)}`, 'content-type': 'application/json' },
+        body: JSON.stringify(subjectAccessReview(c)),
+      });
       assert.equal(r.status, 201);
       assert.equal(((await r.json()) as { status: { allowed: boolean } }).status.allowed, c.expect);
     });

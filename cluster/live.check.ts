@@ -23,9 +23,7 @@ function kubectl(args: string[], input?: string, timeoutMs = 300_000) {
 
 const probe = kubectl(['cluster-info', '--request-timeout=5s'], undefined, 20_000);
 const skip =
-  probe.code === 0
-    ? false
-    : 'no cluster reachable through the current kubeconfig (kubectl cluster-info failed)';
+  probe.code === 0 ? false : 'no cluster reachable through the current kubeconfig (kubectl cluster-info failed)';
 if (skip) process.stdout.write(`test:cluster: ${skip}; nothing to check\n`);
 
 describe('cluster checks', { skip }, () => {
@@ -46,11 +44,7 @@ describe('cluster checks', { skip }, () => {
       ['knowledge', 'fgentic-projector'],
       ['knowledge', 'knowledge-retrieval'],
     ] as const) {
-      const r = kubectl(
-        ['-n', ns, 'rollout', 'status', `deployment/${d}`, '--timeout=300s'],
-        undefined,
-        320_000,
-      );
+      const r = kubectl(['-n', ns, 'rollout', 'status', `deployment/${d}`, '--timeout=300s'], undefined, 320_000);
       assert.equal(r.code, 0, `${ns}/${d}: ${r.err}`);
     }
   });
@@ -90,11 +84,7 @@ describe('cluster checks', { skip }, () => {
             phase = kubectl(['get', ...ref, '-o', 'jsonpath={.status.phase}']).out.trim();
             if (phase !== 'Succeeded' && phase !== 'Failed') spawnSync('sleep', ['2']);
           }
-          assert.equal(
-            phase,
-            'Failed',
-            `${p.url} answered from ${p.namespace}: the NetworkPolicy is not enforced`,
-          );
+          assert.equal(phase, 'Failed', `${p.url} answered from ${p.namespace}: the NetworkPolicy is not enforced`);
         } finally {
           kubectl(['delete', '--ignore-not-found', '--wait=false', ...ref]);
         }

@@ -47,8 +47,6 @@ export function parseFlags(argv: string[], options: Options, allowPositionals = 
 /** Writes `<command>: <problem>` and the usage line to stderr; returns the usage exit code. */
 export function usageError(command: string, usage: string, err: unknown): number {
   const msg = err instanceof UsageError ? err.message : 'invalid arguments';
-  process.stderr.write(
-    `${command}: ${msg}\nusage: ${usage}\nRun 'fgentic-retrieval help ${command}' for details.\n`,
-  );
+  process.stderr.write(`${command}: ${msg}\nusage: ${usage}\nRun 'fgentic-retrieval help ${command}' for details.\n`);
   return 2;
 }

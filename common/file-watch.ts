@@ -15,11 +15,7 @@ export interface FileWatchOptions {
 }
 
 /** Calls `reload` on a change near `path` and every poll interval; the returned function stops both. */
-export function watchConfigFile(
-  path: string,
-  reload: () => void,
-  options: FileWatchOptions = {},
-): () => void {
+export function watchConfigFile(path: string, reload: () => void, options: FileWatchOptions = {}): () => void {
   const name = basename(path);
   let watcher: FSWatcher | undefined;
   try {

@@ -89,9 +89,7 @@ export async function apiServerProblem(kubeConfig: KubeConfig, source: string): 
   } catch (e) {
     const err = e as { code?: string; cause?: { code?: string }; statusCode?: number };
     const why =
-      err.cause?.code ??
-      err.code ??
-      (typeof err.statusCode === 'number' ? `HTTP ${err.statusCode}` : 'error');
+      err.cause?.code ?? err.code ?? (typeof err.statusCode === 'number' ? `HTTP ${err.statusCode}` : 'error');
     return `cannot reach the API server ${server} (kubeconfig from ${source}): ${why === 'ECONNREFUSED' ? 'connection refused' : why}`;
   } finally {
     clearTimeout(timer);

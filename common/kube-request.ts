@@ -149,8 +149,7 @@ async function attempt<T>(kc: k8s.KubeConfig, r: RawRequest): Promise<T> {
       },
     );
     const deadline = setTimeout(
-      () =>
-        req.destroy(Object.assign(new Error(`${r.method} ${url.pathname}: timeout`), { code: 'ETIMEDOUT' })),
+      () => req.destroy(Object.assign(new Error(`${r.method} ${url.pathname}: timeout`), { code: 'ETIMEDOUT' })),
       r.timeoutMs ?? 30_000,
     );
     deadline.unref?.();
@@ -167,11 +166,7 @@ async function attempt<T>(kc: k8s.KubeConfig, r: RawRequest): Promise<T> {
  * One request, through the policy's fence and limiter; a 429 (or a 5xx carrying Retry-After) is
  * retried after the advertised delay, which also pauses the limiter for every other request.
  */
-export async function requestJson<T = unknown>(
-  kc: k8s.KubeConfig,
-  r: RawRequest,
-  p: RequestPolicy = {},
-): Promise<T> {
+export async function requestJson<T = unknown>(kc: k8s.KubeConfig, r: RawRequest, p: RequestPolicy = {}): Promise<T> {
   const maxRetries = p.maxRetries ?? 10;
   const sleep = p.sleep ?? defaultSleep;
   for (let tries = 0; ; tries++) {

@@ -28,9 +28,7 @@ test('a re-watch that fails before its request is sent is a reported watch error
   const kc = api.kubeConfig(serviceAccountUser(NS, 'knowledge-retrieval'));
   let refuse = false;
   const prepare = kc.applyToHTTPSOptions.bind(kc);
-  (kc as { applyToHTTPSOptions: k8s.KubeConfig['applyToHTTPSOptions'] }).applyToHTTPSOptions = async (
-    opts,
-  ) => {
+  (kc as { applyToHTTPSOptions: k8s.KubeConfig['applyToHTTPSOptions'] }).applyToHTTPSOptions = async (opts) => {
     if (refuse) {
       refuse = false; // one failure: the retry that follows must succeed
       throw Object.assign(new Error('credential plugin failed'), { code: 'EPLUGIN' });
@@ -72,9 +70,8 @@ test('a re-watch that fails before its request is sent is a reported watch error
 
 const watchRequests = () => api.requests.filter((r) => r.includes('watch=true')).length;
 const lists = () =>
-  api.requests.filter(
-    (r) => r.startsWith('GET /api/v1/namespaces/knowledge/configmaps?') && !r.includes('watch=true'),
-  ).length;
+  api.requests.filter((r) => r.startsWith('GET /api/v1/namespaces/knowledge/configmaps?') && !r.includes('watch=true'))
+    .length;
 
 test('a hung list is abandoned at its deadline and retried: the store recovers once the API answers', async () => {
   const kc = api.kubeConfig(serviceAccountUser(NS, 'knowledge-retrieval'));

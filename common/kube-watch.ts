@@ -243,8 +243,7 @@ export function watchConfigMaps(o: ConfigMapWatchOptions): ConfigMapWatch {
 /** A content-free description of a client error: HTTP status or error code, else its class. */
 export function errorClass(e: unknown): string {
   const x = e as { code?: unknown; statusCode?: unknown; name?: unknown } | undefined;
-  if (typeof x?.code === 'number' || typeof x?.statusCode === 'number')
-    return `http ${x.code ?? x.statusCode}`;
+  if (typeof x?.code === 'number' || typeof x?.statusCode === 'number') return `http ${x.code ?? x.statusCode}`;
   if (typeof x?.code === 'string') return x.code;
   return typeof x?.name === 'string' ? x.name : 'error';
 }

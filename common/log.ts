@@ -20,9 +20,7 @@ export interface Logger {
 export function createLogger(component: string): Logger {
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
     if (ORDER[level] < threshold()) return;
-    process.stderr.write(
-      `${JSON.stringify({ time: new Date().toISOString(), level, component, msg, ...fields })}\n`,
-    );
+    process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, component, msg, ...fields })}\n`);
   };
   return {
     debug: (m, f) => emit('debug', m, f),

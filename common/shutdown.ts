@@ -48,10 +48,7 @@ export function shutdownTimingFromEnv(env: NodeJS.ProcessEnv = process.env): Shu
  * otherwise keep open until their keep-alive timeout). Resolves `forced: true` when the timeout
  * expired and the remaining connections were destroyed.
  */
-export async function drainHttpServer(
-  server: DrainableServer,
-  timeoutMs: number,
-): Promise<{ forced: boolean }> {
+export async function drainHttpServer(server: DrainableServer, timeoutMs: number): Promise<{ forced: boolean }> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
   const sweep = setInterval(() => server.closeIdleConnections(), 20);

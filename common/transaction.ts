@@ -24,10 +24,7 @@ const ISOLATION: Record<IsolationLevel, string> = {
 
 /** The BEGIN statement for `o` (a fixed text: nothing of the caller's is spliced in). */
 export function beginStatement(o: TransactionOptions = {}): string {
-  const modes = [
-    ...(o.isolation !== undefined ? [ISOLATION[o.isolation]] : []),
-    ...(o.readOnly ? ['READ ONLY'] : []),
-  ];
+  const modes = [...(o.isolation !== undefined ? [ISOLATION[o.isolation]] : []), ...(o.readOnly ? ['READ ONLY'] : [])];
   return modes.length === 0 ? 'BEGIN' : `BEGIN ${modes.join(', ')}`;
 }
 

@@ -66,8 +66,7 @@ describe('identifier grammars', () => {
   });
   test('DNS-1123 labels, partner groups, hex ids', () => {
     assert.ok(isDns1123Label('kagent') && isDns1123Label('a') && isDns1123Label(`a${'b'.repeat(61)}c`));
-    for (const bad of ['', 'A', '-a', 'a-', 'a.b', `a${'b'.repeat(62)}c`])
-      assert.equal(isDns1123Label(bad), false);
+    for (const bad of ['', 'A', '-a', 'a-', 'a.b', `a${'b'.repeat(62)}c`]) assert.equal(isDns1123Label(bad), false);
     assert.ok(isPartnerGroup('partner/org-b/docs'));
     for (const bad of [
       'partner/org-b',

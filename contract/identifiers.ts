@@ -30,16 +30,14 @@ export function utf8Length(s: string): number {
 
 export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export const HEX64 = /^[0-9a-f]{64}$/;
-export const PARTNER_GROUP =
-  /^partner\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+export const PARTNER_GROUP = /^partner\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /**
  * Unanchored sources of the grammar pieces, exported so the CRD patterns are built from the same text
  * (rules/names.ts); each is used below exactly as exported.
  */
 export const LOCALPART_SOURCE = '[a-z0-9._=/+-]+';
-export const IPV4_SOURCE =
-  '(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)(\\.(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)){3}';
+export const IPV4_SOURCE = '(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)(\\.(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)){3}';
 export const IPV6_BRACKETED_SOURCE = ipv6BracketedSource();
 export const V12_ROOM_ID_SOURCE = '![A-Za-z0-9_-]{43}';
 export const OPAQUE_SOURCE = '[\\x21-\\x39\\x3b-\\x7e]+'; // printable ASCII without ':'

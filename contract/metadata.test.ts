@@ -28,8 +28,7 @@ describe('chunk ACL metadata (origin knowledge store v1)', () => {
     assert.equal(validateChunkMetadata({ ...ok, source: { id: ' a' } }).ok, false);
     assert.equal(validateChunkMetadata({ ...ok, source: { id: 'a', extra: 'b' } }).ok, false);
     assert.equal(
-      validateChunkMetadata({ ...ok, allowed_principals: [{ kind: 'bridged_matrix', principal: '@a:b.c' }] })
-        .ok,
+      validateChunkMetadata({ ...ok, allowed_principals: [{ kind: 'bridged_matrix', principal: '@a:b.c' }] }).ok,
       false,
     );
   });

@@ -52,8 +52,7 @@ export function validateChunkMetadata(v: unknown): Verdict<ChunkMetadata> {
   const badSrc = checkFields(src, ['id'], ['title', 'locator', 'revision', 'location'], 'source');
   if (badSrc) return badSrc;
   for (const [key, limit] of Object.entries(SOURCE_LIMITS)) {
-    if (Object.hasOwn(src, key) && !isBoundedCleanText(src[key], limit))
-      return deny('schema', `source.${key}`);
+    if (Object.hasOwn(src, key) && !isBoundedCleanText(src[key], limit)) return deny('schema', `source.${key}`);
   }
   if (!isClassification(obj['classification'])) return deny('classifications', 'classification');
   const principalsIn = obj['allowed_principals'];

@@ -187,11 +187,7 @@ export interface PartnerGroupsFault {
  * form). Undefined when valid, else the first fault. rules/partners.ts `checkPartnerGroups` reports
  * it for our resources and the projector's file.
  */
-export function partnerGroupsFault(
-  v: unknown,
-  policyId: unknown,
-  sorted: boolean,
-): PartnerGroupsFault | undefined {
+export function partnerGroupsFault(v: unknown, policyId: unknown, sorted: boolean): PartnerGroupsFault | undefined {
   if (!Array.isArray(v) || v.length < 1 || v.length > MAX_PARTNER_GROUPS) return { fault: 'count' };
   const seen = new Set<string>();
   for (let k = 0; k < v.length; k++) {

@@ -46,12 +46,10 @@ const matrixProjection: fc.Arbitrary<Projection> = fc
   })
   .filter((p) => NOW < p.exp);
 
-const oauthProjection: fc.Arbitrary<Projection> = fc
-  .uniqueArray(label, { minLength: 1, maxLength: 16 })
-  .map((gs) => {
-    const groups = gs.map((g) => `partner/org-b/${g}`).sort();
-    return { ...(oauthExample() as unknown as Projection), groups } as Projection;
-  });
+const oauthProjection: fc.Arbitrary<Projection> = fc.uniqueArray(label, { minLength: 1, maxLength: 16 }).map((gs) => {
+  const groups = gs.map((g) => `partner/org-b/${g}`).sort();
+  return { ...(oauthExample() as unknown as Projection), groups } as Projection;
+});
 
 describe('projection properties', () => {
   test('encode → decode round-trips Matrix and OAuth projections', () => {

@@ -31,15 +31,9 @@ describe('room-state snapshot', () => {
     const s = snapshotExample();
     const joined = s['joined'] as unknown[];
     assert.equal(validateSnapshot({ ...s, joined: [...joined].reverse() }).ok, false);
-    assert.equal(
-      validateSnapshot(withField(s, 'joined', [{ ...(joined[2] as object), network: 'x' }])).ok,
-      false,
-    );
+    assert.equal(validateSnapshot(withField(s, 'joined', [{ ...(joined[2] as object), network: 'x' }])).ok, false);
     assert.equal(validateSnapshot(withField(s, 'create.federate', undefined)).ok, false);
-    assert.equal(
-      validateSnapshot(withField(s, 'server_acl.allow', ['org-b.example', 'org-a.example'])).ok,
-      false,
-    );
+    assert.equal(validateSnapshot(withField(s, 'server_acl.allow', ['org-b.example', 'org-a.example'])).ok, false);
     assert.ok(validateSnapshot(withField(s, 'server_acl', null)).ok);
   });
   test('room context derived from the snapshot decodes and equals the ADR example', () => {
@@ -70,10 +64,7 @@ describe('room-state snapshot', () => {
     const foreign = {
       ...s,
       server_acl: null,
-      joined: [
-        ...(s['joined'] as object[]),
-        { event_id: '$m-z', kind: 'matrix', principal: '@zed:org-b.example' },
-      ],
+      joined: [...(s['joined'] as object[]), { event_id: '$m-z', kind: 'matrix', principal: '@zed:org-b.example' }],
     };
     const f = validateSnapshot(foreign);
     assert.ok(f.ok);

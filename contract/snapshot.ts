@@ -128,15 +128,7 @@ export function validateSnapshot(v: unknown): Verdict<RoomSnapshot> {
   const obj = v as { [key: string]: JsonValue };
   const bad = checkFields(
     obj,
-    [
-      'allowed_classifications',
-      'create',
-      'history_visibility',
-      'join_rule',
-      'joined',
-      'room_id',
-      'server_acl',
-    ],
+    ['allowed_classifications', 'create', 'history_visibility', 'join_rule', 'joined', 'room_id', 'server_acl'],
     [],
     '$',
   );
@@ -194,11 +186,8 @@ export function checkSnapshotPolicy(
   if (snapshot.join_rule.value !== 'invite') return deny('snapshot', 'join_rule');
   if (snapshot.history_visibility.value !== 'joined') return deny('snapshot', 'history_visibility');
   if (!isServerName(options.localServer)) return deny('snapshot', 'local_server');
-  const foreign = snapshot.joined.some(
-    (m) => m.kind === 'matrix' && serverOf(m.principal) !== options.localServer,
-  );
-  if (foreign && (snapshot.server_acl === null || !snapshot.create.federate))
-    return deny('snapshot', 'server_acl');
+  const foreign = snapshot.joined.some((m) => m.kind === 'matrix' && serverOf(m.principal) !== options.localServer);
+  if (foreign && (snapshot.server_acl === null || !snapshot.create.federate)) return deny('snapshot', 'server_acl');
   const audience = audienceFromSnapshot(snapshot);
   if (audience.length < 1 || audience.length > 16) return deny('audience', 'joined');
   const caller = options.caller;

@@ -28,12 +28,10 @@ describe('strict JSON parser', () => {
     rejects('   ');
   });
   test('rejects non-finite and malformed numbers', () => {
-    for (const n of ['1e400', '-1e400', 'NaN', 'Infinity', '01', '+1', '.5', '1.', '1e', '-', '0x10'])
-      rejects(n);
+    for (const n of ['1e400', '-1e400', 'NaN', 'Infinity', '01', '+1', '.5', '1.', '1e', '-', '0x10']) rejects(n);
   });
   test('rejects what JSON.parse would not accept either', () => {
-    for (const t of ["{'a':1}", '{"a":1,}', '[1,]', '{a:1}', '"\t"', '"\\x41"', 'tru', 'nul', '[', '{"a"}'])
-      rejects(t);
+    for (const t of ["{'a':1}", '{"a":1,}', '[1,]', '{a:1}', '"\t"', '"\\x41"', 'tru', 'nul', '[', '{"a"}']) rejects(t);
   });
   test('bounds depth and length', () => {
     assert.ok(parseStrictJson('[[[[1]]]]', { maxDepth: 4 }).ok);

@@ -7,9 +7,7 @@
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
 export type StrictJsonError = 'json' | 'duplicate_name';
-export type StrictJsonResult =
-  | { ok: true; value: JsonValue }
-  | { ok: false; error: StrictJsonError; offset: number };
+export type StrictJsonResult = { ok: true; value: JsonValue } | { ok: false; error: StrictJsonError; offset: number };
 
 export interface StrictJsonOptions {
   /** Maximum nesting of arrays and objects (default 32). */

@@ -20,8 +20,7 @@ interface Case {
   expect: 'accept' | { reason: string };
   decoded?: string;
 }
-const load = (name: string) =>
-  JSON.parse(readFileSync(new URL(`./vectors/${name}`, import.meta.url), 'utf8'));
+const load = (name: string) => JSON.parse(readFileSync(new URL(`./vectors/${name}`, import.meta.url), 'utf8'));
 
 describe('projection vectors (X-Fgentic-Identity)', () => {
   const v = load('projection.json') as { agents: { name: string; namespace: string }[]; cases: Case[] };

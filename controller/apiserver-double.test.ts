@@ -31,12 +31,7 @@ describe('API-server double: write semantics of kube-apiserver', () => {
     return { status: r.status, body: (await r.json()) as Y };
   }
   const applyAs = (manager: string, path: string, obj: unknown, force = false) =>
-    call(
-      'PATCH',
-      `${path}?fieldManager=${manager}${force ? '&force=true' : ''}`,
-      obj,
-      'application/apply-patch+yaml',
-    );
+    call('PATCH', `${path}?fieldManager=${manager}${force ? '&force=true' : ''}`, obj, 'application/apply-patch+yaml');
   const configMap = (name: string, data: Record<string, string>) => ({
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -49,10 +44,7 @@ describe('API-server double: write semantics of kube-apiserver', () => {
     const refused = await applyAs('beta', cm('owned'), configMap('owned', { x: '2' }));
     assert.equal(refused.status, 409);
     assert.equal(refused.body.reason, 'Conflict');
-    assert.equal(
-      refused.body.message,
-      'Apply failed with 1 conflict: conflict with "alpha" using v1: .data.x',
-    );
+    assert.equal(refused.body.message, 'Apply failed with 1 conflict: conflict with "alpha" using v1: .data.x');
     assert.deepEqual(refused.body.details.causes, [
       { reason: 'FieldManagerConflict', message: 'conflict with "alpha" using v1', field: '.data.x' },
     ]);
@@ -90,10 +82,7 @@ describe('API-server double: write semantics of kube-apiserver', () => {
       data: { x: '3' },
     });
     assert.equal(r.status, 409);
-    assert.match(
-      r.body.message,
-      /^Operation cannot be fulfilled on configmaps "rv": the object has been modified/,
-    );
+    assert.match(r.body.message, /^Operation cannot be fulfilled on configmaps "rv": the object has been modified/);
     assert.equal(api.get('v1', 'ConfigMap', 'ns', 'rv')?.['data'].x, '2');
   });
 
@@ -107,11 +96,7 @@ describe('API-server double: write semantics of kube-apiserver', () => {
     const over = await applyAs('alpha', cm('limit'), configMap('limit', { k: 'x'.repeat(mib) }), true);
     assert.equal(over.status, 422);
     assert.match(over.body.message, /Too long: must have at most 1048576 bytes/);
-    const huge = await call(
-      'POST',
-      '/api/v1/namespaces/ns/configmaps',
-      configMap('huge', { k: 'x'.repeat(3 * mib) }),
-    );
+    const huge = await call('POST', '/api/v1/namespaces/ns/configmaps', configMap('huge', { k: 'x'.repeat(3 * mib) }));
     assert.equal(huge.status, 413);
     assert.equal(huge.body.reason, 'RequestEntityTooLarge');
     // A Secret is not bound by the ConfigMap rule, but etcd still refuses what exceeds its request limit.
@@ -154,10 +139,7 @@ describe('API-server double: write semantics of kube-apiserver', () => {
 
   it('a list in pages (limit, continue) is one snapshot; a continue token whose snapshot is gone is 410 Expired', async () => {
     for (let i = 0; i < 5; i++)
-      assert.equal(
-        (await call('POST', '/api/v1/namespaces/paged/configmaps', configMap(`p-${i}`, {}))).status,
-        201,
-      );
+      assert.equal((await call('POST', '/api/v1/namespaces/paged/configmaps', configMap(`p-${i}`, {}))).status, 201);
     const path = '/api/v1/namespaces/paged/configmaps';
     const first = await call('GET', `${path}?limit=2`);
     assert.equal(first.body.items.length, 2);
@@ -173,8 +155,7 @@ describe('API-server double: write semantics of kube-apiserver', () => {
       [first, second, third].flatMap((p) => p.body.items.map((o: Y) => o.metadata.name)),
       ['p-0', 'p-1', 'p-2', 'p-3', 'p-4'],
     );
-    for (const p of [second, third])
-      assert.equal(p.body.metadata.resourceVersion, first.body.metadata.resourceVersion);
+    for (const p of [second, third]) assert.equal(p.body.metadata.resourceVersion, first.body.metadata.resourceVersion);
     // The snapshot is gone once the last page was served (and, as etcd's, once compacted).
     const again = await call('GET', `${path}?limit=2&continue=${second.body.metadata.continue}`);
     assert.equal(again.status, 410);

@@ -61,8 +61,7 @@ describe('backoff schedule', () => {
   });
 
   it('no failure, no delay; nonsense failure counts are treated as none', () => {
-    for (const n of [0, -1, Number.NaN, Number.NEGATIVE_INFINITY])
-      assert.equal(backoffDelay(n, ITEM_BACKOFF), 0);
+    for (const n of [0, -1, Number.NaN, Number.NEGATIVE_INFINITY]) assert.equal(backoffDelay(n, ITEM_BACKOFF), 0);
   });
 });
 

@@ -204,8 +204,7 @@ export async function startController(o: ControllerOptions): Promise<ControllerH
     // Ready once the first campaign is over: a standby at once, a leader after its first pass.
     ready: () => !loop.leader || loop.synced,
     // Conditions as series: the pass's resources and the registry's rooms.
-    beforeScrape: () =>
-      recordConditions(m, [...loop.passConditions, ...(loop.term?.registry.roomConditions() ?? [])]),
+    beforeScrape: () => recordConditions(m, [...loop.passConditions, ...(loop.term?.registry.roomConditions() ?? [])]),
   });
 
   return {
@@ -273,9 +272,7 @@ export async function serveController(argv: string[]): Promise<number> {
   const qps = Number(values['kube-api-qps'] ?? 20);
   const burst = Number(values['kube-api-burst'] ?? 30);
   if (!(qps > 0 && qps <= 10_000) || !Number.isInteger(burst) || burst < 1 || burst > 10_000) {
-    process.stderr.write(
-      'serve controller: --kube-api-qps must be > 0 and --kube-api-burst an integer ≥ 1\n',
-    );
+    process.stderr.write('serve controller: --kube-api-qps must be > 0 and --kube-api-burst an integer ≥ 1\n');
     return 2;
   }
   const kc = await usableKubeConfig(values['kubeconfig'] ?? values['config']);

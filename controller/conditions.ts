@@ -3,7 +3,14 @@
  * RetrievalPlatform `UpstreamSupported`), each with `observedGeneration`, and the status written when
  * the upstream is unsupported. Pure apart from `reportUnsupported`, which patches status.
  */
-import type { Condition, Conflict, K8sObject, OwnResource, RetrievalPlatform } from './types.ts';
+import {
+  type Condition,
+  type Conflict,
+  type K8sObject,
+  type OwnResource,
+  type RetrievalPlatform,
+  resourceKey,
+} from './types.ts';
 import type { UpstreamVerdict } from './upstream.ts';
 
 /** What one resource's conditions are computed from, besides the resource itself. */
@@ -92,13 +99,9 @@ export function upstreamCondition(res: OwnResource, v: UpstreamVerdict, now: str
     type: 'UpstreamSupported',
     status,
     reason: v.supported ? 'Supported' : 'UnsupportedUpstream',
-    message: (v.supported ? `seen ${v.seen}` : `seen ${v.seen}: ${v.problems.join('; ')}`).slice(
-      0,
-      MESSAGE_MAX,
-    ),
+    message: (v.supported ? `seen ${v.seen}` : `seen ${v.seen}: ${v.problems.join('; ')}`).slice(0, MESSAGE_MAX),
     ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),
-    lastTransitionTime:
-      prev && prev.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : now,
+    lastTransitionTime: prev && prev.status === status && prev.lastTransitionTime ? prev.lastTransitionTime : now,
   };
 }
 
@@ -130,11 +133,7 @@ export async function reportUnsupported(
       lastTransitionTime:
         oldReady?.status === 'False' && oldReady.lastTransitionTime ? oldReady.lastTransitionTime : now,
     };
-    const conditions = [
-      ready,
-      ...prev.filter((c) => c.type !== 'Ready' && c.type !== 'UpstreamSupported'),
-      upstream,
-    ];
+    const conditions = [ready, ...prev.filter((c) => c.type !== 'Ready' && c.type !== 'UpstreamSupported'), upstream];
     if (sameConditions(prev, conditions)) continue;
     const was = prev.find((c) => c.type === 'UpstreamSupported')?.status === 'False';
     const s = await api.patchStatus(p, { conditions });
@@ -143,4 +142,53 @@ export async function reportUnsupported(
     if (!was) await api.event(p, 'Warning', 'UnsupportedUpstream', upstream.message).catch(() => undefined);
   }
   return writes;
+}
+
+/**
+ * One resource's condition inputs and the signature of everything its conditions are computed from
+ * besides the resource itself (empty when the pass keeps no memo). A RetrievalAgent reports the
+ * failures of its own objects, the platform the shared ones and failed deletes, everyone else none,
+ * so one failing object never rewrites every resource's status. Pure.
+ */
+export function statusInputs(
+  res: OwnResource,
+  o: {
+    own: ReadonlyMap<string, string[]>;
+    pruneErrors: readonly string[];
+    conflicts: ReadonlyMap<string, Conflict>;
+    platform: RetrievalPlatform | undefined;
+    problem: string | undefined;
+    verdictSig: string;
+    memoized: boolean;
+  },
+): { inputs: ConditionInputs; sig: string } {
+  const isPlatform = res === o.platform;
+  const applyErrors =
+    res.kind === 'RetrievalAgent'
+      ? (o.own.get(`${res.metadata.namespace}/${res.metadata.name}`) ?? [])
+      : isPlatform
+        ? (o.own.get('') ?? [])
+        : [];
+  const inputs: ConditionInputs = {
+    conflict: o.conflicts.get(resourceKey(res)),
+    applyErrors,
+    problem: o.problem,
+    ...(isPlatform ? { pruneErrors: [...o.pruneErrors] } : {}),
+  };
+  if (!o.memoized) return { inputs, sig: '' };
+  const errorsSig = [
+    applyErrors.length,
+    applyErrors[0] ?? '',
+    isPlatform ? o.pruneErrors.length : 0,
+    isPlatform ? (o.pruneErrors[0] ?? '') : '',
+  ];
+  const sig = JSON.stringify([
+    inputs.conflict?.reason ?? null,
+    inputs.conflict?.message ?? null,
+    JSON.stringify(errorsSig),
+    inputs.problem ?? null,
+    res.kind === 'RetrievalPlatform' ? o.verdictSig : null,
+    isPlatform,
+  ]);
+  return { inputs, sig };
 }

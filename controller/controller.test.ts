@@ -111,12 +111,7 @@ describe('controller loop against an API-server double, as its ServiceAccount un
 
   it('becomes leader through a Lease', async () => {
     await waitFor('leader', () => ctl.isLeader());
-    const lease = api.get(
-      'coordination.k8s.io/v1',
-      'Lease',
-      'fgentic-system',
-      'fgentic-retrieval-controller',
-    );
+    const lease = api.get('coordination.k8s.io/v1', 'Lease', 'fgentic-system', 'fgentic-retrieval-controller');
     assert.equal(lease?.['spec'].holderIdentity, 'replica-a');
   });
 
@@ -172,10 +167,7 @@ describe('controller loop against an API-server double, as its ServiceAccount un
 
   it('prunes stale rendered objects and leaves objects without the rendered label alone', async () => {
     for (const k of RENDERED_KINDS)
-      await waitFor(
-        `stale ${k.kind} pruned`,
-        () => !api.get(k.apiVersion, k.kind, STALE_NS[k.kind], 'stale-render'),
-      );
+      await waitFor(`stale ${k.kind} pruned`, () => !api.get(k.apiVersion, k.kind, STALE_NS[k.kind], 'stale-render'));
     await waitFor(
       'prune',
       () =>
@@ -221,10 +213,7 @@ describe('controller loop against an API-server double, as its ServiceAccount un
       api.get('v1', 'Secret', 'agentgateway-system', 'fgentic-mcp-key.kagent.knowledge-agent'),
     );
     assert.deepEqual(api.denied.map(show), [], 'no call of the controller was refused');
-    assert.equal(
-      cond(api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent'), 'Degraded')?.reason,
-      'Applied',
-    );
+    assert.equal(cond(api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent'), 'Degraded')?.reason, 'Applied');
     assert.equal(s['metadata'].labels['retrieval.fgentic.dev/api-key'], 'mcp');
     const entry = JSON.parse(Buffer.from(s['data']['kagent.knowledge-agent'], 'base64').toString('utf8'));
     assert.deepEqual(entry, { key: MCP_KEY, metadata: { workload: 'kagent/knowledge-agent' } });
@@ -265,24 +254,18 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     // The mirror is deleted by name: the controller never lists or watches Secrets, and in the
     // gateway namespace reads only its mirrors, by name.
     assert.ok(
-      api.calls.some(
-        (c) => c.verb === 'delete' && c.resource === 'secrets' && c.namespace === 'agentgateway-system',
-      ),
+      api.calls.some((c) => c.verb === 'delete' && c.resource === 'secrets' && c.namespace === 'agentgateway-system'),
     );
     assert.ok(!api.calls.some((c) => c.resource === 'secrets' && ['list', 'watch'].includes(c.verb)));
     assert.deepEqual(
       [
         ...new Set(
-          api.calls
-            .filter((c) => c.resource === 'secrets' && c.namespace === 'agentgateway-system')
-            .map((c) => c.name),
+          api.calls.filter((c) => c.resource === 'secrets' && c.namespace === 'agentgateway-system').map((c) => c.name),
         ),
       ],
       ['fgentic-mcp-key.kagent.knowledge-agent'],
     );
-    await waitFor('Warning event', () =>
-      api.list('v1', 'Event').find((e) => e['reason'] === 'McpKeyUnavailable'),
-    );
+    await waitFor('Warning event', () => api.list('v1', 'Event').find((e) => e['reason'] === 'McpKeyUnavailable'));
     api.put({ apiVersion: 'v1', kind: 'Secret', metadata: src.metadata, type: 'Opaque', data: src.data });
     api.put({ ...ra, metadata: { ...ra.metadata, annotations: { poke: '2' } } });
     await waitFor(
@@ -331,10 +314,7 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     await waitFor('Warning event', () =>
       api
         .list('v1', 'Event')
-        .find(
-          (e) =>
-            e['reason'] === 'DuplicateRoom' && e['type'] === 'Warning' && e['involvedObject'].name === 'dup',
-        ),
+        .find((e) => e['reason'] === 'DuplicateRoom' && e['type'] === 'Warning' && e['involvedObject'].name === 'dup'),
     );
     // Resolving the conflict restores the room.
     api.remove(RV, 'RetrievalRoom', undefined, 'dup');
@@ -409,12 +389,8 @@ describe('controller loop against an API-server double, as its ServiceAccount un
     await waitFor(
       'NetworkPolicy and RemoteMCPServer gone',
       () =>
-        !api.get(
-          'networking.k8s.io/v1',
-          'NetworkPolicy',
-          'kagent',
-          'fgentic-retrieval-agent.knowledge-agent',
-        ) && !api.get('kagent.dev/v1alpha2', 'RemoteMCPServer', 'kagent', 'knowledge-retrieval'),
+        !api.get('networking.k8s.io/v1', 'NetworkPolicy', 'kagent', 'fgentic-retrieval-agent.knowledge-agent') &&
+        !api.get('kagent.dev/v1alpha2', 'RemoteMCPServer', 'kagent', 'knowledge-retrieval'),
     );
     await waitFor('projector config without agents', () => {
       const cm = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config') as any;

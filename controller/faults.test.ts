@@ -102,9 +102,7 @@ describe('controller under faults', () => {
       assert.ok(n <= 12, `${n} attempts at ${t} in 2 s`);
     }
     const landed = await waitFor('the change applied', () => {
-      const text = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config')?.['data'][
-        'projector.json'
-      ];
+      const text = api.get('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config')?.['data']['projector.json'];
       return (
         String(text).includes(
           '{"roomId":"!extra7:org-a.example","allowedClassifications":["approved_non_public","public"]}',
@@ -150,8 +148,8 @@ describe('controller under faults', () => {
   it("a corrected version of a failing object is applied at once, not after the old one's backoff", async () => {
     const policy = 'fgentic-mcp.kagent.knowledge-agent';
     const applied = () =>
-      api.get('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy', 'agentgateway-system', policy)?.['spec']
-        .traffic.rateLimit.local[0].requests;
+      api.get('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy', 'agentgateway-system', policy)?.['spec'].traffic
+        .rateLimit.local[0].requests;
     const attempts = () => api.applies.filter((a) => a.name === policy).length;
     const a = api.get(RV, 'RetrievalAgent', 'kagent', 'knowledge-agent') as any;
     api.failApplyObjects.add(`AgentgatewayPolicy/agentgateway-system/${policy}`);

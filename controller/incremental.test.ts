@@ -18,8 +18,7 @@ const RV = 'retrieval.fgentic.dev/v1alpha1';
 const MCP_KEY = 'mcp-key-0123456789abcdef';
 const WRITES = new Set(['create', 'patch', 'update', 'delete']);
 
-const waitFor = <T>(what: string, f: () => T | undefined | false, ms = 15_000): Promise<T> =>
-  waitUntil(what, f, ms);
+const waitFor = <T>(what: string, f: () => T | undefined | false, ms = 15_000): Promise<T> => waitUntil(what, f, ms);
 const cond = (o: any, type: string) => o?.status?.conditions?.find((c: any) => c.type === type);
 const show = (a: Attributes) =>
   `${a.verb} ${a.resource}${a.subresource ? `/${a.subresource}` : ''} ${a.namespace ?? ''}/${a.name ?? ''}`;
@@ -28,9 +27,7 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
   // The overlay an operator writes for a second RetrievalAgent: its mirror's name (deploy/README.md).
   const api = new ApiServerDouble({
     rbac: RbacAuthorizer.fromKustomizeWithNames(join(REPO, 'deploy', 'base'), {
-      'agentgateway-system/fgentic-retrieval-controller-mcp-key-mirrors': [
-        'fgentic-mcp-key.kagent.second-agent',
-      ],
+      'agentgateway-system/fgentic-retrieval-controller-mcp-key-mirrors': ['fgentic-mcp-key.kagent.second-agent'],
     }),
   });
   let ctl: ControllerHandle;
@@ -177,8 +174,8 @@ describe('controller writes O(change), as its ServiceAccount under the shipped R
     await waitFor(
       'applied at last',
       () =>
-        api.get('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy', 'agentgateway-system', failing)?.['spec']
-          .traffic.rateLimit.local[0].requests === 11,
+        api.get('agentgateway.dev/v1alpha1', 'AgentgatewayPolicy', 'agentgateway-system', failing)?.['spec'].traffic
+          .rateLimit.local[0].requests === 11,
     );
     await waitFor(
       'recovered',

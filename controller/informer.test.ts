@@ -14,8 +14,7 @@ import { Informer, type InformerEvent } from './kube/informer.ts';
 
 const RV = 'retrieval.fgentic.dev/v1alpha1';
 
-const waitFor = <T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> =>
-  waitUntil(what, f, ms);
+const waitFor = <T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> => waitUntil(what, f, ms);
 
 describe('informer: list once, then watch from the list resourceVersion', () => {
   const api = new ApiServerDouble();
@@ -49,18 +48,12 @@ describe('informer: list once, then watch from the list resourceVersion', () => 
       ['a', 'b'],
     );
     assert.equal(inf.get(undefined, 'a')?.kind, 'RetrievalRoom');
-    await waitFor(
-      'watch open',
-      () => inf.watches === 1 && api.requests.some((r) => r.includes('watch=true')),
-    );
+    await waitFor('watch open', () => inf.watches === 1 && api.requests.some((r) => r.includes('watch=true')));
     api.put(room('c', '!c:org-a.example'));
     api.put({ ...room('a', '!a:org-a.example'), spec: { roomId: '!a:org-a.example', description: 'x' } });
     api.remove(RV, 'RetrievalRoom', undefined, 'b');
     await waitFor('events', () => inf.size === 2 && inf.get(undefined, 'c') && events.length >= 5);
-    assert.equal(
-      (inf.get(undefined, 'a')?.['spec'] as { description?: string } | undefined)?.description,
-      'x',
-    );
+    assert.equal((inf.get(undefined, 'a')?.['spec'] as { description?: string } | undefined)?.description, 'x');
     assert.deepEqual(events.slice(2), [
       ['ADDED', 'c'],
       ['MODIFIED', 'a'],
@@ -193,11 +186,7 @@ describe('informer: watches that hang or end at once', () => {
       assert.ok(errors.some((e) => e.startsWith('watch')));
       api.fault = (r) => (r.watch ? { hang: true } : undefined);
       errors.length = 0;
-      await waitUntil(
-        'the hung watch abandoned by its watchdog',
-        () => errors.includes('watch EWATCHDOG'),
-        5_000,
-      );
+      await waitUntil('the hung watch abandoned by its watchdog', () => errors.includes('watch EWATCHDOG'), 5_000);
       api.fault = undefined;
       const opened = inf.watches;
       await waitUntil('a watch open again', () => api.openWatches === 1 && inf.watches > opened, 5_000);
@@ -243,8 +232,7 @@ describe('informer: a large list in pages, as client-go pages it', () => {
   it('a continue token the server no longer serves (410 Expired) falls back to one unpaged list', async () => {
     const api = await new ApiServerDouble().start();
     for (let i = 0; i < 1100; i++) api.put(room(`r-${i}`, `!r${i}:org-a.example`));
-    api.fault = (r) =>
-      r.query.has('continue') ? { status: 410, reason: 'Expired', message: 'too old' } : undefined;
+    api.fault = (r) => (r.query.has('continue') ? { status: 410, reason: 'Expired', message: 'too old' } : undefined);
     const inf = new Informer({
       kubeConfig: api.kubeConfig(),
       apiVersion: RV,

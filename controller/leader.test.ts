@@ -141,12 +141,7 @@ describe('a controller that loses its Lease', () => {
     });
     await waitFor('leader', () => ctl.isLeader());
     await ctl.stop();
-    const lease = api.get(
-      'coordination.k8s.io/v1',
-      'Lease',
-      'fgentic-system',
-      'fgentic-retrieval-controller',
-    );
+    const lease = api.get('coordination.k8s.io/v1', 'Lease', 'fgentic-system', 'fgentic-retrieval-controller');
     assert.equal(lease?.['spec'].holderIdentity, '');
     assert.equal(lease?.['spec'].leaseDurationSeconds, 1);
     await api.stop();

@@ -95,8 +95,7 @@ export class LeaderElection {
     const lease = o.leaseDurationMs ?? LEADER_DEFAULTS.leaseDurationMs;
     const retry = o.retryPeriodMs ?? LEADER_DEFAULTS.retryPeriodMs;
     // client-go requires leaseDuration > renewDeadline > retryPeriod × 1.2 (its JitterFactor).
-    const deadline =
-      o.renewDeadlineMs ?? Math.min(LEADER_DEFAULTS.renewDeadlineMs, Math.round((lease * 2) / 3));
+    const deadline = o.renewDeadlineMs ?? Math.min(LEADER_DEFAULTS.renewDeadlineMs, Math.round((lease * 2) / 3));
     if (!(lease > deadline && deadline > retry * 1.2))
       throw new Error('leader election needs leaseDuration > renewDeadline > 1.2 × retryPeriod');
     this.timings = { leaseDurationMs: lease, renewDeadlineMs: deadline, retryPeriodMs: retry };

@@ -141,16 +141,8 @@ describe(`MCP key mirrors at ${N} agents: read on a resync, written only when th
       ].sort(),
     );
     assert.deepEqual(mirror(edited).data, want.data, 'data restored');
-    assert.equal(
-      mirror(relabelled).metadata.labels['retrieval.fgentic.dev/api-key'],
-      'mcp',
-      'label restored',
-    );
-    assert.equal(
-      mirror(disowned).metadata.ownerReferences?.[0]?.kind,
-      'AgentgatewayPolicy',
-      'owner restored',
-    );
+    assert.equal(mirror(relabelled).metadata.labels['retrieval.fgentic.dev/api-key'], 'mcp', 'label restored');
+    assert.equal(mirror(disowned).metadata.ownerReferences?.[0]?.kind, 'AgentgatewayPolicy', 'owner restored');
     assert.ok(mirror(deleted), 'recreated');
     // And the resync after that is quiet again.
     assert.deepEqual(writes(await callsDuring(() => ctl.resync())), []);

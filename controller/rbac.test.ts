@@ -152,28 +152,22 @@ describe('API-server double answers refused requests as kube-apiserver', () => {
     await patchOnly.start();
     try {
       const apply = () =>
-        fetch(
-          `http://127.0.0.1:${patchOnly.port}/api/v1/namespaces/a/configmaps/c?fieldManager=m&force=true`,
-          {
-            method: 'PATCH',
-            headers: {
-              authorization: `Bearer ${patchOnly.token(SA)}`,
-              'content-type': 'application/apply-patch+yaml',
-            },
-            body: JSON.stringify({
-              apiVersion: 'v1',
-              kind: 'ConfigMap',
-              metadata: { name: 'c' },
-              data: { k: 'v' },
-            }),
+        fetch(`http://127.0.0.1:${patchOnly.port}/api/v1/namespaces/a/configmaps/c?fieldManager=m&force=true`, {
+          method: 'PATCH',
+          headers: {
+            authorization: `Bearer ${patchOnly.token(SA)}`,
+            'content-type': 'application/apply-patch+yaml',
           },
-        );
+          body: JSON.stringify({
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: { name: 'c' },
+            data: { k: 'v' },
+          }),
+        });
       const refused = await apply();
       assert.equal(refused.status, 403);
-      assert.match(
-        ((await refused.json()) as { message: string }).message,
-        /cannot create resource "configmaps"/,
-      );
+      assert.match(((await refused.json()) as { message: string }).message, /cannot create resource "configmaps"/);
       patchOnly.put({
         apiVersion: 'v1',
         kind: 'ConfigMap',

@@ -173,8 +173,7 @@ describe('writes only what changed', () => {
 
   it('one room in a sharded registry: its shard, the manifest and its status (3 writes)', async () => {
     const input = examples();
-    for (let i = 0; i < 12_000; i++)
-      input.rooms.push(room(`r-${i}`, `!room${i}-abcdefghijklmnop:org-a.example`));
+    for (let i = 0; i < 12_000; i++) input.rooms.push(room(`r-${i}`, `!room${i}-abcdefghijklmnop:org-a.example`));
     const c = new MemoryCluster(input);
     const r = new Reconciler(c);
     await r.pass(c);
@@ -247,10 +246,7 @@ describe('writes only what changed', () => {
     };
     const n = c.writes.length;
     await r.pass(c);
-    assert.ok(
-      c.writes.slice(n).includes('status RetrievalAgent knowledge-agent'),
-      c.writes.slice(n).join(', '),
-    );
+    assert.ok(c.writes.slice(n).includes('status RetrievalAgent knowledge-agent'), c.writes.slice(n).join(', '));
   });
 
   it('prunes nothing while an object is failing, then prunes once it applies', async () => {
@@ -306,10 +302,7 @@ describe('desired-hash comparison', () => {
     assert.equal(upToDate(undefined, desired), false);
     assert.equal(upToDate({ ...live, data: { k: 'changed' } }, desired), false);
     assert.equal(upToDate({ ...live, metadata: { ...live.metadata, annotations: {} } }, desired), false);
-    assert.equal(
-      upToDate({ ...live, metadata: { ...live.metadata, deletionTimestamp: 'now' } }, desired),
-      false,
-    );
+    assert.equal(upToDate({ ...live, metadata: { ...live.metadata, deletionTimestamp: 'now' } }, desired), false);
   });
   it('covers: lists match element by element, maps as subsets', () => {
     assert.equal(covers({ a: [{ x: 1, y: 2 }] }, { a: [{ x: 1 }] }), true);
@@ -350,10 +343,7 @@ describe('what one failure holds back', () => {
     const platform = input.platforms[0] as RetrievalPlatform;
     assert.equal(conditionOf(platform, 'Ready')?.status, 'True');
     assert.equal(conditionOf(platform, 'Degraded')?.reason, 'PruneFailed');
-    assert.match(
-      conditionOf(platform, 'Degraded')?.message ?? '',
-      /delete ConfigMap knowledge\/refused: HTTP 403/,
-    );
+    assert.match(conditionOf(platform, 'Degraded')?.message ?? '', /delete ConfigMap knowledge\/refused: HTTP 403/);
     for (const res of [...input.agents, ...input.rooms, ...input.partners])
       assert.equal(conditionOf(res, 'Ready')?.status, 'True', `${res.kind} ${res.metadata.name}`);
     c.forbiddenNames.clear();

@@ -29,6 +29,7 @@ import {
   conditionsFor,
   reportUnsupported,
   sameConditions,
+  statusInputs,
   upstreamCondition,
 } from './conditions.ts';
 import { DESIRED_HASH, eachLimited, objKey, upToDate, withHash } from './desired.ts';
@@ -59,15 +60,15 @@ export {
   selectPlatform,
 } from './cluster.ts';
 export { sameConditions } from './conditions.ts';
+
+import { applyFailures, deleteFailures, MIRROR_APPLY, ownFailures } from './failures.ts';
+
 export { covers, DESIRED_HASH, desiredHash, eachLimited, upToDate, withHash } from './desired.ts';
 
 const log = createLogger('controller');
 
 /** A write refused by the leadership fence ends the pass: nothing more is written under it. */
 const fenced = (e: unknown): boolean => (e as { fenced?: boolean })?.fenced === true;
-
-/** Backoff keys: `apply <objKey>` and `delete <objKey>`; a mirror is a Secret (the only one we write). */
-const MIRROR_APPLY = 'apply v1|Secret|';
 
 /** One pass's bookkeeping, shared by its stages. */
 interface PassContext {
@@ -280,9 +281,7 @@ export class Reconciler {
         op === 'apply'
           ? !desiredKeys.has(key)
           : desiredKeys.has(key) ||
-            (kind === 'Secret'
-              ? !staleKeys.has(key)
-              : !state.live(apiVersion, kind, namespace || undefined, name));
+            (kind === 'Secret' ? !staleKeys.has(key) : !state.live(apiVersion, kind, namespace || undefined, name));
       if (gone) this.forget(k);
     }
   }
@@ -426,30 +425,6 @@ export class Reconciler {
   }
 
   /** Failing applies of rendered objects (not mirrors, which fail for their RetrievalAgent alone). */
-  private applyFailures(): string[] {
-    const out: string[] = [];
-    for (const [k, v] of this.failing) if (k.startsWith('apply ') && !k.startsWith(MIRROR_APPLY)) out.push(v);
-    return out.sort();
-  }
-
-  /** Failing applies by owner: a RetrievalAgent (`namespace/name`), or '' for the shared objects. */
-  private ownFailures(): Map<string, string[]> {
-    const out = new Map<string, string[]>();
-    for (const [k, v] of this.failing) {
-      if (!k.startsWith('apply ') || k.startsWith(MIRROR_APPLY)) continue;
-      const owner = this.stage.owners.get(k.slice('apply '.length)) ?? '';
-      out.set(owner, [...(out.get(owner) ?? []), v]);
-    }
-    for (const l of out.values()) l.sort();
-    return out;
-  }
-
-  private deleteFailures(): string[] {
-    const out: string[] = [];
-    for (const [k, v] of this.failing) if (k.startsWith('delete ')) out.push(v);
-    return out.sort();
-  }
-
   /**
    * Deletes the mirrors whose source became unusable (always), and the rendered objects no longer
    * desired (only while no rendered object fails to apply). Each delete stands alone: one that fails
@@ -466,16 +441,12 @@ export class Reconciler {
       this.concurrency,
       async (s) => {
         const key = objKey(s);
-        if (
-          !this.mirrors.has(key) &&
-          !this.backoff.failuresOf(`delete ${key}`) &&
-          (await this.mirrorAbsent(s))
-        )
+        if (!this.mirrors.has(key) && !this.backoff.failuresOf(`delete ${key}`) && (await this.mirrorAbsent(s)))
           this.goneMirrors.add(key);
         else doomed.push(s);
       },
     );
-    if (this.applyFailures().length === 0)
+    if (applyFailures(this.failing).length === 0)
       for (const k of RENDERED_KINDS) {
         const existing = ctx.state.rendered(k.apiVersion, k.kind);
         if (!existing) continue; // not cached (kind not served or not synced): prune nothing of it
@@ -498,12 +469,7 @@ export class Reconciler {
         ctx.state.removed?.(o);
         this.forget(`delete ${key}`);
       } catch (e) {
-        this.failed(
-          ctx,
-          `delete ${key}`,
-          `delete ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`,
-          e,
-        );
+        this.failed(ctx, `delete ${key}`, `delete ${o.kind} ${o.metadata.namespace ?? ''}/${o.metadata.name}`, e);
       }
     });
   }
@@ -515,8 +481,7 @@ export class Reconciler {
     const p = problems.get(workload);
     if (p) return p;
     for (const [k, v] of this.failing)
-      if (k.startsWith(MIRROR_APPLY) && this.mirrorWorkloads.get(k.slice('apply '.length)) === workload)
-        return v;
+      if (k.startsWith(MIRROR_APPLY) && this.mirrorWorkloads.get(k.slice('apply '.length)) === workload) return v;
     return undefined;
   }
 
@@ -531,8 +496,8 @@ export class Reconciler {
     // Each resource reports the failures of its own objects only (a RetrievalAgent: its objects; the
     // platform: the shared ones and failed deletes), in a stable order, so a retry that fails the same
     // way writes no status and one failing object never rewrites every resource's status.
-    const own = this.ownFailures();
-    const pruneErrors = this.deleteFailures();
+    const own = ownFailures(this.failing, this.stage.owners);
+    const pruneErrors = deleteFailures(this.failing);
     const verdictSig = JSON.stringify([verdict.supported, verdict.seen, verdict.problems]);
     const byKey = new Map(conflicts.map((c) => [resourceKey({ kind: c.kind, metadata: c }), c]));
     const stamp = this.now().toISOString();
@@ -542,41 +507,16 @@ export class Reconciler {
       conditions: ReturnType<typeof conditionsFor>;
       inputs: ConditionInputs;
     }[] = [];
-    for (const res of [
-      ...input.platforms,
-      ...input.agents,
-      ...input.rooms,
-      ...input.partners,
-    ] as OwnResource[]) {
-      const applyErrors =
-        res.kind === 'RetrievalAgent'
-          ? (own.get(`${res.metadata.namespace}/${res.metadata.name}`) ?? [])
-          : res === platform
-            ? (own.get('') ?? [])
-            : [];
-      const inputs: ConditionInputs = {
-        conflict: byKey.get(resourceKey(res)),
-        applyErrors,
+    for (const res of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners] as OwnResource[]) {
+      const { inputs, sig } = statusInputs(res, {
+        own,
+        pruneErrors,
+        conflicts: byKey,
+        platform,
         problem: this.agentProblem(res, problems),
-        ...(res === platform ? { pruneErrors } : {}),
-      };
-      const errorsSig = JSON.stringify([
-        applyErrors.length,
-        applyErrors[0] ?? '',
-        res === platform ? pruneErrors.length : 0,
-        res === platform ? (pruneErrors[0] ?? '') : '',
-      ]);
-      // Everything the conditions are computed from, besides the resource itself.
-      const sig = this.incremental
-        ? JSON.stringify([
-            inputs.conflict?.reason ?? null,
-            inputs.conflict?.message ?? null,
-            errorsSig,
-            inputs.problem ?? null,
-            res.kind === 'RetrievalPlatform' ? verdictSig : null,
-            res === platform,
-          ])
-        : '';
+        verdictSig,
+        memoized: this.incremental,
+      });
       const memo = this.incremental ? this.statusMemo.get(res) : undefined;
       if (memo !== undefined && memo.sig === sig) {
         this.backoff.forget(`status ${resourceKey(res)}`);
@@ -632,8 +572,7 @@ export class Reconciler {
     { conflict, problem }: ConditionInputs,
   ): Promise<string | undefined> {
     const wasConflict = res.status?.conditions?.find((c) => c.type === 'Conflict')?.status === 'True';
-    const hadProblem =
-      res.status?.conditions?.find((c) => c.type === 'Degraded')?.reason === 'McpKeyUnavailable';
+    const hadProblem = res.status?.conditions?.find((c) => c.type === 'Degraded')?.reason === 'McpKeyUnavailable';
     try {
       const stored = await this.api.patchStatus(res, {
         ...(res.metadata.generation !== undefined ? { observedGeneration: res.metadata.generation } : {}),

@@ -45,11 +45,7 @@ const log = createLogger('controller');
 export interface RegistryWriter {
   apply(obj: K8sObject, o?: WriteOptions): Promise<K8sObject>;
   delete(obj: K8sObject, o?: WriteOptions): Promise<boolean>;
-  patchStatus(
-    res: OwnResource,
-    status: Record<string, unknown>,
-    o?: WriteOptions,
-  ): Promise<K8sObject | undefined>;
+  patchStatus(res: OwnResource, status: Record<string, unknown>, o?: WriteOptions): Promise<K8sObject | undefined>;
   event(res: OwnResource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void>;
 }
 
@@ -104,9 +100,7 @@ export class RegistrySync {
     this.enqueue(changed);
     if (changed.size > 0) {
       const holder =
-        this.index.layout() === 'sharded' && room
-          ? shardName(shardOf(roomKey(room.spec.roomId)))
-          : PROJECTOR_CONFIGMAP;
+        this.index.layout() === 'sharded' && room ? shardName(shardOf(roomKey(room.spec.roomId))) : PROJECTOR_CONFIGMAP;
       for (const r of change.rooms) this.pending.set(r, holder);
     }
     for (const r of change.rooms) if (r !== name || live) this.queue.add(`room-status/${r}`, URGENT);
@@ -324,16 +318,13 @@ export class RegistrySync {
         conditions,
       });
       this.writes++;
-      if (stored?.metadata)
-        this.state()?.stored?.({ ...stored, apiVersion: room.apiVersion, kind: room.kind });
+      if (stored?.metadata) this.state()?.stored?.({ ...stored, apiVersion: room.apiVersion, kind: room.kind });
       this.queue.forget(key);
       const wasConflict = room.status?.conditions?.find((x) => x.type === 'Conflict')?.status === 'True';
       if (conflict && !wasConflict)
         await this.api.event(room, 'Warning', conflict.reason, conflict.message).catch(() => undefined);
       if (!conflict && wasConflict)
-        await this.api
-          .event(room, 'Normal', 'ConflictResolved', 'the resource renders again')
-          .catch(() => undefined);
+        await this.api.event(room, 'Normal', 'ConflictResolved', 'the resource renders again').catch(() => undefined);
     } catch (e) {
       if ((e as { fenced?: boolean }).fenced) return;
       this.queue.addRateLimited(key, URGENT);

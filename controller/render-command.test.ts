@@ -44,10 +44,7 @@ describe('render command', () => {
     );
     const out = join(dir, 'out');
     const files = readdirSync(EXAMPLES).map((f) => join(EXAMPLES, f));
-    assert.equal(
-      await renderCommand(['-f', ...files.slice(0, 1), '-f', ...files.slice(1), '-f', json, '-o', out]),
-      0,
-    );
+    assert.equal(await renderCommand(['-f', ...files.slice(0, 1), '-f', ...files.slice(1), '-f', json, '-o', out]), 0);
     const written = readdirSync(out);
     assert.ok(written.includes('configmap-knowledge-fgentic-projector-config.yaml'));
     assert.ok(written.includes('agent-kagent-knowledge-agent.yaml'));

@@ -173,21 +173,11 @@ export async function renderCommand(argv: string[]): Promise<number> {
     resources = loadResources(values.file);
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
-    process.stderr.write(
-      `render: ${err.code ? `${fsErrorPath(err) ?? 'a path'}: ${fsProblem(err)}` : err.message}\n`,
-    );
+    process.stderr.write(`render: ${err.code ? `${fsErrorPath(err) ?? 'a path'}: ${fsProblem(err)}` : err.message}\n`);
     return 2;
   }
-  if (
-    resources.platforms.length +
-      resources.agents.length +
-      resources.rooms.length +
-      resources.partners.length ===
-    0
-  ) {
-    process.stderr.write(
-      `render: no resources found (kinds of ${API_VERSION}) in ${values.file.join(', ')}\n`,
-    );
+  if (resources.platforms.length + resources.agents.length + resources.rooms.length + resources.partners.length === 0) {
+    process.stderr.write(`render: no resources found (kinds of ${API_VERSION}) in ${values.file.join(', ')}\n`);
     return 1;
   }
   const { objects, conflicts } = render(resources);

@@ -88,8 +88,7 @@ export function clusterState(t: Term): ClusterState {
       const inf = renderedOf(apiVersion, kind);
       return inf?.isSynced() ? inf.list() : undefined;
     },
-    live: (apiVersion, kind, namespace, name) =>
-      renderedOf(apiVersion, kind, namespace ?? '')?.get(namespace, name),
+    live: (apiVersion, kind, namespace, name) => renderedOf(apiVersion, kind, namespace ?? '')?.get(namespace, name),
     stored: (obj) => {
       if (obj.apiVersion === OWN_KINDS_INFO[0]?.apiVersion) t.own.get(obj.kind as OwnKind)?.upsert(obj);
       else renderedOf(obj.apiVersion, obj.kind, obj.metadata.namespace ?? '')?.upsert(obj);

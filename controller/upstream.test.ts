@@ -57,14 +57,11 @@ describe('upstream judge over what discovery and OpenAPI show', () => {
   });
   it('a cluster without agentgateway is unsupported', async () => {
     const v = judgeUpstream(await factsOf(noAgentgateway()));
-    assert.deepEqual(v.problems, [
-      'agentgateway.dev/v1alpha1 AgentgatewayPolicy/AgentgatewayBackend not served',
-    ]);
+    assert.deepEqual(v.problems, ['agentgateway.dev/v1alpha1 AgentgatewayPolicy/AgentgatewayBackend not served']);
   });
   it('an Agent schema without tools[].headersFrom is unsupported (the MCP key could not be sent)', async () => {
     const p = kagent09();
-    delete p.agentSchema?.['properties'].spec.properties.declarative.properties.tools.items.properties
-      .headersFrom;
+    delete p.agentSchema?.['properties'].spec.properties.declarative.properties.tools.items.properties.headersFrom;
     assert.ok(judgeUpstream(await factsOf(p)).problems.some((x) => x.includes('headersFrom')));
   });
 });
@@ -107,9 +104,7 @@ describe('controller on kagent v0.10-style APIs', () => {
       /kagent\.dev\/\[v1alpha2\].*runtime default go.*isolateSessions/,
     );
     assert.equal(api.applies.length, 0, 'nothing applied');
-    await waitFor('Warning event', () =>
-      api.list('v1', 'Event').find((e) => e['reason'] === 'UnsupportedUpstream'),
-    );
+    await waitFor('Warning event', () => api.list('v1', 'Event').find((e) => e['reason'] === 'UnsupportedUpstream'));
   });
 });
 

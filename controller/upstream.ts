@@ -39,9 +39,7 @@ type S = { [k: string]: unknown } | undefined;
 const prop = (s: S, ...path: string[]): S => {
   let cur = s;
   for (const p of path)
-    cur = (
-      p === '[]' ? cur?.['items'] : (cur?.['properties'] as Record<string, unknown> | undefined)?.[p]
-    ) as S;
+    cur = (p === '[]' ? cur?.['items'] : (cur?.['properties'] as Record<string, unknown> | undefined)?.[p]) as S;
   return cur;
 };
 
@@ -72,14 +70,12 @@ export function judgeUpstream(f: UpstreamFacts): UpstreamVerdict {
   if (f.kagentAgentSchema) {
     const runtime = prop(declarative, 'runtime')?.['default'];
     fingerprint = `Agent runtime default ${runtime ?? 'unset'}`;
-    if (runtime !== 'python')
-      problems.push(`kagent Agent runtime default is ${runtime ?? 'unset'} (v0.9.x: python)`);
+    if (runtime !== 'python') problems.push(`kagent Agent runtime default is ${runtime ?? 'unset'} (v0.9.x: python)`);
     if (mentions(f.kagentAgentSchema, 'isolateSessions'))
       problems.push('kagent Agent has isolateSessions (kagent v0.10 or later)');
     if (!prop(declarative, 'tools', '[]', 'headersFrom'))
       problems.push('kagent Agent tools have no headersFrom (the MCP key cannot be sent)');
-  } else if (serves(f, KAGENT, 'v1alpha2', 'agents'))
-    problems.push('kagent Agent v1alpha2 schema not published');
+  } else if (serves(f, KAGENT, 'v1alpha2', 'agents')) problems.push('kagent Agent v1alpha2 schema not published');
   const list = (g: string) =>
     `${g}/[${(f.groups[g] ?? [])
       .map((v) => v.version)

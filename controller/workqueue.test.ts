@@ -67,15 +67,7 @@ describe('work queue', () => {
     q.add('resync-3', URGENT);
     const order: string[] = [];
     for (let i = 0; i < 7; i++) order.push((await q.get()) as string);
-    assert.deepEqual(order, [
-      'revocation',
-      'resync-3',
-      'event',
-      'resync-0',
-      'resync-1',
-      'resync-2',
-      'resync-4',
-    ]);
+    assert.deepEqual(order, ['revocation', 'resync-3', 'event', 'resync-0', 'resync-1', 'resync-2', 'resync-4']);
   });
 
   it('a failing key backs off on its own (5 ms doubling, capped at 1 s); forget resets it and cancels the wait', async () => {
@@ -128,8 +120,7 @@ describe('token bucket', () => {
     const clock = fakeClock();
     const b = new TokenBucket(20, 30, clock);
     const through: { at: number; who: string }[] = [];
-    for (let i = 0; i < 200; i++)
-      void b.acquire(1).then(() => through.push({ at: clock.now(), who: `bulk-${i}` }));
+    for (let i = 0; i < 200; i++) void b.acquire(1).then(() => through.push({ at: clock.now(), who: `bulk-${i}` }));
     await clock.advance(0);
     assert.equal(through.length, 30, 'the burst at once');
     void b.acquire(0).then(() => through.push({ at: clock.now(), who: 'revocation' }));

@@ -38,8 +38,7 @@ function rejects(obj: Record<string, unknown>, what: RegExp) {
 
 describe('generated CRD files', () => {
   it('crds/*.yaml and kustomization.yaml equal the output of crds/schema.ts', () => {
-    for (const [file, text] of generatedFiles())
-      assert.equal(readFileSync(join(CRD_DIR, file), 'utf8'), text, file);
+    for (const [file, text] of generatedFiles()) assert.equal(readFileSync(join(CRD_DIR, file), 'utf8'), text, file);
   });
   it('kustomization lists every CRD', () => {
     const k = parse(readFileSync(join(CRD_DIR, 'kustomization.yaml'), 'utf8')) as { resources: string[] };
@@ -119,13 +118,7 @@ describe('RetrievalRoom invariants', () => {
   it('accepts legacy and v12 room IDs, rejects others', () => {
     assert.equal(check(mutate(publicRoom, (c) => (c.spec.roomId = '!abc:matrix.org:8448'))).ok, true);
     assert.equal(check(mutate(publicRoom, (c) => (c.spec.roomId = `!${'A'.repeat(43)}`))).ok, true);
-    for (const bad of [
-      'room:org-a.example',
-      `!${'A'.repeat(42)}`,
-      `!${'A'.repeat(44)}`,
-      '!:org-a.example',
-      '!a b:x',
-    ])
+    for (const bad of ['room:org-a.example', `!${'A'.repeat(42)}`, `!${'A'.repeat(44)}`, '!:org-a.example', '!a b:x'])
       rejects(
         mutate(publicRoom, (c) => (c.spec.roomId = bad)),
         /pattern/,

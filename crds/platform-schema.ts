@@ -30,19 +30,7 @@ import {
   LEDGER_RECORD_DEADLINE,
   LEDGER_TIMING_CEL,
 } from '../rules/ledger.ts';
-import {
-  arr,
-  bool,
-  dnsLabel,
-  int,
-  labels,
-  obj,
-  PATTERNS,
-  port,
-  secretKeyRef,
-  str,
-  url,
-} from './schema-kit.ts';
+import { arr, bool, dnsLabel, int, labels, obj, PATTERNS, port, secretKeyRef, str, url } from './schema-kit.ts';
 
 const listenerName = (description: string) => dnsLabel(description);
 export const platformSpec = obj(
@@ -80,9 +68,7 @@ export const platformSpec = obj(
     ),
     bridge: obj(
       {
-        workload: dnsLabel(
-          'Workload name in the API key metadata of the Matrix bridge (e.g. matrix-a2a-bridge).',
-        ),
+        workload: dnsLabel('Workload name in the API key metadata of the Matrix bridge (e.g. matrix-a2a-bridge).'),
         apiKeySecretRef: secretKeyRef('API-key Secret (gateway namespace) of the bridge workload'),
         localServer: str({
           ...SERVER_NAME_SCHEMA,
@@ -110,8 +96,7 @@ export const platformSpec = obj(
             maxItems: MAX_BRIDGED_ORIGINS,
             'x-kubernetes-list-type': 'map',
             'x-kubernetes-list-map-keys': ['network'],
-            description:
-              'Bridged networks whose puppet users are classified as bridged callers, keyed by network.',
+            description: 'Bridged networks whose puppet users are classified as bridged callers, keyed by network.',
           },
         ),
       },
@@ -174,14 +159,12 @@ export const platformSpec = obj(
         url: url(2048, 'Base URL of the OpenAI-compatible /v1/embeddings endpoint for query embeddings.'),
         model: str({
           ...MODEL_SCHEMA,
-          description:
-            'Model name sent to the endpoint (e.g. BAAI/bge-m3): printable ASCII, no space at either end.',
+          description: 'Model name sent to the endpoint (e.g. BAAI/bge-m3): printable ASCII, no space at either end.',
         }),
         profile: str({
           ...PROFILE_SCHEMA,
           'x-kubernetes-validations': [{ ...PROFILE_CEL }],
-          description:
-            'Embedding profile; must equal the one recorded in the database or the server refuses to serve.',
+          description: 'Embedding profile; must equal the one recorded in the database or the server refuses to serve.',
         }),
         tokenSecretRef: secretKeyRef('Secret (retrieval namespace) holding the embeddings listener token'),
       },
@@ -285,9 +268,7 @@ export const platformSpec = obj(
     observability: obj(
       {
         namespace: dnsLabel('Namespace of the telemetry collector (default monitoring).'),
-        podLabels: labels(
-          'Pod labels of the telemetry collector (default: the OpenTelemetry collector labels).',
-        ),
+        podLabels: labels('Pod labels of the telemetry collector (default: the OpenTelemetry collector labels).'),
         ports: arr(int({ ...PORT_SCHEMA }), {
           maxItems: MAX_OBSERVABILITY_PORTS,
           'x-kubernetes-list-type': 'set',

@@ -38,11 +38,7 @@ export const PATTERNS = {
 export const str = (extra: Schema = {}): Schema => ({ type: 'string', ...extra });
 export const int = (extra: Schema = {}): Schema => ({ type: 'integer', ...extra });
 export const bool = (extra: Schema = {}): Schema => ({ type: 'boolean', ...extra });
-export const obj = (
-  properties: Record<string, Schema>,
-  required: string[] = [],
-  extra: Schema = {},
-): Schema => ({
+export const obj = (properties: Record<string, Schema>, required: string[] = [], extra: Schema = {}): Schema => ({
   type: 'object',
   properties,
   ...(required.length ? { required } : {}),
@@ -57,8 +53,7 @@ export const url = (maxLength: number, description: string): Schema =>
   str({ ...structuredClone(httpUrlSchema(maxLength)), description });
 export const port = (description: string): Schema => int({ ...PORT_SCHEMA, description });
 
-export const dnsLabel = (description: string) =>
-  str({ pattern: PATTERNS.dns1123Label, maxLength: 63, description });
+export const dnsLabel = (description: string) => str({ pattern: PATTERNS.dns1123Label, maxLength: 63, description });
 export const secretKeyRef = (description: string) =>
   obj(
     {

@@ -39,8 +39,7 @@ const conditionSchema = obj(
     status: str({ enum: ['True', 'False', 'Unknown'], description: 'True, False or Unknown.' }),
     reason: str({
       maxLength: 1024,
-      description:
-        'Machine-readable CamelCase reason, e.g. Rendered, Conflict, McpKeyUnavailable, RegistryTooLarge.',
+      description: 'Machine-readable CamelCase reason, e.g. Rendered, Conflict, McpKeyUnavailable, RegistryTooLarge.',
     }),
     message: str({
       maxLength: 32768,
@@ -70,8 +69,7 @@ const statusSchema = obj(
       'x-kubernetes-list-type': 'map',
       'x-kubernetes-list-map-keys': ['type'],
       maxItems: 8,
-      description:
-        'Latest observations, one per type (Ready, Conflict, Degraded). Written by the controller only.',
+      description: 'Latest observations, one per type (Ready, Conflict, Degraded). Written by the controller only.',
     }),
   },
   [],
@@ -297,9 +295,7 @@ const KINDS: KindDef[] = [
     description:
       'The settings shared by every retrieval Agent: gateway, namespaces, Matrix bridge, JWT, services, embeddings. Exactly one, named default.',
     spec: platformSpec,
-    rootRules: [
-      { rule: "self.metadata.name == 'default'", message: 'the RetrievalPlatform must be named default' },
-    ],
+    rootRules: [{ rule: "self.metadata.name == 'default'", message: 'the RetrievalPlatform must be named default' }],
     columns: [
       { name: 'Gateway', type: 'string', jsonPath: '.spec.gateway.name' },
       { name: 'Backend', type: 'string', jsonPath: '.spec.a2aBackend' },

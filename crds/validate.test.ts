@@ -66,31 +66,22 @@ describe('the API-server double validates our kinds on create and update', () =>
     assert.equal(r.status, 422);
     const s = (await r.json()) as { reason: string; message: string; details: { causes: unknown[] } };
     assert.equal(s.reason, 'Invalid');
-    assert.match(
-      s.message,
-      /^PartnerClient\.retrieval\.fgentic\.dev "plain-http" is invalid: \/spec\/issuer/,
-    );
+    assert.match(s.message, /^PartnerClient\.retrieval\.fgentic\.dev "plain-http" is invalid: \/spec\/issuer/);
     assert.equal(s.details.causes.length, 1);
-    assert.equal(
-      api.get('retrieval.fgentic.dev/v1alpha1', 'PartnerClient', undefined, 'plain-http'),
-      undefined,
-    );
+    assert.equal(api.get('retrieval.fgentic.dev/v1alpha1', 'PartnerClient', undefined, 'plain-http'), undefined);
     assert.equal((await post(partner('tls'))).status, 201);
   });
 
   it('an update that breaks a CEL rule is refused and the stored object stays', async () => {
     const stored = api.get('retrieval.fgentic.dev/v1alpha1', 'PartnerClient', undefined, 'tls') as any;
-    const r = await fetch(
-      `http://127.0.0.1:${api.port}/apis/retrieval.fgentic.dev/v1alpha1/partnerclients/tls`,
-      {
-        method: 'PUT',
-        headers: { authorization: `Bearer ${api.token(ADMIN_USER)}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          ...stored,
-          spec: { ...stored.spec, allowedClassifications: ['approved_non_public'] },
-        }),
-      },
-    );
+    const r = await fetch(`http://127.0.0.1:${api.port}/apis/retrieval.fgentic.dev/v1alpha1/partnerclients/tls`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${api.token(ADMIN_USER)}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        ...stored,
+        spec: { ...stored.spec, allowedClassifications: ['approved_non_public'] },
+      }),
+    });
     assert.equal(r.status, 422);
     assert.deepEqual(
       (api.get('retrieval.fgentic.dev/v1alpha1', 'PartnerClient', undefined, 'tls') as any).spec,
@@ -106,32 +97,21 @@ describe('fgentic-retrieval admission check applies the same validator (the bina
   it('denies a PartnerClient with an http:// issuer offline, exit 1, as the cluster would', () => {
     const file = join(dir, 'partner.yaml');
     writeFileSync(file, stringify(httpIssuer()));
-    const r = spawnSync(
-      process.execPath,
-      [join(REPO, 'bin/fgentic-retrieval.mjs'), 'admission', 'check', '-f', file],
-      {
-        encoding: 'utf8',
-        timeout: 120_000,
-      },
-    );
+    const r = spawnSync(process.execPath, [join(REPO, 'bin/fgentic-retrieval.mjs'), 'admission', 'check', '-f', file], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     assert.equal(r.status, 1, r.stdout + r.stderr);
-    assert.match(
-      r.stdout,
-      /DENY {2}PartnerClient plain-http .*\/spec\/issuer must match pattern.*\[crd-schema\]/,
-    );
+    assert.match(r.stdout, /DENY {2}PartnerClient plain-http .*\/spec\/issuer must match pattern.*\[crd-schema\]/);
   });
 
   it('admits the same PartnerClient with an https issuer (exit 0)', () => {
     const file = join(dir, 'partner-ok.yaml');
     writeFileSync(file, stringify(partner('tls')));
-    const r = spawnSync(
-      process.execPath,
-      [join(REPO, 'bin/fgentic-retrieval.mjs'), 'admission', 'check', '-f', file],
-      {
-        encoding: 'utf8',
-        timeout: 120_000,
-      },
-    );
+    const r = spawnSync(process.execPath, [join(REPO, 'bin/fgentic-retrieval.mjs'), 'admission', 'check', '-f', file], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /ALLOW PartnerClient tls/);
   });

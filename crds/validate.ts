@@ -27,8 +27,7 @@ export function toJsonSchema(s: unknown, root = false): unknown {
   const src = s as Schema;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(src)) {
-    if (['description', 'default', 'format', 'nullable'].includes(k) || k.startsWith('x-kubernetes-'))
-      continue;
+    if (['description', 'default', 'format', 'nullable'].includes(k) || k.startsWith('x-kubernetes-')) continue;
     if (k === 'properties')
       out[k] = Object.fromEntries(
         Object.entries(v as Record<string, unknown>).map(([pk, pv]) => [
@@ -39,8 +38,7 @@ export function toJsonSchema(s: unknown, root = false): unknown {
       );
     else if (k === 'items' || k === 'additionalProperties' || k === 'not')
       out[k] = typeof v === 'object' ? toJsonSchema(v) : v;
-    else if (k === 'allOf' || k === 'anyOf' || k === 'oneOf')
-      out[k] = (v as unknown[]).map((x) => toJsonSchema(x));
+    else if (k === 'allOf' || k === 'anyOf' || k === 'oneOf') out[k] = (v as unknown[]).map((x) => toJsonSchema(x));
     else out[k] = v;
   }
   if (src['x-kubernetes-int-or-string']) {
@@ -70,16 +68,14 @@ function applyDefaults(s: Schema | undefined, v: unknown): unknown {
     if (s.additionalProperties && typeof s.additionalProperties === 'object')
       for (const k of Object.keys(o))
         if (!s.properties?.[k]) o[k] = applyDefaults(s.additionalProperties as Schema, o[k]);
-  } else if (s['type'] === 'array' && Array.isArray(v) && s.items)
-    return v.map((x) => applyDefaults(s.items, x));
+  } else if (s['type'] === 'array' && Array.isArray(v) && s.items) return v.map((x) => applyDefaults(s.items, x));
   return v;
 }
 
 function toCel(s: Schema | undefined, v: unknown): unknown {
   if (v === null || v === undefined) return v;
   if (typeof v === 'number') {
-    if (s?.['type'] === 'integer' || s?.['x-kubernetes-int-or-string'] || (!s && Number.isInteger(v)))
-      return BigInt(v);
+    if (s?.['type'] === 'integer' || s?.['x-kubernetes-int-or-string'] || (!s && Number.isInteger(v))) return BigInt(v);
     return v;
   }
   if (Array.isArray(v)) return v.map((x) => toCel(s?.items, x));
@@ -87,8 +83,7 @@ function toCel(s: Schema | undefined, v: unknown): unknown {
     const out = new Map<string, unknown>();
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
       const ps =
-        s?.properties?.[k] ??
-        (typeof s?.additionalProperties === 'object' ? s.additionalProperties : undefined);
+        s?.properties?.[k] ?? (typeof s?.additionalProperties === 'object' ? s.additionalProperties : undefined);
       out.set(k, toCel(ps, x));
     }
     return out;
@@ -137,9 +132,7 @@ function walkCel(s: Schema | undefined, v: unknown, at: string, r: CelReport): v
   }
   if (typeof v === 'object' && !Array.isArray(v)) {
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-      const ps =
-        s.properties?.[k] ??
-        (typeof s.additionalProperties === 'object' ? s.additionalProperties : undefined);
+      const ps = s.properties?.[k] ?? (typeof s.additionalProperties === 'object' ? s.additionalProperties : undefined);
       walkCel(ps, x, `${at}.${k}`, r);
     }
   } else if (Array.isArray(v)) {
@@ -209,11 +202,7 @@ export function crValidator(crds: Record<string, unknown>[]) {
       if (!v.has(String(obj['apiVersion']), String(obj['kind'])))
         return [`no served CRD version for ${String(obj['apiVersion'])} ${String(obj['kind'])}`];
       const r = v.validate(obj);
-      return [
-        ...r.schemaErrors,
-        ...r.cel.failed,
-        ...r.cel.unevaluated.map((u) => `${u} [rule not evaluated offline]`),
-      ];
+      return [...r.schemaErrors, ...r.cel.failed, ...r.cel.unevaluated.map((u) => `${u} [rule not evaluated offline]`)];
     },
   };
 }

@@ -24,12 +24,7 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { CronJob, Job } from 'kubernetes-models/batch/v1';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
-import {
-  ClusterRole,
-  ClusterRoleBinding,
-  Role,
-  RoleBinding,
-} from 'kubernetes-models/rbac.authorization.k8s.io/v1';
+import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
 import { Namespace, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 
@@ -79,9 +74,7 @@ const ofKind = (kind: string, objs: Y[] = objects): Y[] => objs.filter((o) => o.
 const named = (kind: string, name: string, namespace?: string): Y =>
   objects.find(
     (o) =>
-      o.kind === kind &&
-      o.metadata?.name === name &&
-      (namespace === undefined || o.metadata?.namespace === namespace),
+      o.kind === kind && o.metadata?.name === name && (namespace === undefined || o.metadata?.namespace === namespace),
   );
 
 /** Core kinds this base ships, each with its kubernetes-models class. */
@@ -191,8 +184,7 @@ function assertRestricted(label: string, spec: Y): void {
     assert.ok(vol?.emptyDir, `${cl}: /tmp is not an emptyDir`);
     assert.notEqual(tmp.readOnly, true, `${cl}: /tmp read-only`);
     // Restricted PSS forbids these volume kinds outright.
-    for (const v of spec.volumes ?? [])
-      assert.equal(v.hostPath, undefined, `${label}: hostPath volume ${v.name}`);
+    for (const v of spec.volumes ?? []) assert.equal(v.hostPath, undefined, `${label}: hostPath volume ${v.name}`);
     for (const p of c.ports ?? []) assert.equal(p.hostPort, undefined, `${cl}: hostPort`);
   }
 }
@@ -220,8 +212,7 @@ describe('every YAML document under deploy/', () => {
     for (const d of allDocs) {
       assert.equal(typeof d.obj.apiVersion, 'string', `${where(d)}: apiVersion`);
       assert.equal(typeof d.obj.kind, 'string', `${where(d)}: kind`);
-      if (!isKustomizeFile(d))
-        assert.match(d.obj.metadata?.name ?? '', /^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, where(d));
+      if (!isKustomizeFile(d)) assert.match(d.obj.metadata?.name ?? '', /^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, where(d));
     }
   });
 
@@ -262,11 +253,7 @@ describe('every YAML document under deploy/', () => {
     assert.deepEqual(c.args, ['migrate']);
     assert.equal(c.image, 'fgentic-retrieval');
     for (const v of ['PGUSER', 'PGPASSWORD'])
-      assert.equal(
-        c.env.find((e: Y) => e.name === v)?.valueFrom?.secretKeyRef?.name,
-        'pg-knowledge-owner',
-        v,
-      );
+      assert.equal(c.env.find((e: Y) => e.name === v)?.valueFrom?.secretKeyRef?.name, 'pg-knowledge-owner', v);
     const url = new URL(c.env.find((e: Y) => e.name === 'DATABASE_URL').value);
     assert.equal(url.username, '');
     assert.equal(url.pathname, '/knowledge');
@@ -286,14 +273,8 @@ describe('every YAML document under deploy/', () => {
     const c = spec.containers[0];
     assert.deepEqual(c.args, ['sync']);
     for (const v of ['PGUSER', 'PGPASSWORD'])
-      assert.equal(
-        c.env.find((e: Y) => e.name === v)?.valueFrom?.secretKeyRef?.name,
-        'pg-knowledge-owner',
-        v,
-      );
-    const policy = baseDocs.find(
-      (d) => d.obj.kind === 'NetworkPolicy' && d.obj.metadata.name === SYNC_CRONJOB,
-    )?.obj;
+      assert.equal(c.env.find((e: Y) => e.name === v)?.valueFrom?.secretKeyRef?.name, 'pg-knowledge-owner', v);
+    const policy = baseDocs.find((d) => d.obj.kind === 'NetworkPolicy' && d.obj.metadata.name === SYNC_CRONJOB)?.obj;
     assert.deepEqual(policy?.spec.podSelector.matchLabels, { 'app.kubernetes.io/name': SYNC_CRONJOB });
   });
 
@@ -308,11 +289,7 @@ describe('every YAML document under deploy/', () => {
 
   test('the base ships no object the reconciler owns (rendered ConfigMaps, knowledge NetworkPolicies)', () => {
     for (const o of objects) {
-      assert.notEqual(
-        o.metadata.labels?.['app.kubernetes.io/managed-by'],
-        'fgentic-retrieval',
-        o.metadata.name,
-      );
+      assert.notEqual(o.metadata.labels?.['app.kubernetes.io/managed-by'], 'fgentic-retrieval', o.metadata.name);
       assert.notEqual(o.kind, 'ConfigMap', `ConfigMap ${o.metadata.name} belongs to the controller`);
       // The migration Job's and the sync CronJob's own egress policies are in `postgres`, which the
       // reconciler never renders into.
@@ -337,8 +314,7 @@ describe('kustomization.yaml', () => {
         continue;
       }
       assert.ok(existsSync(p), `missing resource ${r}`);
-      if (statSync(p).isDirectory())
-        assert.ok(existsSync(join(p, 'kustomization.yaml')), `${r}: no kustomization`);
+      if (statSync(p).isDirectory()) assert.ok(existsSync(join(p, 'kustomization.yaml')), `${r}: no kustomization`);
     }
   });
 
@@ -358,8 +334,7 @@ describe('kustomization.yaml', () => {
     assert.ok(img.newTag !== undefined || img.digest !== undefined, 'tag or digest');
     if (img.newTag !== undefined) assert.notEqual(String(img.newTag), 'latest');
     if (img.digest !== undefined) assert.match(img.digest, DIGEST);
-    for (const image of imagesOf(objects))
-      assert.equal(image, IMAGE_PLACEHOLDER, 'containers use the placeholder');
+    for (const image of imagesOf(objects)) assert.equal(image, IMAGE_PLACEHOLDER, 'containers use the placeholder');
     for (const l of k.labels) {
       assert.equal(l.includeSelectors, false, 'common labels must not change immutable selectors');
       assert.equal(l.pairs['app.kubernetes.io/part-of'], 'fgentic-retrieval');
@@ -401,11 +376,7 @@ describe('workloads', () => {
       assert.equal(d.spec.replicas, replicas, `${name} replicas`);
       assert.equal(d.spec.template.spec.containers.length, 1, `${name}: one container`);
       assert.deepEqual(d.spec.template.spec.containers[0].args, args, `${name} args`);
-      assert.equal(
-        d.spec.template.spec.containers[0].command,
-        undefined,
-        `${name}: keep the image ENTRYPOINT`,
-      );
+      assert.equal(d.spec.template.spec.containers[0].command, undefined, `${name}: keep the image ENTRYPOINT`);
       assert.ok(matches(d.spec.selector.matchLabels, d.spec.template.metadata.labels), `${name} selector`);
       // A single replica is the active reconciler: never run two during a rollout.
       if (name === 'fgentic-controller' && replicas === 1) assert.equal(d.spec.strategy.type, 'Recreate');
@@ -432,11 +403,7 @@ describe('workloads', () => {
         env: { ...process.env, FGENTIC_LOG_LEVEL: 'silent', KUBECONFIG: '/nonexistent', DATABASE_URL: '' },
       });
       const text = `${out.stdout}\n${out.stderr}`;
-      assert.doesNotMatch(
-        text,
-        /unknown option|invalid arguments|usage:|ERR_PARSE_ARGS/i,
-        `${name}: ${text}`,
-      );
+      assert.doesNotMatch(text, /unknown option|invalid arguments|usage:|ERR_PARSE_ARGS/i, `${name}: ${text}`);
     }
   });
 
@@ -500,8 +467,7 @@ describe('workloads', () => {
   });
 
   test('requests and limits for cpu and memory, requests within limits', () => {
-    const cpu = (v: string | number) =>
-      String(v).endsWith('m') ? Number.parseFloat(String(v)) / 1000 : Number(v);
+    const cpu = (v: string | number) => (String(v).endsWith('m') ? Number.parseFloat(String(v)) / 1000 : Number(v));
     const mem = (v: string) => {
       const m = /^(\d+)(Mi|Gi)$/.exec(v);
       assert.ok(m, `memory quantity ${v}`);
@@ -511,10 +477,7 @@ describe('workloads', () => {
       for (const c of t.spec.containers) {
         const r = c.resources;
         const cl = `${t.label} ${c.name}`;
-        assert.ok(
-          r?.requests?.cpu && r.requests.memory && r.limits?.cpu && r.limits.memory,
-          `${cl}: resources`,
-        );
+        assert.ok(r?.requests?.cpu && r.requests.memory && r.limits?.cpu && r.limits.memory, `${cl}: resources`);
         assert.ok(cpu(r.requests.cpu) <= cpu(r.limits.cpu), `${cl}: cpu request > limit`);
         assert.ok(mem(r.requests.memory) <= mem(r.limits.memory), `${cl}: memory request > limit`);
       }
@@ -522,20 +485,14 @@ describe('workloads', () => {
   });
 
   test('service-account tokens only where the pod talks to the API server', () => {
-    const apiUsers = new Set([
-      'fgentic-controller',
-      'fgentic-webhook',
-      'fgentic-projector',
-      'knowledge-retrieval',
-    ]);
+    const apiUsers = new Set(['fgentic-controller', 'fgentic-webhook', 'fgentic-projector', 'knowledge-retrieval']);
     for (const t of templates) {
       const name = t.owner.metadata.name;
       const ns = t.owner.metadata.namespace;
       const sa = named('ServiceAccount', t.spec.serviceAccountName, ns);
       assert.ok(sa, `${t.label}: ServiceAccount ${t.spec.serviceAccountName} not in ${ns}`);
       assert.equal(t.spec.automountServiceAccountToken, apiUsers.has(name), `${t.label}: pod automount`);
-      if (!apiUsers.has(name))
-        assert.equal(sa.automountServiceAccountToken, false, `${t.label}: SA automount`);
+      if (!apiUsers.has(name)) assert.equal(sa.automountServiceAccountToken, false, `${t.label}: SA automount`);
     }
     assert.equal(
       named('Deployment', 'fgentic-controller').spec.template.spec.serviceAccountName,
@@ -571,18 +528,14 @@ describe('workloads', () => {
       fieldRef: { fieldPath: 'metadata.namespace' },
     });
 
-    const env = named('Deployment', 'knowledge-retrieval', 'knowledge').spec.template.spec.containers[0]
-      .env as Y[];
+    const env = named('Deployment', 'knowledge-retrieval', 'knowledge').spec.template.spec.containers[0].env as Y[];
     const url = env.find((e) => e.name === 'DATABASE_URL');
     assert.ok(url, 'DATABASE_URL');
     const parsed = new URL(url.value);
     assert.equal(parsed.username, '', 'no credentials in DATABASE_URL');
     assert.equal(parsed.password, '');
     assert.equal(parsed.pathname, '/knowledge');
-    assert.ok(
-      ['verify-full', 'require'].includes(parsed.searchParams.get('sslmode') ?? ''),
-      'TLS to Postgres',
-    );
+    assert.ok(['verify-full', 'require'].includes(parsed.searchParams.get('sslmode') ?? ''), 'TLS to Postgres');
     for (const v of ['PGUSER', 'PGPASSWORD']) {
       const e = env.find((x) => x.name === v);
       assert.equal(e?.valueFrom?.secretKeyRef?.name, 'pg-fgentic-retrieval', v);
@@ -609,8 +562,7 @@ describe('workloads', () => {
           matches(pdb.spec.selector.matchLabels, x.spec.template.metadata.labels),
       );
       assert.ok(d, `PDB ${pdb.metadata.name} selects nothing`);
-      if (pdb.spec.minAvailable !== undefined)
-        assert.ok(pdb.spec.minAvailable < d.spec.replicas, pdb.metadata.name);
+      if (pdb.spec.minAvailable !== undefined) assert.ok(pdb.spec.minAvailable < d.spec.replicas, pdb.metadata.name);
       else assert.ok(pdb.spec.maxUnavailable >= 1, pdb.metadata.name);
     }
   });
@@ -647,17 +599,14 @@ describe('RBAC', () => {
   const roles = [...ofKind('ClusterRole'), ...ofKind('Role')];
   const rulesOf = (kind: string, name: string, ns?: string): Y[] => named(kind, name, ns)?.rules ?? [];
   const allows = (rules: Y[], group: string, resource: string, verb: string) =>
-    rules.some(
-      (r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb),
-    );
+    rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb));
 
   test('no wildcards, no escalation verbs; Secrets only in named, namespaced Roles', () => {
     assert.ok(roles.length >= 4);
     for (const r of roles) {
       for (const rule of r.rules) {
         for (const field of ['apiGroups', 'resources', 'verbs', 'resourceNames']) {
-          for (const v of rule[field] ?? [])
-            assert.ok(!String(v).includes('*'), `${r.metadata.name}: ${field} ${v}`);
+          for (const v of rule[field] ?? []) assert.ok(!String(v).includes('*'), `${r.metadata.name}: ${field} ${v}`);
         }
         assert.equal(rule.nonResourceURLs, undefined, `${r.metadata.name}: nonResourceURLs`);
         for (const verb of ['escalate', 'bind', 'impersonate']) assert.ok(!rule.verbs.includes(verb), verb);
@@ -679,18 +628,11 @@ describe('RBAC', () => {
 
   test('every binding points at a role in this base and at one of our ServiceAccounts', () => {
     for (const b of [...ofKind('ClusterRoleBinding'), ...ofKind('RoleBinding')]) {
-      const role = named(
-        b.roleRef.kind,
-        b.roleRef.name,
-        b.roleRef.kind === 'Role' ? b.metadata.namespace : undefined,
-      );
+      const role = named(b.roleRef.kind, b.roleRef.name, b.roleRef.kind === 'Role' ? b.metadata.namespace : undefined);
       assert.ok(role, `${b.metadata.name}: ${b.roleRef.kind}/${b.roleRef.name}`);
       for (const s of b.subjects) {
         assert.equal(s.kind, 'ServiceAccount');
-        assert.ok(
-          named('ServiceAccount', s.name, s.namespace),
-          `${b.metadata.name}: ${s.namespace}/${s.name}`,
-        );
+        assert.ok(named('ServiceAccount', s.name, s.namespace), `${b.metadata.name}: ${s.namespace}/${s.name}`);
         // The controller and the webhook; the projector and the retrieval server only through their
         // read-only Roles.
         const who = `${s.namespace}/${s.name}`;
@@ -709,8 +651,7 @@ describe('RBAC', () => {
     const cluster = rulesOf('ClusterRole', 'fgentic-retrieval-controller');
     const kinds = ['retrievalagents', 'retrievalrooms', 'partnerclients', 'retrievalplatforms'];
     for (const k of kinds) {
-      for (const v of ['list', 'watch'])
-        assert.ok(allows(cluster, 'retrieval.fgentic.dev', k, v), `${k} ${v}`);
+      for (const v of ['list', 'watch']) assert.ok(allows(cluster, 'retrieval.fgentic.dev', k, v), `${k} ${v}`);
       assert.ok(allows(cluster, 'retrieval.fgentic.dev', `${k}/status`, 'patch'), `${k}/status`);
       for (const v of ['create', 'patch', 'delete', 'update']) {
         assert.ok(!allows(cluster, 'retrieval.fgentic.dev', k, v), `controller must not ${v} ${k}`);
@@ -743,11 +684,7 @@ describe('RBAC', () => {
     assert.ok(allows(lease, 'coordination.k8s.io', 'leases', 'update'));
     for (const rule of lease) {
       if (rule.verbs.some((v: string) => v !== 'create')) {
-        assert.deepEqual(
-          rule.resourceNames,
-          ['fgentic-retrieval-controller'],
-          'lease rights limited to one lease',
-        );
+        assert.deepEqual(rule.resourceNames, ['fgentic-retrieval-controller'], 'lease rights limited to one lease');
       }
     }
     // MCP keys: read the example Agent's Secret by name; write mirrors in the gateway namespace.
@@ -841,9 +778,7 @@ describe('what the reconciler renders for examples/ fits this base', () => {
       const [group, resource] = gr;
       const ok = (rules: Y[]) =>
         ['create', 'patch', 'delete'].every((v) =>
-          rules.some(
-            (r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(v),
-          ),
+          rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(v)),
         );
       const where = `${o.kind} ${o.metadata.namespace}/${o.metadata.name}`;
       assert.ok(ok(cluster) || (o.metadata.namespace === 'knowledge' && ok(knowledge)), where);
@@ -857,9 +792,7 @@ describe('what the reconciler renders for examples/ fits this base', () => {
     for (const k of RENDERED_KINDS) {
       const group = k.apiVersion.includes('/') ? k.apiVersion.split('/')[0] : '';
       const has = (rules: Y[], v: string) =>
-        rules.some(
-          (r) => r.apiGroups.includes(group) && r.resources.includes(k.plural) && r.verbs.includes(v),
-        );
+        rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(k.plural) && r.verbs.includes(v));
       for (const v of ['list', 'watch', 'delete']) {
         // A cluster-scoped cache needs the verb everywhere; a retrieval-scoped one there, and only there.
         if (k.scope === 'cluster') assert.ok(has(cluster, v), `${k.kind}: ${v} cluster-wide`);
@@ -868,11 +801,7 @@ describe('what the reconciler renders for examples/ fits this base', () => {
           assert.ok(!has(cluster, v), `${k.kind}: ${v} not cluster-wide`);
         }
       }
-      assert.deepEqual(
-        PLURAL[k.kind],
-        [group, k.plural],
-        `${k.kind}: this test's table agrees with the controller`,
-      );
+      assert.deepEqual(PLURAL[k.kind], [group, k.plural], `${k.kind}: this test's table agrees with the controller`);
     }
     // Every rendered ConfigMap lands in the namespace the retrieval-scoped cache watches.
     for (const o of (await rendered()).filter((x) => x.kind === 'ConfigMap'))
@@ -933,9 +862,7 @@ describe('what the reconciler renders for examples/ fits this base', () => {
   });
 
   test('rendered NetworkPolicies in knowledge select the pods this base runs', async () => {
-    const nps = (await rendered()).filter(
-      (o) => o.kind === 'NetworkPolicy' && o.metadata.namespace === 'knowledge',
-    );
+    const nps = (await rendered()).filter((o) => o.kind === 'NetworkPolicy' && o.metadata.namespace === 'knowledge');
     assert.ok(nps.length > 0);
     const pods = ofKind('Deployment').filter((d) => d.metadata.namespace === 'knowledge');
     for (const np of nps) {
@@ -998,10 +925,7 @@ describe('optional agent-admission-policy component', () => {
     const k = parseFile(join(dir, 'kustomization.yaml'))[0]?.obj;
     assert.equal(k.kind, 'Component');
     for (const r of k.resources) assert.ok(existsSync(join(dir, r)), r);
-    assert.deepEqual(docs.map((d) => d.kind).sort(), [
-      'ValidatingAdmissionPolicy',
-      'ValidatingAdmissionPolicyBinding',
-    ]);
+    assert.deepEqual(docs.map((d) => d.kind).sort(), ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
   });
 
   test('fails closed, denies, and binds the policy it ships', () => {
@@ -1035,14 +959,8 @@ describe('admission webhook', () => {
       );
       assert.ok(named('Service', svc.name, svc.namespace), 'the referenced Service exists');
       for (const rule of w.rules) {
-        assert.ok(
-          !rule.operations.includes('*') && !rule.resources.includes('*'),
-          `${w.name}: wildcard rule`,
-        );
-        assert.ok(
-          !rule.apiGroups.includes('') && !rule.resources.includes('pods'),
-          'never intercept core objects',
-        );
+        assert.ok(!rule.operations.includes('*') && !rule.resources.includes('*'), `${w.name}: wildcard rule`);
+        assert.ok(!rule.apiGroups.includes('') && !rule.resources.includes('pods'), 'never intercept core objects');
       }
     }
   });
@@ -1060,8 +978,7 @@ describe('admission webhook', () => {
     // DELETE too: only the reconciler (or GC) may delete a rendered retrieval Agent or the
     // retrieval RemoteMCPServer (webhook/rules/kagent-agent.ts).
     const kagentOps = ['CREATE', 'UPDATE', 'DELETE'];
-    for (const v of ['v1alpha1', 'v1alpha2'])
-      assert.ok(covers('kagent.dev', v, 'agents', kagentOps), `agents ${v}`);
+    for (const v of ['v1alpha1', 'v1alpha2']) assert.ok(covers('kagent.dev', v, 'agents', kagentOps), `agents ${v}`);
     assert.ok(covers('kagent.dev', 'v1alpha2', 'remotemcpservers', kagentOps), 'remotemcpservers');
     for (const k of ['retrievalagents', 'retrievalrooms', 'partnerclients', 'retrievalplatforms']) {
       assert.ok(covers('retrieval.fgentic.dev', 'v1alpha1', k, ['CREATE', 'UPDATE']), k);
@@ -1165,8 +1082,7 @@ describe('NetworkPolicies (fgentic-system; knowledge policies are rendered by th
       }
       for (const rule of n.spec.ingress ?? []) {
         for (const peer of rule.from ?? []) {
-          if (peer.namespaceSelector)
-            assert.ok(peer.podSelector, `${n.metadata.name}: namespace-wide ingress`);
+          if (peer.namespaceSelector) assert.ok(peer.podSelector, `${n.metadata.name}: namespace-wide ingress`);
         }
       }
     }
@@ -1364,10 +1280,7 @@ describe('Dockerfile and .dockerignore', () => {
     );
     const user = lines.filter((l) => l.startsWith('USER '));
     assert.deepEqual(user, ['USER 65532:65532']);
-    assert.ok(
-      lines.indexOf(user[0] ?? '') > lines.lastIndexOf(froms.at(-1) ?? ''),
-      'USER set in the final stage',
-    );
+    assert.ok(lines.indexOf(user[0] ?? '') > lines.lastIndexOf(froms.at(-1) ?? ''), 'USER set in the final stage');
     assert.ok(lines.includes('ENTRYPOINT ["node", "/app/bin/fgentic-retrieval.mjs"]'));
     assert.ok(!/chown|chmod\s+[0-7]*7/.test(dockerfile), 'the code stays root-owned and read-only');
   });
@@ -1424,9 +1337,7 @@ describe('Dockerfile and .dockerignore', () => {
     // loads local/ lazily and reports a clear error where it is absent, as in the image.
     const devOnly = (from: string, target: string) => from === 'cli/main.ts' && target.startsWith('local/');
     const copied = new Set(
-      lines
-        .filter((l) => l.startsWith('COPY ') && !l.includes('--from'))
-        .flatMap((l) => l.split(/\s+/).slice(1, -1)),
+      lines.filter((l) => l.startsWith('COPY ') && !l.includes('--from')).flatMap((l) => l.split(/\s+/).slice(1, -1)),
     );
     // Paths the .dockerignore drops even inside copied folders (the end-to-end tests and the soak harness).
     const dropped = (rel: string) =>
@@ -1454,10 +1365,7 @@ describe('Dockerfile and .dockerignore', () => {
           const target = relative(repo, resolve(dirname(file), m[1] ?? ''));
           const head = target.split('/')[0] ?? '';
           if (devOnly(rel, target)) continue;
-          assert.ok(
-            copied.has(head) || copied.has(target),
-            `${rel} imports ${m[1]}: ${head}/ is not in the image`,
-          );
+          assert.ok(copied.has(head) || copied.has(target), `${rel} imports ${m[1]}: ${head}/ is not in the image`);
           assert.ok(!dropped(target), `${rel} imports ${m[1]}, which .dockerignore drops`);
           checked++;
         }
@@ -1487,9 +1395,7 @@ describe('Dockerfile and .dockerignore', () => {
           continue;
         }
         if (spec.startsWith('node:')) continue;
-        const name = spec.startsWith('@')
-          ? spec.split('/').slice(0, 2).join('/')
-          : (spec.split('/')[0] ?? '');
+        const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] ?? '');
         assert.ok(prod.has(name), `${relative(repo, file)} imports ${spec}: not a production dependency`);
       }
     }
@@ -1500,15 +1406,11 @@ describe('Dockerfile and .dockerignore', () => {
     const ignore = readFileSync(join(repo, '.dockerignore'), 'utf8')
       .split('\n')
       .map((l) => l.trim());
-    for (const p of ['.git', '**/node_modules', '**/*.test.ts', '.env', 'data'])
-      assert.ok(ignore.includes(p), p);
+    for (const p of ['.git', '**/node_modules', '**/*.test.ts', '.env', 'data']) assert.ok(ignore.includes(p), p);
     for (const keep of ['package.json', 'package-lock.json', 'bin', 'cli', 'local', 'tsconfig.build.json'])
       assert.ok(!ignore.includes(keep), keep);
     // The build script sits in an ignored folder and is re-included by an exception.
-    assert.ok(
-      ignore.indexOf('!scripts/build.mjs') > ignore.indexOf('scripts'),
-      '!scripts/build.mjs after scripts',
-    );
+    assert.ok(ignore.indexOf('!scripts/build.mjs') > ignore.indexOf('scripts'), '!scripts/build.mjs after scripts');
   });
 });
 
@@ -1537,15 +1439,11 @@ describe('kustomize build (when kubectl is available)', () => {
     }
     for (const c of crds) validateCore(c, `built CRD ${c.metadata.name}`);
     for (const o of ours) {
-      if (!HAND_CHECKED.has(`${o.apiVersion}/${o.kind}`))
-        validateCore(o, `built ${o.kind}/${o.metadata.name}`);
+      if (!HAND_CHECKED.has(`${o.apiVersion}/${o.kind}`)) validateCore(o, `built ${o.kind}/${o.metadata.name}`);
       assert.equal(o.metadata.labels?.['app.kubernetes.io/part-of'], 'fgentic-retrieval', o.metadata.name);
     }
     for (const d of ofKind('Deployment', ours)) {
-      assert.deepEqual(
-        d.spec.selector.matchLabels,
-        named('Deployment', d.metadata.name).spec.selector.matchLabels,
-      );
+      assert.deepEqual(d.spec.selector.matchLabels, named('Deployment', d.metadata.name).spec.selector.matchLabels);
     }
     for (const image of imagesOf(ours)) {
       assert.ok(image.startsWith('ghcr.io/'), image);

@@ -156,15 +156,11 @@ describe('compiled dist/ with production dependencies only', () => {
   before(() => {
     // The image layout: /app/{package.json, bin, dist, node_modules (production tree), examples}.
     app = mkdtempSync(join(tmpdir(), 'fgentic-image-'));
-    const build = spawnSync(
-      process.execPath,
-      [join(repo, 'scripts/build.mjs'), '--out-dir', join(app, 'dist')],
-      {
-        cwd: repo,
-        encoding: 'utf8',
-        timeout: 300_000,
-      },
-    );
+    const build = spawnSync(process.execPath, [join(repo, 'scripts/build.mjs'), '--out-dir', join(app, 'dist')], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 300_000,
+    });
     assert.equal(build.status, 0, `npm run build failed:\n${build.stdout}\n${build.stderr}`);
     for (const f of ['package.json', 'package-lock.json', 'bin', 'examples'])
       cpSync(join(repo, f), join(app, f), { recursive: true });
@@ -215,11 +211,7 @@ describe('compiled dist/ with production dependencies only', () => {
       .filter((f) => f.endsWith('.js') && f !== 'cli/main.js')
       .map((f) => `./dist/${f}`);
     assert.ok(mods.length > 50);
-    const r = node([
-      '--input-type=module',
-      '-e',
-      `for (const m of ${JSON.stringify(mods)}) await import(m);`,
-    ]);
+    const r = node(['--input-type=module', '-e', `for (const m of ${JSON.stringify(mods)}) await import(m);`]);
     assert.equal(r.status, 0, r.stderr);
   });
 
@@ -233,15 +225,11 @@ describe('compiled dist/ with production dependencies only', () => {
   it('render -f examples prints the same objects as the source checkout', () => {
     const compiled = node(['bin/fgentic-retrieval.mjs', 'render', '-f', 'examples']);
     assert.equal(compiled.status, 0, compiled.stderr);
-    const source = spawnSync(
-      process.execPath,
-      [join(repo, 'bin/fgentic-retrieval.mjs'), 'render', '-f', 'examples'],
-      {
-        cwd: repo,
-        encoding: 'utf8',
-        timeout: 120_000,
-      },
-    );
+    const source = spawnSync(process.execPath, [join(repo, 'bin/fgentic-retrieval.mjs'), 'render', '-f', 'examples'], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     assert.equal(source.status, 0, source.stderr);
     assert.ok(compiled.stdout.length > 10_000);
     assert.equal(compiled.stdout, source.stdout);
@@ -312,24 +300,15 @@ describe('compiled dist/ with production dependencies only', () => {
   /** Starts a server from `bin` (compiled, in app/) or the checkout; resolves with its base URL once /readyz is 200. */
   async function serve(where: 'compiled' | 'checkout', args: string[]) {
     const port = await freePort();
-    const bin =
-      where === 'compiled' ? join(app, 'bin/fgentic-retrieval.mjs') : join(repo, 'bin/fgentic-retrieval.mjs');
-    const svc = startProcess(
-      process.execPath,
-      [bin, ...args, '--port', String(port), '--host', '127.0.0.1'],
-      {
-        cwd: where === 'compiled' ? app : repo,
-        env: { PATH: process.env.PATH ?? '', HOME: app, FGENTIC_LOG_LEVEL: 'silent', DATABASE_URL: '' },
-        ready: ({ stdout, stderr }) => /listening on/.test(stdout + stderr),
-      },
-    );
+    const bin = where === 'compiled' ? join(app, 'bin/fgentic-retrieval.mjs') : join(repo, 'bin/fgentic-retrieval.mjs');
+    const svc = startProcess(process.execPath, [bin, ...args, '--port', String(port), '--host', '127.0.0.1'], {
+      cwd: where === 'compiled' ? app : repo,
+      env: { PATH: process.env.PATH ?? '', HOME: app, FGENTIC_LOG_LEVEL: 'silent', DATABASE_URL: '' },
+      ready: ({ stdout, stderr }) => /listening on/.test(stdout + stderr),
+    });
     await svc.ready;
     const base = `http://127.0.0.1:${port}`;
-    await waitFor(
-      `${where} ${args[1]} ready`,
-      async () => (await fetch(`${base}/readyz`)).status === 200,
-      60_000,
-    );
+    await waitFor(`${where} ${args[1]} ready`, async () => (await fetch(`${base}/readyz`)).status === 200, 60_000);
     return { base, svc };
   }
 

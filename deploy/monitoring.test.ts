@@ -74,8 +74,7 @@ function analyse(expr: string): { errors: string[]; metrics: Set<string> } {
   const tree = parser.parse(expr);
   tree.iterate({
     enter(n) {
-      if (n.type.isError)
-        errors.push(`syntax error at ${n.from}: ${JSON.stringify(expr.slice(n.from, n.to + 10))}`);
+      if (n.type.isError) errors.push(`syntax error at ${n.from}: ${JSON.stringify(expr.slice(n.from, n.to + 10))}`);
       if (n.name === 'VectorSelector') {
         const id = n.node.getChild('Identifier');
         if (id) metrics.add(expr.slice(id.from, id.to));
@@ -93,17 +92,13 @@ function analyse(expr: string): { errors: string[]; metrics: Set<string> } {
               ? args[0]
               : args[1]
             : args[0];
-        if (
-          RANGE_FUNCTIONS.has(name) &&
-          !['MatrixSelector', 'SubqueryExpr', 'OffsetExpr'].includes(rangeArg ?? '')
-        )
+        if (RANGE_FUNCTIONS.has(name) && !['MatrixSelector', 'SubqueryExpr', 'OffsetExpr'].includes(rangeArg ?? ''))
           errors.push(`${name}() needs a range vector, got ${rangeArg ?? 'nothing'}`);
       }
     },
   });
   const top = tree.topNode.firstChild;
-  if (top && ['MatrixSelector', 'SubqueryExpr'].includes(top.name))
-    errors.push('a range vector cannot be the result');
+  if (top && ['MatrixSelector', 'SubqueryExpr'].includes(top.name)) errors.push('a range vector cannot be the result');
   return { errors, metrics };
 }
 
@@ -136,10 +131,7 @@ describe('alerts: coverage, labels and runbooks', () => {
 
   it('covers what an operator must hear about', () => {
     const uses = (re: RegExp) => rules.filter((r) => re.test(r.expr)).map((r) => r.alert);
-    assert.ok(
-      uses(/fgentic_retrieval_tool_calls_without_carrier_total/).length,
-      'tool calls without a carrier',
-    );
+    assert.ok(uses(/fgentic_retrieval_tool_calls_without_carrier_total/).length, 'tool calls without a carrier');
     assert.ok(
       uses(/sum by \(reason\) \(rate\(fgentic_retrieval_denials_total/).length,
       'retrieval denial spike by reason',
@@ -218,19 +210,12 @@ describe('the component', () => {
       }
     }
     const selected = monitors.map((m) => m.metadata.name).sort();
-    assert.deepEqual(selected, [
-      'fgentic-controller',
-      'fgentic-projector',
-      'fgentic-webhook',
-      'knowledge-retrieval',
-    ]);
+    assert.deepEqual(selected, ['fgentic-controller', 'fgentic-projector', 'fgentic-webhook', 'knowledge-retrieval']);
   });
 
   it('the dashboard is a Grafana dashboard on a Prometheus datasource variable', () => {
     assert.equal(dashboard.uid, 'fgentic-retrieval');
-    assert.ok(
-      dashboard.templating.list.some((v: any) => v.type === 'datasource' && v.query === 'prometheus'),
-    );
+    assert.ok(dashboard.templating.list.some((v: any) => v.type === 'datasource' && v.query === 'prometheus'));
     const ids = dashboard.panels.map((p: { id: number }) => p.id);
     assert.equal(new Set(ids).size, ids.length, 'panel ids are unique');
   });
@@ -305,8 +290,7 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
     exported.set('retrieval', sampleNames(await scrape(`${retrieval.url}/metrics`)));
 
     await api.start();
-    for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners, room])
-      api.put(r);
+    for (const r of [...input.platforms, ...input.agents, ...input.rooms, ...input.partners, room]) api.put(r);
     const started = await startController({
       kubeConfig: api.kubeConfig(),
       port: 0,
@@ -398,20 +382,14 @@ describe('expressions name only metrics the servers export (live /metrics)', () 
   it('the controller reports its resources by condition: Ready, Degraded (no MCP key), the DuplicateRoom conflict', async () => {
     const text = await scrape(`http://127.0.0.1:${controller!.port}/metrics`);
     const value = (labels: string) =>
-      Number(
-        text.match(new RegExp(`^fgentic_controller_resource_conditions\\{${labels}\\} (\\d+)$`, 'm'))?.[1] ??
-          NaN,
-      );
+      Number(text.match(new RegExp(`^fgentic_controller_resource_conditions\\{${labels}\\} (\\d+)$`, 'm'))?.[1] ?? NaN);
     assert.equal(value('kind="RetrievalRoom",type="Conflict",status="True",reason="DuplicateRoom"'), 2);
     // No MCP key Secret exists in the double, so the Agent is degraded (its MCP route fails closed).
     assert.equal(
       value('kind="RetrievalAgent",type="Degraded",status="True",reason="McpKeyUnavailable"'),
       input.agents.length,
     );
-    assert.equal(
-      value('kind="PartnerClient",type="Ready",status="True",reason="Rendered"'),
-      input.partners.length,
-    );
+    assert.equal(value('kind="PartnerClient",type="Ready",status="True",reason="Rendered"'), input.partners.length);
   });
 
   it("FgenticRegistryStale's series are live: the leader's heartbeats count up, the projector sees them within its bound", async () => {

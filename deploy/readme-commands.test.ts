@@ -39,10 +39,7 @@ describe('README deploy commands, from a checkout next to the resources', () => 
       ['render -f', 'admission check', 'admission check'],
     );
     assert.ok(commands[2]?.includes('--as-controller'));
-    assert.ok(
-      !/^\s*npx fgentic-retrieval/m.test(deploySection),
-      'no bare npx line: the package is not published',
-    );
+    assert.ok(!/^\s*npx fgentic-retrieval/m.test(deploySection), 'no bare npx line: the package is not published');
   });
 
   for (const [i, command] of commands.entries())
@@ -56,9 +53,7 @@ describe('README deploy commands, from a checkout next to the resources', () => 
       });
       assert.equal(r.status, 0, `exit ${r.status}\n${r.stderr}`);
       if (i === 0) {
-        const docs = parseAllDocuments(readFileSync(join(dir, 'rendered.yaml'), 'utf8')).map((d) =>
-          d.toJSON(),
-        );
+        const docs = parseAllDocuments(readFileSync(join(dir, 'rendered.yaml'), 'utf8')).map((d) => d.toJSON());
         assert.ok(docs.length > 20, `${docs.length} rendered objects`);
         assert.ok(docs.some((d) => d?.kind === 'Agent' && d?.apiVersion?.startsWith('kagent.dev/')));
       }

@@ -50,9 +50,7 @@ const legacyParams = (text: string, extra: Record<string, unknown> = {}) => ({
 describe('agentService backend (A2A 0.3 straight to the pod)', () => {
   test('the backend is the Agent Service and the card advertises A2A 0.3', () => {
     type Backend = { kind: string; spec: { a2a?: { host: string; port: number } } };
-    const backend = (stack.objects as unknown as Backend[]).find(
-      (o) => o.kind === 'AgentgatewayBackend' && o.spec.a2a,
-    );
+    const backend = (stack.objects as unknown as Backend[]).find((o) => o.kind === 'AgentgatewayBackend' && o.spec.a2a);
     assert.equal(backend?.spec.a2a?.host, 'knowledge-agent.kagent.svc.cluster.local');
     assert.equal(backend?.spec.a2a?.port, 8080);
     assert.equal(stack.card.supportedInterfaces[0]!.protocolVersion, '0.3');

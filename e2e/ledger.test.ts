@@ -93,8 +93,7 @@ async function search(stack: LocalStack, carrier: string, as = 'kagent/knowledge
       name: 'search_knowledge',
       arguments: { query: 'handbook', max_results: 5 },
     });
-    const results = ((r.structuredContent as { results?: unknown[] } | undefined)?.results ??
-      []) as unknown[];
+    const results = ((r.structuredContent as { results?: unknown[] } | undefined)?.results ?? []) as unknown[];
     return { isError: r.isError === true, results, text: JSON.stringify(r.content) };
   } finally {
     await client.close();

@@ -7,13 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import { stateDigest } from '../contract/index.ts';
-import {
-  bridgeClient,
-  bridgeRequestHeaders,
-  bridgeSend,
-  mayDeliver,
-  textMessage,
-} from '../local/doubles/bridge.ts';
+import { bridgeClient, bridgeRequestHeaders, bridgeSend, mayDeliver, textMessage } from '../local/doubles/bridge.ts';
 import {
   ALICE,
   answerText,
@@ -39,12 +33,8 @@ after(async () => {
 const DELEGATION = 'ab'.repeat(32);
 
 /** Headers a well-behaved bridge sends for `caller` in the given room. */
-function bridgeHeaders(
-  snapshot = roomSnapshot(GENERAL_ROOM, [ALICE]),
-  caller = ALICE,
-): Record<string, string> {
-  return bridgeRequestHeaders({ apiKey: stack.bridgeApiKey, snapshot, caller, delegationId: DELEGATION })
-    .headers;
+function bridgeHeaders(snapshot = roomSnapshot(GENERAL_ROOM, [ALICE]), caller = ALICE): Record<string, string> {
+  return bridgeRequestHeaders({ apiKey: stack.bridgeApiKey, snapshot, caller, delegationId: DELEGATION }).headers;
 }
 
 async function ask(snapshot: ReturnType<typeof roomSnapshot>, caller = ALICE, text = 'handbook') {
@@ -253,10 +243,7 @@ describe('local route: raw identity headers', () => {
   });
 
   test('the generic kagent route cannot reach the retrieval agent', async () => {
-    const url = stack.localRouteUrl.replace(
-      '/api/a2a/kagent/knowledge-agent',
-      '/api/a2a/kagent/knowledge-agent/',
-    );
+    const url = stack.localRouteUrl.replace('/api/a2a/kagent/knowledge-agent', '/api/a2a/kagent/knowledge-agent/');
     const r = await rawA2A(url, bridgeHeaders(), 'SendMessage', sendParams('x'));
     assert.equal(r.status, 404);
   });
@@ -345,9 +332,7 @@ describe('local route: stateless delegations', () => {
       "select content, metadata from knowledge.chunks where metadata #>> '{source,id}' = 'demo/handbook/travel'",
     );
     const meta = rows[0].metadata;
-    await stack.retrieval.seed([
-      { content: rows[0].content, metadata: { ...meta, allowed_principals: [ALICE] } },
-    ]);
+    await stack.retrieval.seed([{ content: rows[0].content, metadata: { ...meta, allowed_principals: [ALICE] } }]);
     try {
       const second = await ask(roomSnapshot(GENERAL_ROOM, [ALICE, BOB]), ALICE, 'travel');
       assert.ok(!groundedSources(second.task).includes('handbook/travel'));

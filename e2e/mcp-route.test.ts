@@ -89,9 +89,7 @@ function agentHeaders(extra: Record<string, string> = {}, on: LocalStack = stack
 
 async function mcp(headers: Record<string, string>): Promise<Client> {
   const client = new Client({ name: 'kagent-toolset', version: '0.9.11' });
-  await client.connect(
-    new StreamableHTTPClientTransport(new URL(stack.mcpRouteUrl), { requestInit: { headers } }),
-  );
+  await client.connect(new StreamableHTTPClientTransport(new URL(stack.mcpRouteUrl), { requestInit: { headers } }));
   return client;
 }
 
@@ -240,8 +238,7 @@ describe('header boundary: 8,192 bytes through both hops, 8,193 rejected by the 
   }
   /** Length of the projection the projector mints for this room: same fields, same clock, same widths. */
   function projectedLength(rs: MatrixPrincipal[]): number {
-    const key = (p: MatrixPrincipal) =>
-      `${p.kind}\u0000${'network' in p ? p.network : ''}\u0000${p.principal}`;
+    const key = (p: MatrixPrincipal) => `${p.kind}\u0000${'network' in p ? p.network : ''}\u0000${p.principal}`;
     const audience = [...rs].sort((x, y) => Buffer.compare(Buffer.from(key(x)), Buffer.from(key(y))));
     const room = {
       event_id: EVENT,
@@ -321,17 +318,11 @@ describe('MCP route: per-agent rate limit', () => {
     (
       await Promise.all(
         Array.from({ length: n }, (_, k) =>
-          rpc(
-            agentHeaders({}, limited),
-            { jsonrpc: '2.0', id: k, method: 'tools/list' },
-            '2025-11-25',
-            limited,
-          ),
+          rpc(agentHeaders({}, limited), { jsonrpc: '2.0', id: k, method: 'tools/list' }, '2025-11-25', limited),
         ),
       )
     ).map((r) => r.status);
-  const refusals = () =>
-    limited.gateway.events.filter((e) => e.phase === 'rateLimit' && e.status === 429).length;
+  const refusals = () => limited.gateway.events.filter((e) => e.phase === 'rateLimit' && e.status === 429).length;
 
   test('a burst past the rendered requestsPerMinute: exactly the excess is answered 429 by the gateway', async () => {
     const statuses = await burst(RPM + 3);

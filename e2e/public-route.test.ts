@@ -46,38 +46,21 @@ describe('public route: partner clients', () => {
 
   test('an unknown partner mapping (unregistered azp) is denied', async () => {
     const token = await stack.issueToken({ azp: 'org-x-a2a' });
-    const r = await rawA2A(
-      stack.publicRouteUrl,
-      { authorization: `Bearer ${token}` },
-      'SendMessage',
-      sendParams('x'),
-    );
+    const r = await rawA2A(stack.publicRouteUrl, { authorization: `Bearer ${token}` }, 'SendMessage', sendParams('x'));
     assert.equal(r.status, 403);
   });
 
   test('a token for another audience or issuer is rejected by JWT authentication', async () => {
     const wrongAud = await stack.issueToken({ azp: 'org-b-a2a', aud: 'other-api' });
     assert.equal(
-      (
-        await rawA2A(
-          stack.publicRouteUrl,
-          { authorization: `Bearer ${wrongAud}` },
-          'SendMessage',
-          sendParams('x'),
-        )
-      ).status,
+      (await rawA2A(stack.publicRouteUrl, { authorization: `Bearer ${wrongAud}` }, 'SendMessage', sendParams('x')))
+        .status,
       401,
     );
     const wrongIss = await stack.issueToken({ azp: 'org-b-a2a', iss: 'https://evil.example' });
     assert.equal(
-      (
-        await rawA2A(
-          stack.publicRouteUrl,
-          { authorization: `Bearer ${wrongIss}` },
-          'SendMessage',
-          sendParams('x'),
-        )
-      ).status,
+      (await rawA2A(stack.publicRouteUrl, { authorization: `Bearer ${wrongIss}` }, 'SendMessage', sendParams('x')))
+        .status,
       401,
     );
     assert.equal((await rawA2A(stack.publicRouteUrl, {}, 'SendMessage', sendParams('x'))).status, 401);

@@ -20,13 +20,7 @@ import { LOCAL_PROFILE } from '../retrieval/embeddings/local.ts';
 import { waitFor } from '../testkit/common/index.ts';
 import { configJson, localRequest } from '../testkit/projector/fixtures.ts';
 import { AGENT } from '../testkit/retrieval.ts';
-import {
-  admissionReview,
-  CONTROLLER,
-  platform,
-  retrievalAgent,
-  retrievalAgentCr,
-} from '../testkit/webhook.ts';
+import { admissionReview, CONTROLLER, platform, retrievalAgent, retrievalAgentCr } from '../testkit/webhook.ts';
 
 const CLI = fileURLToPath(new URL('../cli/main.ts', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'fgentic-shutdown-'));
@@ -211,23 +205,9 @@ describe('graceful shutdown on SIGTERM (child processes)', () => {
 
   test('retrieval: the in-flight MCP request is answered after the listener closed, exit 0', async () => {
     const config = join(dir, 'retrieval.json');
-    writeFileSync(
-      config,
-      JSON.stringify({ version: 1, agents: [AGENT], embeddings: { profile: LOCAL_PROFILE } }),
-    );
+    writeFileSync(config, JSON.stringify({ version: 1, agents: [AGENT], embeddings: { profile: LOCAL_PROFILE } }));
     const child = await startChild(
-      [
-        'serve',
-        'retrieval',
-        '--config',
-        config,
-        '--port',
-        '0',
-        '--host',
-        '127.0.0.1',
-        '--data-dir',
-        'memory',
-      ],
+      ['serve', 'retrieval', '--config', config, '--port', '0', '--host', '127.0.0.1', '--data-dir', 'memory'],
       /retrieval listening on http:\/\/127\.0\.0\.1:(\d+)/,
       env(),
     );
@@ -244,10 +224,7 @@ describe('graceful shutdown on SIGTERM (child processes)', () => {
   }, async () => {
     const certDir = join(dir, 'tls');
     makeSelfSignedCert(certDir);
-    writeFileSync(
-      join(dir, 'cluster.yaml'),
-      [platform(), retrievalAgentCr()].map((o) => stringify(o)).join('---\n'),
-    );
+    writeFileSync(join(dir, 'cluster.yaml'), [platform(), retrievalAgentCr()].map((o) => stringify(o)).join('---\n'));
     writeFileSync(join(dir, 'webhook.json'), JSON.stringify({ offlineObjects: [join(dir, 'cluster.yaml')] }));
     const child = await startChild(
       ['serve', 'webhook', '--config', join(dir, 'webhook.json'), '--cert-dir', certDir, '--port', '0'],
@@ -266,10 +243,10 @@ describe('graceful shutdown on SIGTERM (child processes)', () => {
 describe('shutdown timing from the environment', () => {
   test('defaults, valid values, malformed values fall back, and the sum stays under the grace period', () => {
     assert.deepEqual(shutdownTimingFromEnv({}), DEFAULT_SHUTDOWN);
-    assert.deepEqual(
-      shutdownTimingFromEnv({ FGENTIC_SHUTDOWN_DELAY_MS: '0', FGENTIC_SHUTDOWN_TIMEOUT_MS: '1500' }),
-      { delayMs: 0, timeoutMs: 1500 },
-    );
+    assert.deepEqual(shutdownTimingFromEnv({ FGENTIC_SHUTDOWN_DELAY_MS: '0', FGENTIC_SHUTDOWN_TIMEOUT_MS: '1500' }), {
+      delayMs: 0,
+      timeoutMs: 1500,
+    });
     for (const bad of ['-1', '1.5', 'soon', '25001', ' '])
       assert.deepEqual(shutdownTimingFromEnv({ FGENTIC_SHUTDOWN_DELAY_MS: bad }), DEFAULT_SHUTDOWN, bad);
     const capped = shutdownTimingFromEnv({

@@ -99,16 +99,14 @@ function parse(argv: string[], env: NodeJS.ProcessEnv): Options | string {
   const str = (k: string) => (typeof values[k] === 'string' ? (values[k] as string) : undefined);
   const room = str('room');
   const partner = str('partner');
-  if ((room === undefined) === (partner === undefined))
-    return 'exactly one of --room ROOM_ID or --partner POLICY_ID';
+  if ((room === undefined) === (partner === undefined)) return 'exactly one of --room ROOM_ID or --partner POLICY_ID';
   if (str('snapshot') !== undefined && room === undefined) return '--snapshot goes with --room';
   if (str('azp') !== undefined && partner === undefined) return '--azp goes with --partner';
   const chunk = str('chunk');
   const source = str('source');
   if (chunk !== undefined && source !== undefined) return 'at most one of --chunk ID or --source ID';
   const summary = values['summary'] === true;
-  if (chunk === undefined && source === undefined && !summary)
-    return 'one of --chunk ID, --source ID or --summary';
+  if (chunk === undefined && source === undefined && !summary) return 'one of --chunk ID, --source ID or --summary';
   let limit = DEFAULT_LIMIT;
   const limitText = str('limit');
   if (limitText !== undefined) {
@@ -211,8 +209,7 @@ export async function explainCommand(argv: string[], io: ExplainIo = defaultIo):
     let url = o.databaseUrl;
     if (url === undefined) {
       // Read-only: never create an empty data directory where none exists.
-      if (!existsSync(o.dataDir))
-        throw new ExplainError('no embedded database in --data-dir; pass --database-url');
+      if (!existsSync(o.dataDir)) throw new ExplainError('no embedded database in --data-dir; pass --database-url');
       // A directory the running stack holds is read through the stack's database, as ingest does.
       const target = await dataDirTarget('explain', 'reading', o.dataDir, io.stderr);
       url = target.url;
@@ -228,10 +225,8 @@ export async function explainCommand(argv: string[], io: ExplainIo = defaultIo):
     return 0;
   } catch (err) {
     const code = (err as { code?: unknown })?.code;
-    if (err instanceof ExplainError || err instanceof DatabaseInUseError)
-      io.stderr(`explain: ${err.message}\n`);
-    else if (code === '42P01' || code === '3F000')
-      io.stderr('explain: no knowledge store in this database\n');
+    if (err instanceof ExplainError || err instanceof DatabaseInUseError) io.stderr(`explain: ${err.message}\n`);
+    else if (code === '42P01' || code === '3F000') io.stderr('explain: no knowledge store in this database\n');
     else {
       io.stderr('explain: database query failed\n');
       log.error('explain failed', { error: err instanceof Error ? err.name : 'unknown' });

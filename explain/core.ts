@@ -211,11 +211,7 @@ function ruleColumns(s: Subject, params: Params): RuleColumns {
 }
 
 /** One row per chunk in scope, with every rule as its own boolean column. */
-export function detailStatement(
-  s: Subject,
-  scope: Scope,
-  opts: { titles: boolean; limit: number },
-): Statement {
+export function detailStatement(s: Subject, scope: Scope, opts: { titles: boolean; limit: number }): Statement {
   if (!Number.isSafeInteger(opts.limit) || opts.limit < 1 || opts.limit > MAX_ROWS)
     throw new ExplainError('limit out of range');
   const params = new Params();
@@ -254,9 +250,7 @@ export function summaryStatement(s: Subject, scope: Scope): Statement {
   const params = new Params();
   const r = ruleColumns(s, params);
   const mask =
-    s.kind === 'room'
-      ? r.readers.map((sql, i) => `((${sql})::int << ${i})`).join(' | ')
-      : `(${r.groupsOk})::int`;
+    s.kind === 'room' ? r.readers.map((sql, i) => `((${sql})::int << ${i})`).join(' | ') : `(${r.groupsOk})::int`;
   const where = scopeSql(scope, params);
   return {
     text:
@@ -279,8 +273,7 @@ function asString(v: unknown): string {
 }
 
 function asStrings(v: unknown): string[] {
-  if (!Array.isArray(v) || !v.every((x) => typeof x === 'string'))
-    throw new ExplainError('unexpected column type');
+  if (!Array.isArray(v) || !v.every((x) => typeof x === 'string')) throw new ExplainError('unexpected column type');
   return v;
 }
 
@@ -304,14 +297,12 @@ export function explainRows(
   for (const row of rows.slice(0, limit)) {
     const reasons: Reason[] = [];
     const classification = asString(row['classification']);
-    if (!asBool(row['class_ok']))
-      reasons.push({ rule: 'classification', classification, ceiling: [...s.ceiling] });
+    if (!asBool(row['class_ok'])) reasons.push({ rule: 'classification', classification, ceiling: [...s.ceiling] });
     if (s.kind === 'room') {
       s.audience.forEach((reader, i) => {
         if (asBool(row[`reader_${i}`])) return;
         const same = (e: { kind: string; network?: string }) =>
-          e.kind === reader.kind &&
-          (e.network ?? '') === (reader.kind === 'bridged_matrix' ? reader.network : '');
+          e.kind === reader.kind && (e.network ?? '') === (reader.kind === 'bridged_matrix' ? reader.network : '');
         reasons.push({
           rule: 'reader',
           reader,

@@ -79,19 +79,14 @@ async function load(rows: readonly Row[], seed: number): Promise<void> {
 
 /** An ACL change as the origin's writers make one, taken into the derived rows by a sync. */
 async function setMetadata(id: string, m: ChunkMetadata): Promise<void> {
-  await t.pool.query('UPDATE knowledge.chunks SET metadata = $2::jsonb WHERE chunk_id = $1', [
-    id,
-    JSON.stringify(m),
-  ]);
+  await t.pool.query('UPDATE knowledge.chunks SET metadata = $2::jsonb WHERE chunk_id = $1', [id, JSON.stringify(m)]);
   await t.pool.query('SELECT fgentic.sync_rows(ARRAY[$1])', [id]);
 }
 
 /** The projection the projector would mint for the subject, through the contract's encode and decode. */
 function projectionFor(s: Subject): Projection {
   if (s.kind === 'room') {
-    return decodeFixture(
-      matrixHeader({ caller: s.audience[0]!, audience: s.audience, classifications: s.ceiling }),
-    );
+    return decodeFixture(matrixHeader({ caller: s.audience[0]!, audience: s.audience, classifications: s.ceiling }));
   }
   return decodeFixture(oauthHeader({ policy: s.policyId, groups: s.groups, classifications: s.ceiling }));
 }
@@ -226,10 +221,7 @@ describe('differential: explain = the server search', () => {
             };
             const all = applyAll(-1);
             await setMetadata(c.chunk_id, all.m);
-            assert.ok(
-              (await searchable(all.s, plan, seed)).has(c.chunk_id),
-              `${c.chunk_id}: all reasons fixed`,
-            );
+            assert.ok((await searchable(all.s, plan, seed)).has(c.chunk_id), `${c.chunk_id}: all reasons fixed`);
             if (c.reasons.length > 1) {
               multiReason++;
               for (let k = 0; k < c.reasons.length; k++) {

@@ -117,10 +117,7 @@ function snapshotFile(
   return file;
 }
 
-async function run(
-  argv: string[],
-  io: Partial<ExplainIo> = {},
-): Promise<{ code: number; out: string; err: string }> {
+async function run(argv: string[], io: Partial<ExplainIo> = {}): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
   const code = await explainCommand([...argv, '--config', configFile, '--database-url', t.db.url], {
@@ -146,10 +143,7 @@ const room = (readers: MatrixPrincipal[], wide = false) => [
   '--room',
   wide ? WIDE_ROOM : ROOM,
   '--snapshot',
-  snapshotFile(
-    readers,
-    wide ? { roomId: WIDE_ROOM, classifications: ['approved_non_public', 'public'] } : {},
-  ),
+  snapshotFile(readers, wide ? { roomId: WIDE_ROOM, classifications: ['approved_non_public', 'public'] } : {}),
 ];
 
 // The bridge's own user (serviceUserRegex) typed as a native reader.
@@ -412,10 +406,11 @@ describe('explain: usage and guards', () => {
     const stack = await startEmbeddedDatabase({ dataDir: held });
     try {
       let err = '';
-      const code = await explainCommand(
-        [...room([ALICE]), '--summary', '--config', configFile, '--data-dir', held],
-        { stdout: () => {}, stderr: (s) => (err += s), env: {} },
-      );
+      const code = await explainCommand([...room([ALICE]), '--summary', '--config', configFile, '--data-dir', held], {
+        stdout: () => {},
+        stderr: (s) => (err += s),
+        env: {},
+      });
       // The holder's database was reached (it is empty here: no knowledge store yet).
       assert.match(
         err,
@@ -469,16 +464,7 @@ describe('explain is a command of the binary', () => {
 
 describe('explain: argument handling (property)', () => {
   test('any argument list: exit 0, 1 or 2, output only on success, and no argument value echoed', async () => {
-    const flags = [
-      '--room',
-      '--partner',
-      '--azp',
-      '--snapshot',
-      '--chunk',
-      '--source',
-      '--limit',
-      '--data-dir',
-    ];
+    const flags = ['--room', '--partner', '--azp', '--snapshot', '--chunk', '--source', '--limit', '--data-dir'];
     const bools = ['--summary', '--json', '--titles', '--bogus'];
     // Values carry a marker so an echo in an error line would be seen.
     const value = fc.oneof(
@@ -495,18 +481,15 @@ describe('explain: argument handling (property)', () => {
         let out = '';
         let err = '';
         // No database URL and a data directory that does not exist: nothing here reaches a database.
-        const code = await explainCommand(
-          [...argv, '--config', configFile, '--data-dir', join(dir, 'absent')],
-          {
-            stdout: (s) => {
-              out += s;
-            },
-            stderr: (s) => {
-              err += s;
-            },
-            env: {},
+        const code = await explainCommand([...argv, '--config', configFile, '--data-dir', join(dir, 'absent')], {
+          stdout: (s) => {
+            out += s;
           },
-        );
+          stderr: (s) => {
+            err += s;
+          },
+          env: {},
+        });
         assert.ok(code === 1 || code === 2, `exit ${code}`);
         assert.equal(out, '');
         assert.doesNotMatch(err, /ECHO/);

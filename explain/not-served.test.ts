@@ -118,14 +118,7 @@ describe('the retrieval server exposes exactly what it did before', () => {
     for (const path of ['/healthz', '/readyz', '/metrics']) {
       assert.equal((await fetch(`${server.url}${path}`)).status, 200, path);
     }
-    for (const path of [
-      '/explain',
-      '/explain/summary',
-      '/v1/explain',
-      '/debug/explain',
-      '/mcp/explain',
-      '/',
-    ]) {
+    for (const path of ['/explain', '/explain/summary', '/v1/explain', '/debug/explain', '/mcp/explain', '/']) {
       const res = await fetch(`${server.url}${path}?room=!room:org-a.example&summary=1`);
       assert.equal(res.status, 404, path);
       await res.body?.cancel();

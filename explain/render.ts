@@ -36,9 +36,7 @@ export function summaryJson(r: SummaryReport): string {
 const num = (n: number) => n.toLocaleString('en-US');
 
 export function readerLabel(p: MatrixPrincipal): string {
-  return p.kind === 'bridged_matrix'
-    ? `${p.principal} (bridged_matrix/${p.network})`
-    : `${p.principal} (matrix)`;
+  return p.kind === 'bridged_matrix' ? `${p.principal} (bridged_matrix/${p.network})` : `${p.principal} (matrix)`;
 }
 
 function table(head: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -138,12 +136,7 @@ export function summaryTable(r: SummaryReport): string {
     '',
     table(
       ['classification', 'in ceiling', 'chunks', 'retrievable'],
-      s.by_classification.map((c) => [
-        c.classification,
-        c.in_ceiling ? 'yes' : 'no',
-        num(c.total),
-        num(c.visible),
-      ]),
+      s.by_classification.map((c) => [c.classification, c.in_ceiling ? 'yes' : 'no', num(c.total), num(c.visible)]),
     ),
     '',
   );

@@ -57,9 +57,7 @@ export function roomSubject(config: ProjectorConfig, entry: RoomEntry, snapshot:
   const ceiling = ceilingDenial(entry.allowedClassifications, snapshot.allowed_classifications);
   if (ceiling) {
     refusals.push(ceiling);
-    notes.push(
-      `the snapshot's ceiling (${snapshot.allowed_classifications.join(',')}) differs from the registry's`,
-    );
+    notes.push(`the snapshot's ceiling (${snapshot.allowed_classifications.join(',')}) differs from the registry's`);
   }
   const first = audience[0];
   if (first) {
@@ -118,21 +116,15 @@ export async function roomFromHomeserver(
   }
   const snapshot = snapshotFromState(raw, config, entry);
   if (snapshot === undefined)
-    throw new ExplainError(
-      'the room state is incomplete, inconsistent or unclassifiable; the projector denies it',
-    );
+    throw new ExplainError('the room state is incomplete, inconsistent or unclassifiable; the projector denies it');
   return roomSubject(config, entry, snapshot);
 }
 
 export function partnerSubject(config: ProjectorConfig, policyId: string, azp?: string): Subject {
-  const entries = config.partners.filter(
-    (p) => p.policyId === policyId && (azp === undefined || p.azp === azp),
-  );
+  const entries = config.partners.filter((p) => p.policyId === policyId && (azp === undefined || p.azp === azp));
   if (entries.length === 0) throw new ExplainError('no partner registry entry has this policy id');
   if (entries.length > 1)
-    throw new ExplainError(
-      `${entries.length} partner registry entries have this policy id; choose one with --azp`,
-    );
+    throw new ExplainError(`${entries.length} partner registry entries have this policy id; choose one with --azp`);
   const e = entries[0]!;
   return {
     kind: 'partner',

@@ -36,8 +36,7 @@ export const DEMO_CHUNKS: readonly DemoChunk[] = [
   {
     id: 'engineering/roadmap',
     title: 'Engineering roadmap',
-    content:
-      'Roadmap: the retrieval service moves to HNSW iterative scans for large authorized sets next quarter.',
+    content: 'Roadmap: the retrieval service moves to HNSW iterative scans for large authorized sets next quarter.',
     classification: 'approved_non_public',
     principals: [ALICE],
     groups: ['partner/org-d/engineering'],
@@ -61,8 +60,7 @@ export const DEMO_CHUNKS: readonly DemoChunk[] = [
   {
     id: 'partners/org-d-architecture',
     title: 'Org D architecture notes',
-    content:
-      'Architecture notes shared with org D under the bilateral agreement: gateway, projector, retrieval.',
+    content: 'Architecture notes shared with org D under the bilateral agreement: gateway, projector, retrieval.',
     classification: 'approved_non_public',
     principals: [],
     groups: ['partner/org-d/engineering'],

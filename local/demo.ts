@@ -49,9 +49,7 @@ function targetFromFile(info: StackFile): DemoTarget {
   const configFile = info.projectorConfigFile;
   return {
     ...info,
-    ...(configFile && existsSync(configFile)
-      ? { projectorConfigJson: readFileSync(configFile, 'utf8') }
-      : {}),
+    ...(configFile && existsSync(configFile) ? { projectorConfigJson: readFileSync(configFile, 'utf8') } : {}),
     card: info.card as AgentCard,
     issueToken: async ({ azp, expiresInSeconds }) => {
       const key = await importJWK(info.issuerPrivateJwk as never, 'ES256');
@@ -133,24 +131,14 @@ export async function runDemo(t: DemoTarget, print: (line: string) => void = () 
       caller: ALICE,
     }).headers;
   await deny('widened classification: the general room claims approved_non_public', () =>
-    rawA2A(
-      t.localRouteUrl,
-      bridgeHeaders(['approved_non_public', 'public']),
-      'SendMessage',
-      sendParams('roadmap'),
-    ),
+    rawA2A(t.localRouteUrl, bridgeHeaders(['approved_non_public', 'public']), 'SendMessage', sendParams('roadmap')),
   );
   await deny('near-expiry partner token (60 s left, timeout 30 s + 30 s skew)', async () => {
     const token = await t.issueToken({ azp: 'org-b-a2a', expiresInSeconds: 60 });
     return rawA2A(t.publicRouteUrl, { authorization: `Bearer ${token}` }, 'SendMessage', sendParams('x'));
   });
   await deny('continuation: a caller-supplied contextId', () =>
-    rawA2A(
-      t.localRouteUrl,
-      bridgeHeaders(['public']),
-      'SendMessage',
-      sendParams('x', { contextId: 'earlier' }),
-    ),
+    rawA2A(t.localRouteUrl, bridgeHeaders(['public']), 'SendMessage', sendParams('x', { contextId: 'earlier' })),
   );
   const mcpCall = async (identity: string) => {
     const res = await fetch(t.mcpRouteUrl, {

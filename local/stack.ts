@@ -117,9 +117,7 @@ export function renderExamples(
     resources.platforms[0].spec.capability = options.capability;
   const result = render(resources);
   if (result.conflicts.length > 0) throw new Error(`examples have ${result.conflicts.length} conflicts`);
-  const objects = options.mutateObjects
-    ? options.mutateObjects(structuredClone(result.objects))
-    : result.objects;
+  const objects = options.mutateObjects ? options.mutateObjects(structuredClone(result.objects)) : result.objects;
   return { objects, platform: resources.platforms[0]! };
 }
 
@@ -169,8 +167,7 @@ function upstreamsFor(o: FrontOptions, runtimeUrl: string): Record<string, strin
     spec: any;
   })[]) {
     if (b.spec.a2a) upstreams[`${b.spec.a2a.host}:${b.spec.a2a.port}`] = runtimeUrl;
-    for (const t of b.spec.mcp?.targets ?? [])
-      upstreams[`${t.static.host}:${t.static.port}`] = o.retrievalUrl;
+    for (const t of b.spec.mcp?.targets ?? []) upstreams[`${t.static.host}:${t.static.port}`] = o.retrievalUrl;
   }
   return upstreams;
 }

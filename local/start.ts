@@ -157,9 +157,7 @@ function printBanner(
   if (o.databaseUrl) out(`  embedded Postgres (corpus)                ${o.databaseUrl}`);
   out('');
   out('Try:');
-  out(
-    '  npm run demo                                  # walkthrough: rooms, bridged users, partners, denials',
-  );
+  out('  npm run demo                                  # walkthrough: rooms, bridged users, partners, denials');
   out('  npx fgentic-retrieval render -f examples       # what the reconciler renders');
   out('  npx fgentic-retrieval admission check -f examples');
   out(`  curl -s ${retrievalUrl}/metrics | grep fgentic`);
@@ -183,8 +181,7 @@ export async function startCommand(argv: string[]): Promise<number> {
   }
   const started = Date.now();
   let n = 0;
-  const progress = (step: string) =>
-    out(`[${++n}/6] ${step} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  const progress = (step: string) => out(`[${++n}/6] ${step} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
 
   let stack: LocalStack;
   try {
@@ -209,8 +206,7 @@ export async function startCommand(argv: string[]): Promise<number> {
     webhook = await startLocalWebhook(flags, stack);
   }
   const databaseUrl = readLock(pgliteDir)?.url ?? stack.databaseUrl;
-  const ready =
-    (await waitReady(`${stack.retrieval.url}/readyz`)) && (await waitReady(`${stack.projectorUrl}/readyz`));
+  const ready = (await waitReady(`${stack.retrieval.url}/readyz`)) && (await waitReady(`${stack.projectorUrl}/readyz`));
   const stackFile = join(dataDir, 'stack.json');
   const projectorConfigFile = join(dataDir, 'projector.json');
   writeFileSync(projectorConfigFile, stack.projectorConfigJson, { mode: 0o600 });

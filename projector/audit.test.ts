@@ -47,10 +47,7 @@ describe('audit log', () => {
       identity = String(ok.headers['x-fgentic-identity']);
       await sendCheck(p.url, localRequest({ userId: '@mallory:org-a.example' }));
       await sendCheck(p.url, publicRequest());
-      await sendCheck(
-        p.url,
-        publicRequest({ headers: { 'x-fgentic-check-agent-name': ['@alice:org-a.example'] } }),
-      );
+      await sendCheck(p.url, publicRequest({ headers: { 'x-fgentic-check-agent-name': ['@alice:org-a.example'] } }));
     });
     await p.close();
     const decisions = lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'decision');
@@ -106,10 +103,7 @@ describe('serveProjector CLI entry', () => {
       const busy = await startProjector({ config: config() });
       try {
         const port = new URL(busy.url).port;
-        assert.equal(
-          await serveProjector(['--config', '/nonexistent', '--port', port, '--host', '127.0.0.1']),
-          1,
-        );
+        assert.equal(await serveProjector(['--config', '/nonexistent', '--port', port, '--host', '127.0.0.1']), 1);
       } finally {
         await busy.close();
       }

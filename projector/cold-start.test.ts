@@ -45,19 +45,7 @@ const flush = () => new Promise<void>((r) => setImmediate(r));
 async function serveChild(configFile: string): Promise<Service> {
   const service = startProcess(
     process.execPath,
-    [
-      '--import',
-      'tsx',
-      CLI,
-      'serve',
-      'projector',
-      '--config',
-      configFile,
-      '--port',
-      '0',
-      '--host',
-      '127.0.0.1',
-    ],
+    ['--import', 'tsx', CLI, 'serve', 'projector', '--config', configFile, '--port', '0', '--host', '127.0.0.1'],
     { ready: ({ stderr }) => LISTENING.test(stderr) },
   );
   await service.ready;

@@ -65,10 +65,7 @@ describe('projector configuration', () => {
   });
 
   test('partner/local group collision is a load error', () => {
-    rejects(
-      (c) => c.localGroups.push('partner/org-b/docs'),
-      /must not start with partner\/ \[group-collision\]/,
-    );
+    rejects((c) => c.localGroups.push('partner/org-b/docs'), /must not start with partner\/ \[group-collision\]/);
   });
 
   test('partner groups outside their policy id are a load error', () => {

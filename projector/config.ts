@@ -110,9 +110,7 @@ export interface ProjectorConfig {
 }
 
 /** A load error lists every problem (path, message, reason code); `error` is them on one line. */
-export type ConfigResult =
-  | { ok: true; config: ProjectorConfig }
-  | { ok: false; error: string; problems?: Problems };
+export type ConfigResult = { ok: true; config: ProjectorConfig } | { ok: false; error: string; problems?: Problems };
 
 /** Registry ceilings: well above 100,000 rooms and 5,000 partners, which the shards carry (registry.ts). */
 export const MAX_ROOMS = 500_000;
@@ -143,9 +141,7 @@ function regex(r: ConfigReader, v: unknown, path: string): RegExp | undefined {
 
 function classifications(r: ConfigReader, v: unknown, path: string): AllowedClassifications | undefined {
   if (isAllowedClassifications(v)) return [...v] as unknown as AllowedClassifications;
-  return void r.report(
-    problem('classifications', path, 'must be ["public"] or ["approved_non_public","public"]'),
-  );
+  return void r.report(problem('classifications', path, 'must be ["public"] or ["approved_non_public","public"]'));
 }
 
 function readBridge(r: ConfigReader, v: unknown): ProjectorConfig['bridge'] | undefined {
@@ -186,16 +182,14 @@ function readAgents(r: ConfigReader, v: unknown): AgentRoute[] {
     const namespace = label(r, e['namespace'], `${p}.namespace`);
     const name = label(r, e['name'], `${p}.name`);
     const localPath = routePath(r, e['localPath'], `${p}.localPath`);
-    const publicPath =
-      e['publicPath'] === undefined ? undefined : routePath(r, e['publicPath'], `${p}.publicPath`);
+    const publicPath = e['publicPath'] === undefined ? undefined : routePath(r, e['publicPath'], `${p}.publicPath`);
     if (namespace === undefined || name === undefined || localPath === undefined) return;
     const key = `${namespace}/${name}`;
     r.add(claimedByOthers('agent-duplicate', p, owners.has(key) ? [`agents[${owners.get(key)}]`] : []));
     owners.set(key, k);
     for (const path of [localPath, publicPath]) {
       if (path === undefined) continue;
-      if (paths.has(path))
-        r.report(problem('route-path', p, `duplicate route path (also agents[${paths.get(path)}])`));
+      if (paths.has(path)) r.report(problem('route-path', p, `duplicate route path (also agents[${paths.get(path)}])`));
       paths.set(path, k);
     }
     agents.push({ namespace, name, localPath, ...(publicPath === undefined ? {} : { publicPath }) });
@@ -215,13 +209,7 @@ function readRooms(r: ConfigReader, v: unknown): Map<string, RoomEntry> {
       r.report(problem('room-id', `${p}.roomId`, 'not a Matrix room ID'));
       return;
     }
-    r.add(
-      claimedByOthers(
-        'room-duplicate',
-        `${p}.roomId`,
-        index.has(roomId) ? [`rooms[${index.get(roomId)}]`] : [],
-      ),
-    );
+    r.add(claimedByOthers('room-duplicate', `${p}.roomId`, index.has(roomId) ? [`rooms[${index.get(roomId)}]`] : []));
     index.set(roomId, k);
     const allowed = classifications(r, e['allowedClassifications'], `${p}.allowedClassifications`);
     if (allowed) rooms.set(roomId, { roomId, allowedClassifications: allowed });
@@ -229,15 +217,7 @@ function readRooms(r: ConfigReader, v: unknown): Map<string, RoomEntry> {
   return rooms;
 }
 
-const PARTNER_FIELDS = [
-  'issuer',
-  'audience',
-  'azp',
-  'policyId',
-  'groups',
-  'allowedClassifications',
-  'agents',
-];
+const PARTNER_FIELDS = ['issuer', 'audience', 'azp', 'policyId', 'groups', 'allowedClassifications', 'agents'];
 
 function readPartner(
   r: ConfigReader,
@@ -251,11 +231,7 @@ function readPartner(
   for (const f of ['audience', 'azp'])
     if (!isClientText(e[f]))
       r.report(
-        problem(
-          'client-id',
-          `${p}.${f}`,
-          `must be 1-${CLIENT_TEXT_MAX} printable ASCII characters without spaces`,
-        ),
+        problem('client-id', `${p}.${f}`, `must be 1-${CLIENT_TEXT_MAX} printable ASCII characters without spaces`),
       );
   const policyId = r.checked<string>(
     e['policyId'],
@@ -263,8 +239,7 @@ function readPartner(
     `${p}.policyId`,
   );
   const groupsOk = r.add(checkPartnerGroups(e['groups'], e['policyId'], `${p}.groups`));
-  if (groupsOk)
-    r.add(groupCollisions(e['groups'] as string[], localGroups, `${p}.groups`, 'the local groups'));
+  if (groupsOk) r.add(groupCollisions(e['groups'] as string[], localGroups, `${p}.groups`, 'the local groups'));
   const allowed = classifications(r, e['allowedClassifications'], `${p}.allowedClassifications`);
   const refs = new Set<string>();
   const agents: { namespace: string; name: string }[] = [];
@@ -278,14 +253,7 @@ function readPartner(
     refs.add(`${namespace}/${name}`);
     agents.push({ namespace, name });
   });
-  if (
-    !issuerOk ||
-    !isClientText(e['audience']) ||
-    !isClientText(e['azp']) ||
-    !policyId ||
-    !groupsOk ||
-    !allowed
-  )
+  if (!issuerOk || !isClientText(e['audience']) || !isClientText(e['azp']) || !policyId || !groupsOk || !allowed)
     return undefined;
   return {
     issuer: e['issuer'] as string,
@@ -337,9 +305,7 @@ function readLiveRoomCheck(r: ConfigReader, v: unknown): LiveRoomCheckConfig {
       ),
     );
   if (enabled && (homeserverUrl === undefined || o['accessTokenFile'] === undefined))
-    r.report(
-      problem('live-room-check', 'liveRoomCheck', 'enabled requires homeserverUrl and accessTokenFile'),
-    );
+    r.report(problem('live-room-check', 'liveRoomCheck', 'enabled requires homeserverUrl and accessTokenFile'));
   return {
     enabled,
     timeoutMs: t as number,
@@ -360,9 +326,7 @@ function readLocalGroups(r: ConfigReader, v: unknown): string[] {
 function readCapability(r: ConfigReader, v: unknown): CapabilityMode {
   if (v === undefined) return DEFAULT_CAPABILITY;
   if (isCapabilityMode(v)) return v;
-  r.report(
-    problem('capability', 'capability', `must be one of ${CAPABILITY_MODES.map((m) => `"${m}"`).join(', ')}`),
-  );
+  r.report(problem('capability', 'capability', `must be one of ${CAPABILITY_MODES.map((m) => `"${m}"`).join(', ')}`));
   return DEFAULT_CAPABILITY;
 }
 
@@ -425,7 +389,6 @@ export function validateConfig(v: unknown): ConfigResult {
 export function parseConfig(text: string): ConfigResult {
   if (text.length > MAX_CONFIG_BYTES) return failed([problem('schema', '', 'configuration too large')]);
   const parsed = parseStrictJson(text, { maxDepth: 16, maxLength: MAX_CONFIG_BYTES });
-  if (!parsed.ok)
-    return failed([problem('schema', '', `not strict JSON (${parsed.error} at ${parsed.offset})`)]);
+  if (!parsed.ok) return failed([problem('schema', '', `not strict JSON (${parsed.error} at ${parsed.offset})`)]);
   return validateConfig(parsed.value);
 }

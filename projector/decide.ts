@@ -32,11 +32,7 @@ export function routeOf(req: CheckRequest): RouteName | undefined {
   return v[0] === 'local' || v[0] === 'public' ? v[0] : undefined;
 }
 
-export function decide(
-  req: CheckRequest,
-  config: ProjectorConfig | undefined,
-  options: DecideOptions,
-): Decision {
+export function decide(req: CheckRequest, config: ProjectorConfig | undefined, options: DecideOptions): Decision {
   try {
     if (config === undefined) return { route: 'unknown', allow: false, reason: 'config' };
     const route = routeOf(req);

@@ -62,19 +62,14 @@ interface StateEvent {
 function asStateEvent(v: unknown): StateEvent | undefined {
   if (!isPlainObject(v)) return undefined;
   const { type, state_key, event_id, content } = v;
-  if (typeof type !== 'string' || typeof state_key !== 'string' || typeof event_id !== 'string')
-    return undefined;
+  if (typeof type !== 'string' || typeof state_key !== 'string' || typeof event_id !== 'string') return undefined;
   if (!isPlainObject(content)) return undefined;
   return { type, state_key, event_id, content };
 }
 
 function stringList(v: unknown): string[] | undefined {
   if (v === undefined) return [];
-  if (
-    !Array.isArray(v) ||
-    v.length > 1000 ||
-    !v.every((s) => typeof s === 'string' && s.length > 0 && s.length <= 255)
-  )
+  if (!Array.isArray(v) || v.length > 1000 || !v.every((s) => typeof s === 'string' && s.length > 0 && s.length <= 255))
     return undefined;
   return [...new Set(v as string[])].sort();
 }
@@ -324,8 +319,7 @@ export class ConfiguredReader {
     const live = config.liveRoomCheck;
     if (!live.enabled || !live.homeserverUrl || !live.accessTokenFile) return undefined;
     const now = Date.now();
-    if (generation === this.generation && now - this.readAt < this.tokenRefreshMs && this.reader)
-      return this.reader;
+    if (generation === this.generation && now - this.readAt < this.tokenRefreshMs && this.reader) return this.reader;
     let token: string | undefined;
     let fault = 'TOKEN_INVALID';
     try {

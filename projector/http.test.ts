@@ -107,10 +107,7 @@ describe('ext-auth HTTP server (agentgateway v1.3.1 wire contract)', () => {
   });
 
   test('duplicate raw identity header (count 2; ext-auth forwards only the first value): 403 duplicate', async () => {
-    const r = await sendCheck(
-      p.url,
-      localRequest({ headers: { 'x-fgentic-check-room-context-count': ['2'] } }),
-    );
+    const r = await sendCheck(p.url, localRequest({ headers: { 'x-fgentic-check-room-context-count': ['2'] } }));
     assert.equal(r.status, 403);
     assert.equal(r.body, '{"error":"denied","reason":"duplicate"}');
   });
@@ -200,10 +197,7 @@ describe('ext-auth HTTP server (agentgateway v1.3.1 wire contract)', () => {
     assert.equal((await get(`${p.url}/readyz`)).status, 200);
     const m = await get(`${p.url}/metrics`);
     assert.equal(m.status, 200);
-    assert.match(
-      m.body,
-      /fgentic_projector_decisions_total\{route="local",decision="allow",reason="ok"\} \d+/,
-    );
+    assert.match(m.body, /fgentic_projector_decisions_total\{route="local",decision="allow",reason="ok"\} \d+/);
     assert.match(
       m.body,
       /fgentic_projector_decisions_total\{route="local",decision="deny",reason="caller_mismatch"\} \d+/,

@@ -337,13 +337,7 @@ async function checkLiveRoom(
   if (reader === undefined)
     return { route: 'local', allow: false, reason: 'homeserver_unavailable', agent: decision.agent };
   try {
-    const result = await liveRoomCheck(
-      reader,
-      config,
-      decision.room,
-      decision.context,
-      config.liveRoomCheck.timeoutMs,
-    );
+    const result = await liveRoomCheck(reader, config, decision.room, decision.context, config.liveRoomCheck.timeoutMs);
     ctx.metrics.liveChecks.inc({ result: result.ok ? 'ok' : result.reason });
     if (!result.ok) return { route: 'local', allow: false, reason: result.reason, agent: decision.agent };
     return undefined;

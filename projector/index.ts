@@ -51,8 +51,7 @@ export interface RunningProjector {
 
 export async function startProjector(options: StartProjectorOptions): Promise<RunningProjector> {
   const sources = [options.configPath, options.config, options.store].filter((x) => x !== undefined);
-  if (sources.length !== 1)
-    throw new TypeError('startProjector needs exactly one of configPath, config or store');
+  if (sources.length !== 1) throw new TypeError('startProjector needs exactly one of configPath, config or store');
   const store =
     options.store !== undefined
       ? options.store
@@ -78,10 +77,7 @@ export async function startProjector(options: StartProjectorOptions): Promise<Ru
     ...(options.homeserver ? { homeserver: options.homeserver } : {}),
     ...(options.ledger ? { ledger: options.ledger } : {}),
   });
-  const server = createServer(
-    { keepAliveTimeout: 65_000, requestTimeout: 10_000, headersTimeout: 5_000 },
-    handler,
-  );
+  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 10_000, headersTimeout: 5_000 }, handler);
   let address: AddressInfo;
   try {
     address = await listen(server, options.port ?? 0, options.host ?? '127.0.0.1');

@@ -93,8 +93,7 @@ function get(url: string): Promise<{ status: number; body: string }> {
   });
 }
 
-const value = (i: number) =>
-  Buffer.from(`worker-test-${i}-${process.pid}-${Math.random()}`).toString('base64url');
+const value = (i: number) => Buffer.from(`worker-test-${i}-${process.pid}-${Math.random()}`).toString('base64url');
 
 async function recorded(v: string): Promise<boolean> {
   const r = await t.retrieval.query(CHECK_SQL, [capabilityDigest(v), AGENT, NOW]);
@@ -304,10 +303,7 @@ describe('ledger mode (worker): fail closed at mint', () => {
         assert.equal(await recorded(String(r.headers['x-fgentic-identity'])), false);
         assert.equal(ledger.healthy(), false);
         await assertRefused(p);
-        assert.match(
-          (await get(`${p.url}/metrics`)).body,
-          /fgentic_projector_ledger_writes_total\{result="error"\} 1/,
-        );
+        assert.match((await get(`${p.url}/metrics`)).body, /fgentic_projector_ledger_writes_total\{result="error"\} 1/);
         await assert.rejects(ledger.purge(), LedgerUnavailableError);
         await assertRefused(p);
       } finally {

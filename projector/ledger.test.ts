@@ -146,8 +146,7 @@ for (const confirm of ['deferred', 'sync'] as const) {
         const metrics = (await get(`${p.url}/metrics`)).body;
         assert.match(metrics, /fgentic_projector_ledger_ready 0/);
         // Sync tries the write and counts its failure; deferred refuses before writing anything.
-        if (confirm === 'sync')
-          assert.match(metrics, /fgentic_projector_ledger_writes_total\{result="error"\} 1/);
+        if (confirm === 'sync') assert.match(metrics, /fgentic_projector_ledger_writes_total\{result="error"\} 1/);
         assert.doesNotMatch(metrics, /fgentic_projector_ledger_writes_total\{result="ok"\}/);
         assert.match(
           metrics,
@@ -190,13 +189,9 @@ async function assertRefused(p: RunningProjector): Promise<void> {
 }
 
 const revokeRecord = () =>
-  t.pool.query(
-    'REVOKE EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) FROM knowledge_projector',
-  );
+  t.pool.query('REVOKE EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) FROM knowledge_projector');
 const grantRecord = () =>
-  t.pool.query(
-    'GRANT EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) TO knowledge_projector',
-  );
+  t.pool.query('GRANT EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) TO knowledge_projector');
 
 describe('ledger mode (sync): a refused write', () => {
   test('the database refuses the write (grant withdrawn): refused, and ready again once it accepts', async () => {

@@ -255,8 +255,7 @@ function pump(s: CoreState, b: Batches): void {
     .finally(() => {
       clearTimeout(watchdog);
       b.inFlight = undefined;
-      if (b.linger > 0 && b.idle.length === 0 && b.queue.length > 0 && b.queue.length < b.maxBatch)
-        later(s, b);
+      if (b.linger > 0 && b.idle.length === 0 && b.queue.length > 0 && b.queue.length < b.maxBatch) later(s, b);
       else pump(s, b);
     });
 }

@@ -79,10 +79,7 @@ describe('matrix route decision', () => {
   });
 
   test('wrong workload denies', () => {
-    denied(
-      run(localRequest({ headers: { 'x-fgentic-check-workload': ['kagent/knowledge-agent'] } })),
-      'workload',
-    );
+    denied(run(localRequest({ headers: { 'x-fgentic-check-workload': ['kagent/knowledge-agent'] } })), 'workload');
     denied(run(localRequest({ headers: { 'x-fgentic-check-workload': undefined } })), 'missing');
   });
   test('wrong agent denies', () => {
@@ -189,10 +186,7 @@ describe('matrix route decision', () => {
     denied(run(localRequest({ headers: { 'x-fgentic-check-identity-count': ['1'] } })), 'identity_present');
   });
   test('an identity-bearing header the policy never sends denies; mesh plumbing does not', () => {
-    denied(
-      run(localRequest({ headers: { 'x-fgentic-data-classification': ['public'] } })),
-      'unexpected_header',
-    );
+    denied(run(localRequest({ headers: { 'x-fgentic-data-classification': ['public'] } })), 'unexpected_header');
     denied(run(localRequest({ headers: { 'x-forwarded-user': ['alice'] } })), 'unexpected_header');
     assert.ok(run(localRequest({ headers: { 'x-forwarded-for': ['10.0.0.1'] } })).allow);
   });
@@ -200,9 +194,7 @@ describe('matrix route decision', () => {
     denied(run(localRequest({ headers: { 'x-envoy-auth-partial-body': ['false'] } })), 'body');
     denied(run(localRequest({ headers: { 'content-length': ['12'] } })), 'body');
     denied(run(localRequest({ headers: { 'transfer-encoding': ['chunked'] } })), 'body');
-    assert.ok(
-      run(localRequest({ headers: { 'content-length': ['0'], 'content-type': ['application/json'] } })).allow,
-    );
+    assert.ok(run(localRequest({ headers: { 'content-length': ['0'], 'content-type': ['application/json'] } })).allow);
   });
   test('no credential/cookie ever read: Authorization or Cookie present denies by name alone', () => {
     denied(run(localRequest({ headers: { authorization: ['Bearer secret'] } })), 'credential_header');

@@ -18,15 +18,7 @@ import { IDENTITY_HEADER } from '../rules/index.ts';
 import { classifyMxid, matchesClassification } from './classify.ts';
 import type { AgentRoute, ProjectorConfig, RoomEntry } from './config.ts';
 import type { DenyReason } from './reasons.ts';
-import {
-  CHECK,
-  type CheckRequest,
-  checkCount,
-  type IdentityHeaders,
-  openCheck,
-  RAW,
-  single,
-} from './request.ts';
+import { CHECK, type CheckRequest, checkCount, type IdentityHeaders, openCheck, RAW, single } from './request.ts';
 
 export const MATRIX_LIFETIME_SECONDS = 600;
 
@@ -77,11 +69,7 @@ export function ceilingDenial(
   return undefined;
 }
 
-export function decideMatrix(
-  req: CheckRequest,
-  config: ProjectorConfig,
-  options: MatrixOptions,
-): MatrixDecision {
+export function decideMatrix(req: CheckRequest, config: ProjectorConfig, options: MatrixOptions): MatrixDecision {
   const agentGot = openCheck(req, config, 'local');
   if (!agentGot.ok) return no(agentGot.reason);
   const agent = agentGot.value;
@@ -107,8 +95,7 @@ export function decideMatrix(
 
   // Kinds come from the trusted configuration; the bridge's claim must agree or the request denies.
   const callerClass = classifyMxid(config, ctx.caller.principal);
-  if (callerClass.kind === 'bridge_service' || callerClass.kind === 'ambiguous')
-    return no('caller_kind', agent);
+  if (callerClass.kind === 'bridge_service' || callerClass.kind === 'ambiguous') return no('caller_kind', agent);
   if (!matchesClassification(ctx.caller, callerClass)) return no('caller_kind', agent);
   const audience = audienceDenial(config, ctx.audience);
   if (audience) return no(audience, agent);

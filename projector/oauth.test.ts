@@ -110,10 +110,7 @@ describe('oauth route decision', () => {
       run(publicRequest({ headers: { 'x-fgentic-room-context': [encodeContext(roomContext())] } })),
       'unexpected_header',
     );
-    denied(
-      run(publicRequest({ headers: { 'x-fgentic-check-workload': ['matrix-a2a-bridge'] } })),
-      'unexpected_header',
-    );
+    denied(run(publicRequest({ headers: { 'x-fgentic-check-workload': ['matrix-a2a-bridge'] } })), 'unexpected_header');
   });
 
   test('wrong agent, path, method deny; agent without public route denies', () => {

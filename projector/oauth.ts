@@ -33,11 +33,7 @@ function jwtField(req: CheckRequest, name: string, maxBytes: number): string | u
   return v.value;
 }
 
-export function decideOAuth(
-  req: CheckRequest,
-  config: ProjectorConfig,
-  options: OAuthOptions,
-): OAuthDecision {
+export function decideOAuth(req: CheckRequest, config: ProjectorConfig, options: OAuthOptions): OAuthDecision {
   const timeout = config.publicRetrievalTimeoutSeconds;
   if (!isValidTimeoutSetting(timeout)) return no('timeout_setting');
   const agentGot = openCheck(req, config, 'public');

@@ -8,14 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { sendCheck } from '../testkit/projector/client.ts';
-import {
-  config,
-  fixedRandom,
-  localRequest,
-  NOW,
-  publicRequest,
-  roomContext,
-} from '../testkit/projector/fixtures.ts';
+import { config, fixedRandom, localRequest, NOW, publicRequest, roomContext } from '../testkit/projector/fixtures.ts';
 import { type Decision, decide } from './decide.ts';
 import { startProjector } from './index.ts';
 import { type CheckRequest, classifyHeader, ignoredHeaderLabel, type RouteName } from './request.ts';
@@ -74,8 +67,7 @@ const FAMILIES: Record<string, Record<string, string[]>> = {
 const REQUESTS: Record<string, () => CheckRequest> = {
   'allowed local': () => localRequest(),
   'allowed public': () => publicRequest(),
-  'denied local (duplicate x-user-id)': () =>
-    localRequest({ headers: { 'x-fgentic-check-user-id-count': ['2'] } }),
+  'denied local (duplicate x-user-id)': () => localRequest({ headers: { 'x-fgentic-check-user-id-count': ['2'] } }),
   'denied local (unregistered room)': () =>
     localRequest({ ctx: roomContext({ roomId: '!unknown:org-a.example' } as never) }),
   'denied public (unknown client)': () => publicRequest({ azp: 'someone-else' }),
@@ -85,8 +77,7 @@ describe('plumbing headers are ignored and cannot change a decision', () => {
   for (const [family, extra] of Object.entries(FAMILIES)) {
     test(`${family}: every decision is identical with and without them`, () => {
       for (const [name, make] of Object.entries(REQUESTS)) {
-        const route: RouteName =
-          make().headers['x-fgentic-check-route']?.[0] === 'public' ? 'public' : 'local';
+        const route: RouteName = make().headers['x-fgentic-check-route']?.[0] === 'public' ? 'public' : 'local';
         for (const h of Object.keys(extra)) assert.equal(classifyHeader(h, route), 'ignored', h);
         assert.deepEqual(run(withHeaders(make(), extra)), run(make()), `${family} on ${name}`);
       }
@@ -104,8 +95,7 @@ describe('plumbing headers are ignored and cannot change a decision', () => {
         fc.constantFrom(...Object.keys(REQUESTS)),
         (extra, which) => {
           const base = REQUESTS[which]!();
-          const route: RouteName =
-            base.headers['x-fgentic-check-route']?.[0] === 'public' ? 'public' : 'local';
+          const route: RouteName = base.headers['x-fgentic-check-route']?.[0] === 'public' ? 'public' : 'local';
           const ignored: Record<string, string[]> = {};
           for (const [k, v] of Object.entries(extra))
             if (base.headers[k] === undefined && classifyHeader(k, route) === 'ignored') ignored[k] = v;
@@ -182,10 +172,7 @@ describe('ignored headers are counted by name, never by value', () => {
       );
       assert.equal(r.status, 200);
       const metrics = await (await fetch(`${p.url}/metrics`)).text();
-      assert.match(
-        metrics,
-        /fgentic_projector_ignored_headers_total\{route="local",header="traceparent"\} 1/,
-      );
+      assert.match(metrics, /fgentic_projector_ignored_headers_total\{route="local",header="traceparent"\} 1/);
       assert.match(metrics, /fgentic_projector_ignored_headers_total\{route="local",header="x-b3-\*"\} 1/);
       assert.match(metrics, /fgentic_projector_ignored_headers_total\{route="local",header="other"\} 1/);
       assert.doesNotMatch(metrics, /secretlookingvalue0001|zzz-value|x-made-up-plumbing/);

@@ -75,8 +75,7 @@ describe('projector properties', () => {
         for (const [k, v] of Object.entries(validLocal.headers)) headers[k] = [...(v ?? [])];
         for (const m of muts) {
           if (m.op === 'drop') delete headers[m.name];
-          else if (m.op === 'dup')
-            headers[m.name] = [...(headers[m.name] ?? []), ...(headers[m.name] ?? [m.value])];
+          else if (m.op === 'dup') headers[m.name] = [...(headers[m.name] ?? []), ...(headers[m.name] ?? [m.value])];
           else if (m.op === 'replace') headers[m.name] = [m.value];
           else headers[m.name] = [...(headers[m.name] ?? []), m.value];
         }

@@ -38,9 +38,7 @@ export interface ShardRef {
 }
 
 /** Why an assembly failed: the set is `inconsistent` (in transit) or a text is `invalid`. */
-export type AssembleResult =
-  | ConfigResult
-  | { readonly ok: false; readonly error: string; readonly inconsistent: true };
+export type AssembleResult = ConfigResult | { readonly ok: false; readonly error: string; readonly inconsistent: true };
 
 export function shardDigest(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
@@ -81,10 +79,8 @@ export function registryManifest(base: Record<string, JsonValue>): ShardRef[] | 
     if (Object.keys(e).some((x) => x !== 'name' && x !== 'sha256')) return `${p}: unknown field`;
     const name = e['name'];
     const sha256 = e['sha256'];
-    if (typeof name !== 'string' || !SHARD_NAME.test(name))
-      return `${p}.name: must be ${REGISTRY_SHARD_PREFIX}NNN`;
-    if (typeof sha256 !== 'string' || !HEX64.test(sha256))
-      return `${p}.sha256: must be 64 lowercase hex digits`;
+    if (typeof name !== 'string' || !SHARD_NAME.test(name)) return `${p}.name: must be ${REGISTRY_SHARD_PREFIX}NNN`;
+    if (typeof sha256 !== 'string' || !HEX64.test(sha256)) return `${p}.sha256: must be 64 lowercase hex digits`;
     if (names.has(name)) return `${p}.name: duplicate shard`;
     names.add(name);
     out.push({ name, sha256 });
@@ -102,14 +98,10 @@ interface ShardPart {
 export type Assembler = (baseText: string, shards: ReadonlyMap<string, string>) => AssembleResult;
 
 /** Every digest first: a set in transit is recognised without parsing anything. */
-function inTransit(
-  manifest: readonly ShardRef[],
-  shards: ReadonlyMap<string, string>,
-): AssembleResult | undefined {
+function inTransit(manifest: readonly ShardRef[], shards: ReadonlyMap<string, string>): AssembleResult | undefined {
   for (const ref of manifest) {
     const text = shards.get(ref.name);
-    if (text === undefined)
-      return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
+    if (text === undefined) return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
     if (shardDigest(text) !== ref.sha256)
       return {
         ok: false,
@@ -153,9 +145,7 @@ function mergeParts(core: ProjectorConfig, parts: readonly ShardPart[]): Assembl
     for (const e of part.partners) partners.push(e);
     for (const [k, v] of part.partnerIndex) {
       if (partnerIndex.has(k))
-        return invalid(
-          'partners: overlapping partner mapping (same issuer, audience, azp) across registry shards',
-        );
+        return invalid('partners: overlapping partner mapping (same issuer, audience, azp) across registry shards');
       partnerIndex.set(k, v);
     }
   }

@@ -141,11 +141,7 @@ describe('projector behind the rendered agentgateway policy for examples/', () =
   });
   after(() => p?.close());
 
-  const localClient = (
-    extra: [string, string][] = [],
-    userIds: string[] = [ALICE],
-    contexts = 1,
-  ): ClientRequest => ({
+  const localClient = (extra: [string, string][] = [], userIds: string[] = [ALICE], contexts = 1): ClientRequest => ({
     method: 'POST',
     path: local.path,
     headers: [
@@ -177,9 +173,7 @@ describe('projector behind the rendered agentgateway policy for examples/', () =
 
   test('the rendered ext-auth config forwards no credential and allowlists only the raw identity inputs', () => {
     assert.deepEqual([...local.http.allowedRequestHeaders].sort(), ['x-fgentic-room-context', 'x-user-id']);
-    assert.ok(
-      !pub.http.allowedRequestHeaders.some((h) => ['authorization', 'cookie', 'x-user-id'].includes(h)),
-    );
+    assert.ok(!pub.http.allowedRequestHeaders.some((h) => ['authorization', 'cookie', 'x-user-id'].includes(h)));
     for (const r of [local, pub])
       assert.deepEqual([...r.http.allowedResponseHeaders].sort(), ['x-fgentic-identity', 'x-user-id']);
   });
@@ -206,9 +200,7 @@ describe('projector behind the rendered agentgateway policy for examples/', () =
       [['x-user-id', ALICE]],
     );
     const id = up.headers.find(([k]) => k === 'x-fgentic-identity')![1];
-    assert.ok(
-      decodeProjection(id, { now: NOW, agents: [{ namespace: 'kagent', name: 'knowledge-agent' }] }).ok,
-    );
+    assert.ok(decodeProjection(id, { now: NOW, agents: [{ namespace: 'kagent', name: 'knowledge-agent' }] }).ok);
   });
 
   test('local: duplicate raw X-User-Id → count 2 → projector denies duplicate', async () => {
@@ -231,10 +223,7 @@ describe('projector behind the rendered agentgateway policy for examples/', () =
   });
 
   test('local: a client X-Fgentic-Identity → identity count rendered → projector denies', async () => {
-    const r = await sendCheck(
-      p.url,
-      checkRequestFor(local, localClient([['x-fgentic-identity', 'e30']]), BRIDGE),
-    );
+    const r = await sendCheck(p.url, checkRequestFor(local, localClient([['x-fgentic-identity', 'e30']]), BRIDGE));
     assert.equal(r.body, '{"error":"denied","reason":"identity_present"}');
   });
 
@@ -283,10 +272,7 @@ describe('projector behind the rendered agentgateway policy for examples/', () =
   });
 
   test('public: unknown azp denies (403), a token without azp denies (401)', async () => {
-    const unknown = await sendCheck(
-      p.url,
-      checkRequestFor(pub, publicClient(), JWT(NOW + 3600, { azp: 'org-x' })),
-    );
+    const unknown = await sendCheck(p.url, checkRequestFor(pub, publicClient(), JWT(NOW + 3600, { azp: 'org-x' })));
     assert.equal(unknown.body, '{"error":"denied","reason":"partner_unknown"}');
     const missingAzp = await sendCheck(
       p.url,

@@ -156,14 +156,7 @@ const PLUMBING_NAMES = new Set([
 const PLUMBING_PREFIXES = ['x-b3-', 'x-envoy-', 'x-istio-', 'l5d-', 'x-linkerd-', 'x-datadog-', 'sw8'];
 
 /** What the header rule does with one header name on one route. */
-export type HeaderClass =
-  | 'expected'
-  | 'transport'
-  | 'body'
-  | 'credential'
-  | 'projected'
-  | 'identity'
-  | 'ignored';
+export type HeaderClass = 'expected' | 'transport' | 'body' | 'credential' | 'projected' | 'identity' | 'ignored';
 
 function words(name: string): string[] {
   return name.split(/[-_.]/);
@@ -229,12 +222,7 @@ export function checkHeaderSet(req: CheckRequest, route: RouteName): Failure | u
 }
 
 /** Exactly one non-empty value of a header. */
-export function single(
-  req: CheckRequest,
-  name: string,
-  missing: DenyReason,
-  duplicate: DenyReason,
-): Got<string> {
+export function single(req: CheckRequest, name: string, missing: DenyReason, duplicate: DenyReason): Got<string> {
   const values = req.headers[name];
   if (values === undefined || values.length === 0) return fail(missing);
   if (values.length > 1) return fail(duplicate);

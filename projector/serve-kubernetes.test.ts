@@ -54,11 +54,7 @@ test('serve projector reads its registry through the API and follows it', async 
     child.stderr?.on('data', (c: Buffer) => {
       err += c.toString();
     });
-    await waitFor(
-      'the child to log its address',
-      async () => /listening on (http:\/\/\S+)/.test(err),
-      SERVE_WAIT,
-    );
+    await waitFor('the child to log its address', async () => /listening on (http:\/\/\S+)/.test(err), SERVE_WAIT);
     const url = /listening on (http:\/\/\S+)/.exec(err)![1]!;
     await waitFor('/readyz to answer 200', async () => (await fetch(`${url}/readyz`)).status === 200, {
       ...SERVE_WAIT,
@@ -70,11 +66,7 @@ test('serve projector reads its registry through the API and follows it', async 
     assert.ok(api.requests.some((r) => r.includes('/namespaces/knowledge/configmaps?watch=true')));
     // The base configuration deleted (platform removed): every check denies, readiness goes false.
     api.remove('v1', 'ConfigMap', 'knowledge', 'fgentic-projector-config');
-    await waitFor(
-      '/readyz to answer 503',
-      async () => (await fetch(`${url}/readyz`)).status === 503,
-      SERVE_WAIT,
-    );
+    await waitFor('/readyz to answer 503', async () => (await fetch(`${url}/readyz`)).status === 503, SERVE_WAIT);
   } finally {
     child?.kill('SIGTERM');
     await api.stop();

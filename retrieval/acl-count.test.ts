@@ -117,9 +117,7 @@ describe('the per-id counts follow every write', () => {
     assert.equal(await drift(), 0);
     // An upsert of an existing row with a new ACL: bob loses r24.
     const [row] = (
-      await t.pool.query<{ e: string }>(
-        "SELECT embedding::text AS e FROM knowledge.chunks WHERE chunk_id = 'r24'",
-      )
+      await t.pool.query<{ e: string }>("SELECT embedding::text AS e FROM knowledge.chunks WHERE chunk_id = 'r24'")
     ).rows;
     await t.ingestion.query(
       `INSERT INTO knowledge.chunks (chunk_id, content, embedding, metadata) VALUES ('r24', 'row 24', $1, $2)

@@ -110,8 +110,7 @@ describe('differential: server = reference model of the row rules', () => {
               queryText: `content ${rows[0]?.id ?? ''}`,
             });
             assert.equal(hybrid.hits.length, expected.length, 'hybrid: result count');
-            for (const h of hybrid.hits)
-              assert.ok(dist.has(h.chunk_id), `hybrid: ${h.chunk_id} not authorized`);
+            for (const h of hybrid.hits) assert.ok(dist.has(h.chunk_id), `hybrid: ${h.chunk_id} not authorized`);
           }
         },
       ),
@@ -175,9 +174,7 @@ describe('ADR 0017 row rules (named)', () => {
       ),
       /chunks_metadata_valid/,
     );
-    assert.ok(
-      !(await all(oauth(['partner/org-b/docs', 'partner/org-b/eng']))).includes('oauth-empty-groups'),
-    );
+    assert.ok(!(await all(oauth(['partner/org-b/docs', 'partner/org-b/eng']))).includes('oauth-empty-groups'));
   });
   test('OAuth: non-intersecting groups deny', async () => {
     assert.deepEqual(await all(oauth(['partner/org-b/ops'])), []);

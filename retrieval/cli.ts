@@ -13,11 +13,7 @@ import { createLogger } from '../common/log.ts';
 import { shutdownTimingFromEnv, waitForStopSignal } from '../common/shutdown.ts';
 import type { RetrievalConfig } from './config.ts';
 import { ConfigFileError, embedderFor, readConfig } from './config-file.ts';
-import {
-  fileRetrievalConfigStore,
-  type RetrievalConfigState,
-  type RetrievalConfigStore,
-} from './config-store.ts';
+import { fileRetrievalConfigStore, type RetrievalConfigState, type RetrievalConfigStore } from './config-store.ts';
 import { DatabaseInUseError, DEFAULT_DATA_DIR } from './db/embedded.ts';
 import { type RetrievalServerOptions, startRetrievalServer } from './index.ts';
 import { databaseProblem } from './ingest/errors.ts';
@@ -52,8 +48,7 @@ type ConfigSourceFlags = {
 
 function configSourceFlags(values: Record<string, string | boolean | undefined>): ConfigSourceFlags {
   const source = (values['config-source'] as string | undefined) ?? 'file';
-  if (source !== 'file' && source !== 'kubernetes')
-    throw new UsageError('--config-source must be file or kubernetes');
+  if (source !== 'file' && source !== 'kubernetes') throw new UsageError('--config-source must be file or kubernetes');
   const raw = values['max-staleness'] as string | undefined;
   const stalenessSeconds = raw === undefined ? 30 : Number(raw);
   if (!Number.isInteger(stalenessSeconds) || stalenessSeconds < 1 || stalenessSeconds > 3600)
@@ -199,9 +194,7 @@ async function startConfig(flags: ServeFlags, stop: Promise<unknown>): Promise<S
     config = readConfig(path, flags.values['config'] === undefined);
   } catch (err) {
     // Invalid configuration: refuse to start (the path names the field, never a value).
-    process.stderr.write(
-      `serve retrieval: ${err instanceof ConfigFileError ? err.message : 'cannot read config'}\n`,
-    );
+    process.stderr.write(`serve retrieval: ${err instanceof ConfigFileError ? err.message : 'cannot read config'}\n`);
     return 2;
   }
   return { store: fileRetrievalConfigStore(path, { onChange: logState('file') }), config };

@@ -44,9 +44,7 @@ export function readConfig(path: string, isDefault: boolean): RetrievalConfig {
     throw new ConfigFileError(
       path,
       isDefault,
-      parsed.error === 'duplicate_name'
-        ? 'a member name appears twice'
-        : `not valid JSON at offset ${parsed.offset}`,
+      parsed.error === 'duplicate_name' ? 'a member name appears twice' : `not valid JSON at offset ${parsed.offset}`,
     );
   const read = readConfigValue(parsed.value);
   if (!read.ok) throw new ConfigFileError(path, isDefault, describeProblems(read.problems));

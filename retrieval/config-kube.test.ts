@@ -219,9 +219,7 @@ describe('retrieval configuration through the Kubernetes API', () => {
     assert.deepEqual(api.denied, []);
     assert.deepEqual(unusedGrants(api.rbac, RETRIEVAL_SA, api.calls), []);
     // The one ConfigMap, by name: list and watch both carried the field selector.
-    assert.ok(
-      api.calls.some((c) => c.user === RETRIEVAL_SA && c.verb === 'watch' && c.name === RETRIEVAL_CONFIGMAP),
-    );
+    assert.ok(api.calls.some((c) => c.user === RETRIEVAL_SA && c.verb === 'watch' && c.name === RETRIEVAL_CONFIGMAP));
   });
 });
 
@@ -279,9 +277,7 @@ describe('file source through the server', () => {
       write({ ...base, agents: [AGENT] });
       await until(async () => ((await callAs(server, LATE)) === 'agent_mismatch' ? true : undefined));
       write('{"version": 1');
-      await until(async () =>
-        (await metric(server, 'fgentic_retrieval_config_rejected')) === '1' ? true : undefined,
-      );
+      await until(async () => ((await metric(server, 'fgentic_retrieval_config_rejected')) === '1' ? true : undefined));
       assert.equal(await callAs(server, AGENT), 'ok');
       assert.equal(await metric(server, 'fgentic_retrieval_config_staleness_seconds'), '0');
       rmSync(path);

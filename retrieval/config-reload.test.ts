@@ -119,10 +119,7 @@ describe('reload rules', () => {
     ]) {
       t.apply(bad);
       const s = t.state();
-      assert.ok(
-        s.ready && s.rejected !== undefined && !s.rejected.includes(secret),
-        s.ready ? s.rejected : s.error,
-      );
+      assert.ok(s.ready && s.rejected !== undefined && !s.rejected.includes(secret), s.ready ? s.rejected : s.error);
     }
   });
 

@@ -98,9 +98,7 @@ export function configTracker(events: ReloadEvents = {}) {
       } else {
         const listed = r.listed;
         const agents: readonly AgentRef[] =
-          listed === undefined
-            ? state.config.agents
-            : state.config.agents.filter((a) => listed.has(agentKey(a)));
+          listed === undefined ? state.config.agents : state.config.agents.filter((a) => listed.has(agentKey(a)));
         publish({
           ready: true,
           config: agents.length === state.config.agents.length ? state.config : { ...state.config, agents },
@@ -124,10 +122,7 @@ export interface FileConfigOptions extends ReloadEvents {
  * file system whose watch misses changes). A read that fails with ENOENT is a missing file; any other
  * read failure is a rejected configuration.
  */
-export function fileRetrievalConfigStore(
-  path: string,
-  options: FileConfigOptions = {},
-): RetrievalConfigStore {
+export function fileRetrievalConfigStore(path: string, options: FileConfigOptions = {}): RetrievalConfigStore {
   const tracker = configTracker(options);
   let unreadable: string | undefined;
   const reload = () => {

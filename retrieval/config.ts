@@ -147,8 +147,7 @@ export function readConfig(value: unknown, options: ParseOptions = {}): ReadResu
     r.report(problem('capability', 'capability', `must be ${CAPABILITY_MODES.join(' or ')}`));
   // The pair is checked together: the projector's deadline must lie inside this server's window.
   r.add(checkLedgerTiming(root['ledger'], 'ledger'));
-  const database =
-    root['database'] === undefined ? {} : r.object(root['database'], 'database', [], REPLICA_FIELDS);
+  const database = root['database'] === undefined ? {} : r.object(root['database'], 'database', [], REPLICA_FIELDS);
   if (database) r.add(checkReplicaSettings(database, 'database'));
   return r.result(() => ({
     version: 1 as const,
@@ -189,9 +188,7 @@ export function parseConfigText(text: string, options: ParseOptions = {}): Confi
     return {
       ok: false,
       problem:
-        parsed.error === 'duplicate_name'
-          ? 'a member name appears twice'
-          : `not valid JSON at offset ${parsed.offset}`,
+        parsed.error === 'duplicate_name' ? 'a member name appears twice' : `not valid JSON at offset ${parsed.offset}`,
     };
   const read = readConfig(parsed.value, options);
   if (read.ok) return { ok: true, config: read.value };

@@ -104,15 +104,13 @@ test('the walk itself does not see them (what makes the test above isolate the l
     await client.query(
       "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true), set_config('hnsw.ef_search', '100', true)",
     );
-    const r = await client.query(
-      `SELECT chunk_id FROM fgentic.chunks ORDER BY embedding <=> $1::vector LIMIT 20`,
-      [`[${query.join(',')}]`],
-    );
+    const r = await client.query(`SELECT chunk_id FROM fgentic.chunks ORDER BY embedding <=> $1::vector LIMIT 20`, [
+      `[${query.join(',')}]`,
+    ]);
     await client.query('COMMIT');
     const ids = r.rows.map((row) => String(row.chunk_id));
     assert.ok(ids.includes('dup-50'));
-    for (const id of ['dup-10', 'dup-20', 'dup-30'])
-      assert.ok(!ids.includes(id), `${id} is not in the graph`);
+    for (const id of ['dup-10', 'dup-20', 'dup-30']) assert.ok(!ids.includes(id), `${id} is not in the graph`);
   } finally {
     client.release();
   }

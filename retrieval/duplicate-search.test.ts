@@ -118,13 +118,7 @@ test('hundreds of copies of one vector: the default plan never loses the closer 
       ],
     });
     const req = { projection, embedding: query, maxResults: 10 };
-    const want = [
-      'near-0',
-      'near-1',
-      'near-2',
-      'near-3',
-      ...Array.from({ length: 6 }, (_, i) => `many-00${i}`),
-    ];
+    const want = ['near-0', 'near-1', 'near-2', 'near-3', ...Array.from({ length: 6 }, (_, i) => `many-00${i}`)];
     let trapped = 0;
     for (let build = 0; build < 8; build++) {
       await many.pool.query('DROP INDEX IF EXISTS fgentic.chunks_embedding_hnsw_idx');

@@ -27,8 +27,7 @@ function send(res: ServerResponse, status: number, body: string, type = 'text/pl
 export function createHttpServer(ctx: HttpContext): Server {
   return createServer((req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0];
-    const route =
-      path === '/mcp' || path === '/healthz' || path === '/readyz' || path === '/metrics' ? path : 'other';
+    const route = path === '/mcp' || path === '/healthz' || path === '/readyz' || path === '/metrics' ? path : 'other';
     const end = ctx.metrics.httpSeconds.startTimer({ route });
     res.on('finish', () => end({ status: String(res.statusCode) }));
     const fail = () => {

@@ -129,11 +129,7 @@ interface Pools {
 }
 
 /** The primary's pool and the serving role on it. */
-function primaryPools(
-  options: RetrievalServerOptions,
-  url: string,
-  embedded: EmbeddedDatabase | undefined,
-): Pools {
+function primaryPools(options: RetrievalServerOptions, url: string, embedded: EmbeddedDatabase | undefined): Pools {
   const pooler = embedded ? undefined : options.pooler;
   // Behind a pooler in transaction mode nothing is kept per session: every search is an explicit
   // read-only transaction that sets the role and the statement timeout itself.
@@ -270,11 +266,7 @@ function liveConfigOptions(config: RetrievalConfigStore): Pick<HttpContext, 'liv
     },
     readyDetail: () => {
       const s = config.current();
-      return s.ready
-        ? s.rejected
-          ? 'newest configuration rejected; serving the previous one'
-          : undefined
-        : s.error;
+      return s.ready ? (s.rejected ? 'newest configuration rejected; serving the previous one' : undefined) : s.error;
     },
   };
 }
@@ -348,8 +340,7 @@ async function seedThrough(
 }
 
 export async function startRetrievalServer(options: RetrievalServerOptions): Promise<RetrievalServer> {
-  if (options.config === undefined && (options.agents?.length ?? 0) === 0)
-    throw new Error('no agents configured');
+  if (options.config === undefined && (options.agents?.length ?? 0) === 0) throw new Error('no agents configured');
   const config = options.config;
   const embedder = options.embedder ?? createLocalEmbedder();
   const { url, embedded } = await openDatabase(options);

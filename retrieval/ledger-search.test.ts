@@ -118,9 +118,7 @@ describe('ledger mode at search', () => {
       const metrics = await (await fetch(`${server.url}/metrics`)).text();
       assert.match(metrics, /fgentic_retrieval_ready 0/);
     } finally {
-      await t.pool.query(
-        'GRANT EXECUTE ON FUNCTION fgentic_ledger.check_v1(bytea, text, bigint) TO fgentic_retrieval',
-      );
+      await t.pool.query('GRANT EXECUTE ON FUNCTION fgentic_ledger.check_v1(bytea, text, bigint) TO fgentic_retrieval');
     }
     assert.equal(await readyz(), 200);
     assert.equal(await search(v), 'ok:2');
@@ -154,8 +152,7 @@ describe('ledger mode at search', () => {
   });
 
   test('a search function no longer executable by the serving role: not ready', async () => {
-    const fn =
-      'fgentic.search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)';
+    const fn = 'fgentic.search_matrix_v1(public.vector, text[], jsonb, integer, text, text, integer, integer, integer)';
     await t.pool.query(`REVOKE EXECUTE ON FUNCTION ${fn} FROM ${RETRIEVAL_ROLE}`);
     try {
       assert.equal(await readyz(), 503);

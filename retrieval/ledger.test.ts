@@ -53,10 +53,7 @@ describe('ledger privileges: each role holds only its grant', () => {
   });
 
   test('the retrieval role may only ask the check: no table access, no record, no purge', async () => {
-    for (const sql of [
-      'SELECT count(*) FROM fgentic_ledger.capabilities',
-      'DELETE FROM fgentic_ledger.capabilities',
-    ])
+    for (const sql of ['SELECT count(*) FROM fgentic_ledger.capabilities', 'DELETE FROM fgentic_ledger.capabilities'])
       assert.equal(await sqlstate(t.retrieval.query(sql)), '42501', sql);
     assert.equal(await sqlstate(t.retrieval.query(RECORD_SQL, [fresh(), AGENT, dbNow + 60])), '42501');
     assert.equal(await sqlstate(t.retrieval.query(PURGE_SQL)), '42501');
@@ -153,10 +150,7 @@ describe('recordMessage (the one-round-trip record)', () => {
       'REVOKE EXECUTE ON FUNCTION fgentic_ledger.record_v1(bytea, text, bigint) FROM knowledge_projector',
     );
     try {
-      assert.equal(
-        await sqlstate(t.pool.query(recordMessage(PROJECTOR_ROLE, fresh(), AGENT, dbNow + 60))),
-        '42501',
-      );
+      assert.equal(await sqlstate(t.pool.query(recordMessage(PROJECTOR_ROLE, fresh(), AGENT, dbNow + 60))), '42501');
     } finally {
       const { migrate } = await import('./db/migrate.ts');
       await migrate(t.pool);

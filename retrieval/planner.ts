@@ -95,14 +95,6 @@ export function searchStatement(
     text:
       `SELECT ${COLUMNS} FROM fgentic.search_groups_v1(` +
       `$1, $2::text[], $3::text, $4::text[], $5::integer, $6::text, ${knobs(7)}) ORDER BY list DESC, ord`,
-    values: [
-      vector,
-      [...args.classifications],
-      args.policyId,
-      [...args.groups],
-      maxResults,
-      queryText,
-      ...tuning,
-    ],
+    values: [vector, [...args.classifications], args.policyId, [...args.groups], maxResults, queryText, ...tuning],
   };
 }

@@ -86,12 +86,7 @@ export function audienceRule(audience: readonly MatrixPrincipal[], firstParam = 
 }
 
 /** At least one of the partner's groups, exactly, in allowed_groups; one parameter. */
-export function groupsRule(
-  groups: readonly string[],
-  policyId: string,
-  firstParam = 1,
-  alias = 'c',
-): Predicate {
+export function groupsRule(groups: readonly string[], policyId: string, firstParam = 1, alias = 'c'): Predicate {
   checkPlacement(firstParam, alias);
   if (!Array.isArray(groups) || groups.length < 1 || groups.length > 16) throw new PredicateError();
   for (const g of groups) {

@@ -124,9 +124,7 @@ describe('guard statistics follow every write', () => {
     assert.equal(d.real, rows.length - 3);
     assert.ok(d.gap < 1e-3, `sum drift ${d.gap}`);
     await t.pool.query('TRUNCATE knowledge.chunks, fgentic.chunks');
-    const empty = await t.pool.query(
-      'SELECT count(*)::int AS n FROM fgentic.search_stats WHERE row_count > 0',
-    );
+    const empty = await t.pool.query('SELECT count(*)::int AS n FROM fgentic.search_stats WHERE row_count > 0');
     assert.equal(empty.rows[0]?.n, 0);
   });
 });

@@ -97,9 +97,7 @@ before(async () => {
   primary = serving(t.db.urlAs(RETRIEVAL_ROLE));
   onReplica = serving(replica.url(t.db.name, RETRIEVAL_ROLE));
   viaBouncer = asRole(
-    own(
-      createPool({ connectionString: bouncer.url(t.db.name, RETRIEVAL_ROLE), max: 4, pooler: 'transaction' }),
-    ),
+    own(createPool({ connectionString: bouncer.url(t.db.name, RETRIEVAL_ROLE), max: 4, pooler: 'transaction' })),
     RETRIEVAL_ROLE,
     undefined,
     { transactionPooler: { statementTimeoutMs: 10_000, readOnly: true } },
@@ -138,9 +136,7 @@ async function load(rows: readonly { id: string; m: ChunkMetadata; v: number[] }
 }
 
 async function ids(pool: pg.Pool, p: Projection, q: number[], k: number): Promise<string[]> {
-  return (await searchKnowledge(pool, { projection: p, embedding: q, maxResults: k })).hits.map(
-    (h) => h.chunk_id,
-  );
+  return (await searchKnowledge(pool, { projection: p, embedding: q, maxResults: k })).hits.map((h) => h.chunk_id);
 }
 
 /** A search the replica set routes to the replica, once a check has proven it fresh (within 5 s). */
@@ -276,9 +272,7 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
       replicas: [
         {
           serving: onReplica,
-          check: own(
-            createPool({ connectionString: (replica as Cluster).url(t.db.name, RETRIEVAL_ROLE), max: 1 }),
-          ),
+          check: own(createPool({ connectionString: (replica as Cluster).url(t.db.name, RETRIEVAL_ROLE), max: 1 })),
         },
       ],
       timing,
@@ -338,8 +332,7 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
       assert.equal(staleAfterBound, 0, 'revoked rows served after the bound');
       assert.ok(afterBound >= 10, `searches after the bound: ${afterBound}`);
       assert.equal(replicaAfterBound, 0, 'searches left the paused replica');
-      const lag = (await registry.getSingleMetric('fgentic_retrieval_replica_lag_seconds')?.get())?.values[0]
-        ?.value;
+      const lag = (await registry.getSingleMetric('fgentic_retrieval_replica_lag_seconds')?.get())?.values[0]?.value;
       assert.ok(lag !== undefined && lag > MAX_LAG_MS / 1000, `lag gauge ${lag}`);
       console.log(
         `# revocation bound: revoked row served ${servedStale}× by the paused replica, the last ${Math.round(lastStaleArrival - committed)} ms after the commit (bound ${MAX_LAG_MS} ms); ${afterBound} searches after the bound, all on the primary`,
@@ -376,9 +369,7 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
       replicas: [
         {
           serving: onReplica,
-          check: own(
-            createPool({ connectionString: (replica as Cluster).url(t.db.name, RETRIEVAL_ROLE), max: 1 }),
-          ),
+          check: own(createPool({ connectionString: (replica as Cluster).url(t.db.name, RETRIEVAL_ROLE), max: 1 })),
         },
       ],
       timing: replicaTiming(10_000),
@@ -387,16 +378,9 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
       await onceOnReplica(set, { projection: alice, embedding: q, maxResults: 3 });
       await replicaAdmin.query('SELECT pg_wal_replay_pause()');
       // The projector records the value on the primary as it mints it.
-      await asRole(t.pool, PROJECTOR_ROLE).query(RECORD_SQL, [
-        capabilityDigest(header),
-        AGENT_KEY,
-        NOW + 600,
-      ]);
+      await asRole(t.pool, PROJECTOR_ROLE).query(RECORD_SQL, [capabilityDigest(header), AGENT_KEY, NOW + 600]);
       const capability = { digest: capabilityDigest(header), agent: AGENT_KEY, now: NOW };
-      const r = await set.search(
-        { projection: alice, embedding: q, maxResults: 3, capability },
-        DEFAULT_PLANNER,
-      );
+      const r = await set.search({ projection: alice, embedding: q, maxResults: 3, capability }, DEFAULT_PLANNER);
       assert.deepEqual([r.endpoint, r.reason, r.hits.length], ['primary', 'ledger_unminted', 3]);
       // A value the projector never recorded is refused by the primary too.
       const never = { digest: capabilityDigest(`${header}x`), agent: AGENT_KEY, now: NOW };
@@ -540,14 +524,10 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
       err += d;
     });
     try {
-      const base = await waitFor(
-        'the server to listen',
-        () => /listening on (http:\/\/[^/\s]+)\/mcp/.exec(out)?.[1],
-        {
-          timeoutMs: 60_000,
-          detail: () => err.slice(-400),
-        },
-      );
+      const base = await waitFor('the server to listen', () => /listening on (http:\/\/[^/\s]+)\/mcp/.exec(out)?.[1], {
+        timeoutMs: 60_000,
+        detail: () => err.slice(-400),
+      });
       const started = err
         .split('\n')
         .filter((l) => l.includes('retrieval server listening'))
@@ -619,13 +599,10 @@ describe('scale-out on PostgreSQL: a streaming replica and PgBouncer', { skip },
       };
       await Promise.all([worker(), worker(), worker(), worker()]);
       assert.ok(endpoints.slice(0, 30).includes('replica'), 'the replica served before the kill');
-      assert.ok(
-        !endpoints.slice(killedAt + 8).includes('replica'),
-        'nothing from the replica after the kill',
+      assert.ok(!endpoints.slice(killedAt + 8).includes('replica'), 'nothing from the replica after the kill');
+      const failed = (await registry.getSingleMetric('fgentic_retrieval_searches_total')?.get())?.values.filter(
+        (v) => v.labels['endpoint'] === 'primary',
       );
-      const failed = (
-        await registry.getSingleMetric('fgentic_retrieval_searches_total')?.get()
-      )?.values.filter((v) => v.labels['endpoint'] === 'primary');
       assert.ok((failed?.length ?? 0) > 0);
     } finally {
       await set.close();

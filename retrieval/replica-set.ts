@@ -61,11 +61,7 @@ class CheckTimeoutError extends Error {
  * server gone silent, a network that drops packets) is destroyed rather than waited for, so the next
  * check opens a fresh one instead of queueing behind it.
  */
-async function timedQuery(
-  pool: pg.Pool,
-  text: string,
-  ms: number,
-): Promise<pg.QueryResult<Record<string, unknown>>> {
+async function timedQuery(pool: pg.Pool, text: string, ms: number): Promise<pg.QueryResult<Record<string, unknown>>> {
   const client = await pool.connect();
   let timer: NodeJS.Timeout | undefined;
   try {
@@ -288,8 +284,7 @@ async function routedSearch(s: SetState, req: SearchRequest, planner: PlannerOpt
     return onPrimary(s, req, planner, 'replica_failed');
   }
   // Rows that arrived too late could miss a change older than the bound: not used.
-  if (!withinBound(route.freshAsOfMs, clock(), options.timing))
-    return onPrimary(s, req, planner, 'replica_late');
+  if (!withinBound(route.freshAsOfMs, clock(), options.timing)) return onPrimary(s, req, planner, 'replica_late');
   s.searches.inc({ endpoint: 'replica', reason: '' });
   return { ...result, endpoint: 'replica' };
 }

@@ -32,9 +32,7 @@ export interface ReplicaTiming {
 /** The timing for a bound: checks four times per bound, a quarter of the bound kept for the search. */
 export function replicaTiming(maxLagMs: number = DEFAULT_MAX_REPLICA_LAG_MS): ReplicaTiming {
   if (!isMaxReplicaLag(maxLagMs))
-    throw new RangeError(
-      `max replica lag must be an integer ${MAX_REPLICA_LAG.min}–${MAX_REPLICA_LAG.max} ms`,
-    );
+    throw new RangeError(`max replica lag must be an integer ${MAX_REPLICA_LAG.min}–${MAX_REPLICA_LAG.max} ms`);
   const quarter = Math.floor(maxLagMs / 4);
   return { maxLagMs, checkIntervalMs: quarter, reserveMs: quarter };
 }
@@ -125,17 +123,12 @@ export function parseLsn(text: unknown): bigint | undefined {
  */
 export function provenAsOf(samples: readonly PrimarySample[], replayed: bigint): number | undefined {
   let best: number | undefined;
-  for (const s of samples)
-    if (s.lsn <= replayed && (best === undefined || s.startedMs > best)) best = s.startedMs;
+  for (const s of samples) if (s.lsn <= replayed && (best === undefined || s.startedMs > best)) best = s.startedMs;
   return best;
 }
 
 /** The samples worth keeping: those younger than the bound (an older proof is useless). */
-export function keepSamples(
-  samples: readonly PrimarySample[],
-  nowMs: number,
-  timing: ReplicaTiming,
-): PrimarySample[] {
+export function keepSamples(samples: readonly PrimarySample[], nowMs: number, timing: ReplicaTiming): PrimarySample[] {
   return samples.filter((s) => nowMs - s.startedMs < timing.maxLagMs);
 }
 

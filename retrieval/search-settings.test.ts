@@ -123,11 +123,7 @@ test("after a search, the caller's transaction has its own planner settings back
             "SELECT current_setting('plan_cache_mode') AS p, current_setting('enable_seqscan') AS s, current_setting('enable_sort') AS o",
           );
           await client.query('COMMIT');
-          assert.deepEqual(
-            afterwards.rows[0],
-            before.rows[0],
-            `${projection.kind} ${force ?? 'auto'} ${text}`,
-          );
+          assert.deepEqual(afterwards.rows[0], before.rows[0], `${projection.kind} ${force ?? 'auto'} ${text}`);
         }
   } finally {
     client.release();

@@ -12,15 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import {
-  ENGINE,
-  meta,
-  P,
-  prng,
-  randomVector,
-  startTestDatabase,
-  type TestDatabase,
-} from '../testkit/retrieval.ts';
+import { ENGINE, meta, P, prng, randomVector, startTestDatabase, type TestDatabase } from '../testkit/retrieval.ts';
 import { writeChunks } from './ingest/store.ts';
 
 let t: TestDatabase;
@@ -95,8 +87,7 @@ test('every vector of the derived table is in its row; the origin table is left 
 test('a row too large for its page moves its tsvector out of line, not its vector', async () => {
   // Random words, distinct enough that the tsvector is large and pglz cannot shrink it much.
   const letters = prng(7);
-  const word = () =>
-    Array.from({ length: 6 }, () => String.fromCharCode(97 + Math.floor(letters() * 26))).join('');
+  const word = () => Array.from({ length: 6 }, () => String.fromCharCode(97 + Math.floor(letters() * 26))).join('');
   const content = Array.from({ length: 900 }, word).join(' ');
   await writeChunks(t.pool, {
     chunks: [

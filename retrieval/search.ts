@@ -56,11 +56,7 @@ function toHit(row: Record<string, unknown>): SearchHit {
 }
 
 /** Reciprocal-rank fusion of two authorized candidate lists. */
-export function fuse(
-  vectorHits: readonly SearchHit[],
-  keywordHits: readonly SearchHit[],
-  k: number,
-): SearchHit[] {
+export function fuse(vectorHits: readonly SearchHit[], keywordHits: readonly SearchHit[], k: number): SearchHit[] {
   const score = new Map<string, { hit: SearchHit; s: number }>();
   const add = (list: readonly SearchHit[]) =>
     list.forEach((hit, i) => {
@@ -92,13 +88,7 @@ export async function searchKnowledge(
   const args = searchArguments(req.projection);
   const vector = toVectorBinary(req.embedding);
   const hybrid = req.mode === 'hybrid' && req.queryText !== undefined && req.queryText.trim() !== '';
-  const statement = searchStatement(
-    args,
-    vector,
-    req.maxResults,
-    hybrid ? (req.queryText ?? null) : null,
-    planner,
-  );
+  const statement = searchStatement(args, vector, req.maxResults, hybrid ? (req.queryText ?? null) : null, planner);
   const client = await pool.connect();
   // A connection whose every transaction is read-only (it started so: retrieval/db/pool.ts,
   // PoolOptions.session) runs the statement on its own, in a read-only transaction of its own: one

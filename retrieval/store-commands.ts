@@ -14,12 +14,7 @@ import { parseFlags, UsageError, usageError } from '../common/args.ts';
 import { createLogger } from '../common/log.ts';
 import { ConfigFileError, embedderFor, readConfig } from './config-file.ts';
 import { dataDirTarget } from './data-dir.ts';
-import {
-  DatabaseInUseError,
-  DEFAULT_DATA_DIR,
-  type EmbeddedDatabase,
-  startEmbeddedDatabase,
-} from './db/embedded.ts';
+import { DatabaseInUseError, DEFAULT_DATA_DIR, type EmbeddedDatabase, startEmbeddedDatabase } from './db/embedded.ts';
 import { MigratePrerequisiteError, MigrationDriftError, migrate, syncAll } from './db/migrate.ts';
 import { createPool } from './db/pool.ts';
 import { asRole, bootstrapDatabase, INGESTION_ROLE, OWNER_ROLE } from './db/roles.ts';
@@ -62,9 +57,7 @@ function parseIngestFlags(argv: string[]): IngestFlags {
 /** The embedder --config names (the local one without it); undefined when the file is unusable, said on stderr. */
 function ingestEmbedder(values: IngestFlags): Embedder | undefined {
   try {
-    return values['config']
-      ? embedderFor(readConfig(values['config'], false).embeddings)
-      : createLocalEmbedder();
+    return values['config'] ? embedderFor(readConfig(values['config'], false).embeddings) : createLocalEmbedder();
   } catch (err) {
     process.stderr.write(`ingest: ${err instanceof ConfigFileError ? err.message : 'invalid config'}\n`);
     return undefined;
@@ -243,9 +236,7 @@ async function withMaintenanceDatabase<T>(
   let embedded: EmbeddedDatabase | undefined;
   let pool: pg.Pool | undefined;
   try {
-    embedded = url
-      ? undefined
-      : await startEmbeddedDatabase({ dataDir: String(dataDir ?? DEFAULT_DATA_DIR) });
+    embedded = url ? undefined : await startEmbeddedDatabase({ dataDir: String(dataDir ?? DEFAULT_DATA_DIR) });
     pool = createPool({
       connectionString: url ?? embedded?.url ?? '',
       ...poolOptions,
@@ -315,9 +306,7 @@ export async function migrateCommand(argv: string[]): Promise<number> {
  */
 async function syncOn(client: pg.PoolClient, embedded: boolean, budget: number | undefined): Promise<void> {
   // The embedded superuser session syncs as the ingestion role; a login syncs as itself.
-  const role = embedded
-    ? INGESTION_ROLE
-    : String((await client.query('SELECT current_user AS u')).rows[0]?.u);
+  const role = embedded ? INGESTION_ROLE : String((await client.query('SELECT current_user AS u')).rows[0]?.u);
   const synced = await syncAll(client, role, (covered) => process.stderr.write(`sync: ${covered} rows\n`));
   // The filtered subgraphs follow the new shares when this login owns the table (the index
   // builds need it); under the ingestion login they wait for the owner's next run.

@@ -76,9 +76,7 @@ async function maintain(budgetBytes?: number) {
 }
 
 async function registered(): Promise<string[]> {
-  const r = await t.pool.query<{ index_name: string }>(
-    'SELECT index_name FROM fgentic.subgraphs ORDER BY id',
-  );
+  const r = await t.pool.query<{ index_name: string }>('SELECT index_name FROM fgentic.subgraphs ORDER BY id');
   return r.rows.map((x) => x.index_name).sort();
 }
 
@@ -121,11 +119,7 @@ describe('filtered subgraphs', () => {
   test('ids between 1 % and 20 % of the table get a graph, within the budget; broader ids do not', async () => {
     const report = await maintain();
     assert.equal(report.built, 3, JSON.stringify(report));
-    const ids = [
-      await aclId('principal', P.alice.principal),
-      await aclId('group', DOCS),
-      await aclId('group', WIKI),
-    ];
+    const ids = [await aclId('principal', P.alice.principal), await aclId('group', DOCS), await aclId('group', WIKI)];
     assert.deepEqual(await registered(), ids.map(subgraphIndexName).sort());
     const valid = await t.pool.query(
       `SELECT count(*)::int AS n FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
@@ -138,11 +132,7 @@ describe('filtered subgraphs', () => {
 
   test('an audience bounded by a graph is answered from it, with the exact answer', async () => {
     const q = near(centres[0] as number[], 0.1);
-    const r = await searchKnowledge(
-      t.retrieval,
-      { projection: alice, embedding: q, maxResults: 10 },
-      planner,
-    );
+    const r = await searchKnowledge(t.retrieval, { projection: alice, embedding: q, maxResults: 10 }, planner);
     assert.equal(r.plan, 'subgraph');
     assert.deepEqual(
       r.hits.map((h) => h.chunk_id),
@@ -159,11 +149,7 @@ describe('filtered subgraphs', () => {
   test('a partner with two groups is not answered from one group’s graph', async () => {
     // Near the wiki rows: docs' graph would miss every one of them.
     const q = near(centres[2] as number[], 0.1);
-    const r = await searchKnowledge(
-      t.retrieval,
-      { projection: docsAndWiki, embedding: q, maxResults: 10 },
-      planner,
-    );
+    const r = await searchKnowledge(t.retrieval, { projection: docsAndWiki, embedding: q, maxResults: 10 }, planner);
     assert.notEqual(r.plan, 'subgraph');
     assert.deepEqual(
       r.hits.map((h) => h.chunk_id),
@@ -174,11 +160,7 @@ describe('filtered subgraphs', () => {
   test('a far query walked in a graph still goes to the exact path (recall guard)', async () => {
     const antipode = (centres[0] as number[]).map((x) => -x);
     for (const q of [antipode, randomVector(rand)]) {
-      const r = await searchKnowledge(
-        t.retrieval,
-        { projection: alice, embedding: q, maxResults: 10 },
-        planner,
-      );
+      const r = await searchKnowledge(t.retrieval, { projection: alice, embedding: q, maxResults: 10 }, planner);
       assert.equal(r.plan, 'exact');
       assert.deepEqual(
         r.hits.map((h) => h.chunk_id),
@@ -191,11 +173,7 @@ describe('filtered subgraphs', () => {
     const name = subgraphIndexName(await aclId('principal', P.alice.principal));
     await t.pool.query(`DROP INDEX fgentic.${name}`);
     const q = near(centres[0] as number[], 0.1);
-    const r = await searchKnowledge(
-      t.retrieval,
-      { projection: alice, embedding: q, maxResults: 10 },
-      planner,
-    );
+    const r = await searchKnowledge(t.retrieval, { projection: alice, embedding: q, maxResults: 10 }, planner);
     assert.notEqual(r.plan, 'subgraph');
     assert.deepEqual(
       r.hits.map((h) => h.chunk_id),
@@ -204,11 +182,7 @@ describe('filtered subgraphs', () => {
     const report = await maintain();
     assert.equal(report.built, 1);
     assert.equal(report.kept, 2);
-    const again = await searchKnowledge(
-      t.retrieval,
-      { projection: alice, embedding: q, maxResults: 10 },
-      planner,
-    );
+    const again = await searchKnowledge(t.retrieval, { projection: alice, embedding: q, maxResults: 10 }, planner);
     assert.equal(again.plan, 'subgraph');
   });
 
@@ -216,9 +190,7 @@ describe('filtered subgraphs', () => {
     const report = await maintain(0);
     assert.equal(report.dropped, 3);
     assert.deepEqual(await registered(), []);
-    const left = await t.pool.query(
-      `SELECT count(*)::int AS n FROM pg_class WHERE relname LIKE 'chunks_sub_%'`,
-    );
+    const left = await t.pool.query(`SELECT count(*)::int AS n FROM pg_class WHERE relname LIKE 'chunks_sub_%'`);
     assert.equal(left.rows[0]?.n, 0);
   });
 });

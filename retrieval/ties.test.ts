@@ -80,10 +80,7 @@ test('the exact path breaks exact distance ties by chunk_id', async () => {
   assert.ok(tiedDistance !== undefined);
   // The fixture really produces ties: every tied row the exact path returns has the same distance.
   for (const h of exact.hits.slice(CLOSER)) assert.equal(h.distance, tiedDistance);
-  const want = [
-    ...Array.from({ length: CLOSER }, (_, i) => `near-${i}`),
-    ...[...tiedIds].sort().slice(0, K - CLOSER),
-  ];
+  const want = [...Array.from({ length: CLOSER }, (_, i) => `near-${i}`), ...[...tiedIds].sort().slice(0, K - CLOSER)];
   assert.deepEqual(
     exact.hits.map((h) => h.chunk_id),
     want,

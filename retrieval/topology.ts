@@ -65,8 +65,7 @@ function replicaUrlsFrom(
       throw new UsageError(`replica URL #${i + 1} must be a postgres:// URL`);
   });
   if (replicaUrls.length > MAX_REPLICAS) throw new UsageError(`at most ${MAX_REPLICAS} replica URLs`);
-  if (replicaUrls.length > 0 && !hasPrimary)
-    throw new UsageError('replica URLs need DATABASE_URL (the primary)');
+  if (replicaUrls.length > 0 && !hasPrimary) throw new UsageError('replica URLs need DATABASE_URL (the primary)');
   return replicaUrls;
 }
 
@@ -119,8 +118,7 @@ export function startTopology(
       maxReplicaLagMs: flagged.maxReplicaLagMs,
       ...(flagged.pooler ? { pooler: flagged.pooler } : {}),
     };
-  if (!hasPrimary)
-    throw new UsageError("the configuration's database section needs DATABASE_URL (the primary)");
+  if (!hasPrimary) throw new UsageError("the configuration's database section needs DATABASE_URL (the primary)");
   return {
     replicaUrls: configured.replicaUrls,
     maxReplicaLagMs: configured.maxReplicaLagMilliseconds,

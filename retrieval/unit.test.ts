@@ -104,8 +104,7 @@ describe('MCP revision gate (pure)', () => {
   });
   test('initialize must offer exactly 2025-11-25', () => {
     assert.equal(gateRequest(init('2025-11-25'), []).ok, true);
-    for (const v of ['2025-06-18', '2024-11-05', '', 5, undefined])
-      assert.equal(gateRequest(init(v), []).ok, false);
+    for (const v of ['2025-06-18', '2024-11-05', '', 5, undefined]) assert.equal(gateRequest(init(v), []).ok, false);
     assert.equal(gateRequest(init('2025-11-25'), ['2025-06-18']).ok, false);
   });
   test('every later message needs exactly one MCP-Protocol-Version: 2025-11-25', () => {
@@ -155,10 +154,7 @@ describe('config (strict)', () => {
     const c = parseConfig(good);
     assert.equal(c.agents[0]?.name, 'knowledge-agent');
     assert.equal(c.embeddings.model, 'BAAI/bge-m3');
-    assert.equal(
-      parseConfig({ ...good, embeddings: { profile: 'local-hash-1024-v1' } }).embeddings.url,
-      undefined,
-    );
+    assert.equal(parseConfig({ ...good, embeddings: { profile: 'local-hash-1024-v1' } }).embeddings.url, undefined);
   });
   test('unknown keys, empty agents, bad labels, bad origins, database URLs → refuse', () => {
     const bad: unknown[] = [

@@ -40,8 +40,7 @@ interface Mutation {
 }
 
 const on =
-  (field: string, target: (r: Resources) => Spec, set: (o: Spec, v: any) => void) =>
-  (arb: fc.Arbitrary<unknown>) =>
+  (field: string, target: (r: Resources) => Spec, set: (o: Spec, v: any) => void) => (arb: fc.Arbitrary<unknown>) =>
     arb.map(
       (v): Mutation => ({
         field,
@@ -97,14 +96,11 @@ const MUTATIONS: fc.Arbitrary<Mutation>[] = [
   fc.constant<Mutation>({
     field: 'partner-duplicate',
     apply: (r) =>
-      r.partners.push(
-        partner('again', { ...structuredClone((r.partners[0] as { spec: Spec }).spec) } as never),
-      ),
+      r.partners.push(partner('again', { ...structuredClone((r.partners[0] as { spec: Spec }).spec) } as never)),
   }),
   fc.constant<Mutation>({
     field: 'group-collision',
-    apply: (r) =>
-      (platformSpec(r)['localGroups'] = [(r.partners[0] as { spec: { groups: string[] } }).spec.groups[0]]),
+    apply: (r) => (platformSpec(r)['localGroups'] = [(r.partners[0] as { spec: { groups: string[] } }).spec.groups[0]]),
   }),
 ];
 
@@ -115,10 +111,7 @@ const extras = fc.record({
   partners: fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9]{0,6}$/), { maxLength: 2 }),
 });
 
-function buildSet(
-  add: { agents: string[]; rooms: string[]; partners: string[] },
-  mutations: Mutation[],
-): Resources {
+function buildSet(add: { agents: string[]; rooms: string[]; partners: string[] }, mutations: Mutation[]): Resources {
   const r = examples();
   for (const name of add.agents) r.agents.push(agent('team-a', name));
   for (const id of add.rooms) r.rooms.push(room(`gen-${id}`, `!gen${id}:org-a.example`));
@@ -151,12 +144,10 @@ const configText = (objects: K8sObject[], name: string, key: string) =>
 /** The render writes both files, both servers read them, and they serve every resource of the set. */
 function served(r: Resources): { ok: boolean; why: string } {
   const { objects, conflicts } = render(structuredClone(r));
-  if (conflicts.length > 0)
-    return { ok: false, why: conflicts.map((c) => `${c.reason}: ${c.message}`).join('; ') };
+  if (conflicts.length > 0) return { ok: false, why: conflicts.map((c) => `${c.reason}: ${c.message}`).join('; ') };
   const base = configText(objects, 'fgentic-projector-config', 'projector.json');
   const retrievalText = configText(objects, 'fgentic-retrieval-config', 'retrieval.json');
-  if (base === undefined || retrievalText === undefined)
-    return { ok: false, why: 'a configuration is missing' };
+  if (base === undefined || retrievalText === undefined) return { ok: false, why: 'a configuration is missing' };
   const shards = new Map<string, string>();
   for (const o of objects) {
     const text = (o as { data?: Record<string, string> }).data?.[REGISTRY_SHARD_KEY];
@@ -169,13 +160,10 @@ function served(r: Resources): { ok: boolean; why: string } {
   const p = projector.config;
   for (const a of r.agents) {
     const key = `${a.metadata.namespace}/${a.metadata.name}`;
-    if (!p.agents.some((x) => `${x.namespace}/${x.name}` === key))
-      return { ok: false, why: `projector lacks ${key}` };
-    if (!retrieval.config.agents.some((x) => agentKey(x) === key))
-      return { ok: false, why: `retrieval lacks ${key}` };
+    if (!p.agents.some((x) => `${x.namespace}/${x.name}` === key)) return { ok: false, why: `projector lacks ${key}` };
+    if (!retrieval.config.agents.some((x) => agentKey(x) === key)) return { ok: false, why: `retrieval lacks ${key}` };
   }
-  for (const x of r.rooms)
-    if (!p.rooms.has(x.spec.roomId)) return { ok: false, why: `no room ${x.metadata.name}` };
+  for (const x of r.rooms) if (!p.rooms.has(x.spec.roomId)) return { ok: false, why: `no room ${x.metadata.name}` };
   if (p.partners.length !== r.partners.length) return { ok: false, why: 'a partner is missing' };
   return { ok: true, why: '' };
 }
@@ -227,8 +215,7 @@ describe('admission allows a set of resources ⇔ the render writes configuratio
         seen[a.allowed ? 'allowed' : 'denied']++;
         const what = `${mutations.map((m) => m.field).join(', ')}\nadmission: ${a.messages.join(' | ')}\nserved: ${s.why}`;
         assert.equal(a.allowed, s.ok, what);
-        if (!a.allowed && mutations.length === 1)
-          assert.ok(names(a.messages, (mutations[0] as Mutation).field), what);
+        if (!a.allowed && mutations.length === 1) assert.ok(names(a.messages, (mutations[0] as Mutation).field), what);
       }),
       { numRuns: 300 },
     );

@@ -58,9 +58,7 @@ function checkSkills(v: unknown, path: string): Problem[] {
       s['description'] !== undefined &&
       (typeof s['description'] !== 'string' || charLength(s['description']) > SKILLS.descriptionMax)
     )
-      out.push(
-        problem('skills', at(p, 'description'), `must be at most ${SKILLS.descriptionMax} characters`),
-      );
+      out.push(problem('skills', at(p, 'description'), `must be at most ${SKILLS.descriptionMax} characters`));
     const tags = s['tags'];
     if (tags === undefined) return;
     const ok =
@@ -69,25 +67,15 @@ function checkSkills(v: unknown, path: string): Problem[] {
       new Set(tags).size === tags.length &&
       tags.every((t) => typeof t === 'string' && charLength(t) >= 1 && charLength(t) <= SKILLS.tagMax);
     if (!ok)
-      out.push(
-        problem(
-          'skills',
-          at(p, 'tags'),
-          `must be at most ${SKILLS.tagsMax} unique tags of 1-${SKILLS.tagMax}`,
-        ),
-      );
+      out.push(problem('skills', at(p, 'tags'), `must be at most ${SKILLS.tagsMax} unique tags of 1-${SKILLS.tagMax}`));
   });
   return out;
 }
 
 /** A RetrievalAgent's `metadata.namespace`/`name` and spec, every rule the CRD carries and more. */
-export function checkAgent(a: {
-  metadata?: { namespace?: unknown; name?: unknown };
-  spec?: unknown;
-}): Problem[] {
+export function checkAgent(a: { metadata?: { namespace?: unknown; name?: unknown }; spec?: unknown }): Problem[] {
   const out: Problem[] = [];
-  if (!isDns1123Label(a.metadata?.name))
-    out.push(problem('agent-name', 'metadata.name', AGENT_NAME_CEL.message));
+  if (!isDns1123Label(a.metadata?.name)) out.push(problem('agent-name', 'metadata.name', AGENT_NAME_CEL.message));
   if (!isDns1123Label(a.metadata?.namespace))
     out.push(problem('agent-name', 'metadata.namespace', 'must be a DNS-1123 label'));
   const s = a.spec;
@@ -97,8 +85,7 @@ export function checkAgent(a: {
   out.push(...text(s['systemMessage'], 'spec.systemMessage', 1, SYSTEM_MESSAGE_MAX));
   out.push(...text(s['description'], 'spec.description', 0, DESCRIPTION_MAX));
   out.push(...checkSkills(s['skills'], 'spec.skills'));
-  if (s['mcpApiKeySecretRef'] === undefined)
-    out.push(problem('required', 'spec.mcpApiKeySecretRef', 'required'));
+  if (s['mcpApiKeySecretRef'] === undefined) out.push(problem('required', 'spec.mcpApiKeySecretRef', 'required'));
   else out.push(...checkSecretKeyRef(s['mcpApiKeySecretRef'], 'spec.mcpApiKeySecretRef'));
   const rl = s['rateLimit'];
   const rpm = isObj(rl) ? rl['requestsPerMinute'] : rl === undefined ? undefined : null;

@@ -82,11 +82,7 @@ export function checkBridgeRegexes(bridge: unknown, path: string): Problem[] {
   if (!Array.isArray(origins) || origins.length > MAX_BRIDGED_ORIGINS)
     return [
       ...out,
-      problem(
-        'bridged-origins',
-        at(path, 'bridgedOrigins'),
-        `must list at most ${MAX_BRIDGED_ORIGINS} networks`,
-      ),
+      problem('bridged-origins', at(path, 'bridgedOrigins'), `must list at most ${MAX_BRIDGED_ORIGINS} networks`),
     ];
   origins.forEach((o: { userIdRegex?: unknown } | null, i) => {
     const fault = bridgeRegexFault(o?.userIdRegex);

@@ -18,9 +18,7 @@ export function ceilingOf(v: unknown): unknown {
 }
 
 /** The normalised ceiling of a value that has passed `checkCeiling` (a fresh array). */
-export function normCeiling(
-  v: readonly string[] | undefined,
-): ['public'] | ['approved_non_public', 'public'] {
+export function normCeiling(v: readonly string[] | undefined): ['public'] | ['approved_non_public', 'public'] {
   return v && v.length === 2 ? ['approved_non_public', 'public'] : ['public'];
 }
 

@@ -60,8 +60,8 @@ describe('client identifiers the projection cannot carry are refused at apply ti
   it('the admission webhook refuses them (client-id)', () => {
     for (const field of FIELDS)
       for (const v of BAD) {
-        const r = review(admissionReview(partner('p', { [field]: v }) as never), new StaticClusterView([]))
-          .review.response;
+        const r = review(admissionReview(partner('p', { [field]: v }) as never), new StaticClusterView([])).review
+          .response;
         assert.equal(r.allowed, false);
         assert.match(r.status?.message ?? '', new RegExp(`spec\\.${field}: .*\\[client-id\\]`));
       }
@@ -78,9 +78,7 @@ describe('client identifiers the projection cannot carry are refused at apply ti
           conflicts.filter((c) => c.name === bad.metadata.name).map((c) => c.reason),
           ['Invalid'],
         );
-        const cm = objects.find(
-          (o: K8sObject) => o.metadata.name === 'fgentic-projector-config',
-        ) as unknown as {
+        const cm = objects.find((o: K8sObject) => o.metadata.name === 'fgentic-projector-config') as unknown as {
           data: Record<string, string>;
         };
         const cfg = JSON.parse(cm.data['projector.json'] as string) as { partners: { azp: string }[] };

@@ -111,9 +111,7 @@ const host = fc.oneof(
   fc
     .tuple(fc.array(hex, { maxLength: 4 }), fc.array(hex, { maxLength: 4 }))
     .map(([a, b]) => `[${a.join(':')}::${b.join(':')}]`),
-  fc
-    .tuple(fc.array(hex, { maxLength: 6 }), octet, octet)
-    .map(([a, x, y]) => `[${a.join(':')}::${x}.${y}.1.2]`),
+  fc.tuple(fc.array(hex, { maxLength: 6 }), octet, octet).map(([a, x, y]) => `[${a.join(':')}::${x}.${y}.1.2]`),
   fc.integer({ min: 0, max: 99999 }).map(String),
 );
 const port = fc.oneof(
@@ -163,9 +161,7 @@ describe('Matrix names: CRD pattern + CEL = contract validators', () => {
           fc.constantFrom('example.org', 'hs.example.org:8448', '10.0.0.1', '[::1]:443', 'a'),
         )
         .map(([o, s]) => `!${o}:${s}`),
-      fc
-        .string({ unit: fc.constantFrom('A', 'z', '0', '_', '-'), minLength: 43, maxLength: 43 })
-        .map((s) => `!${s}`),
+      fc.string({ unit: fc.constantFrom('A', 'z', '0', '_', '-'), minLength: 43, maxLength: 43 }).map((s) => `!${s}`),
     );
     agree(
       roomId,

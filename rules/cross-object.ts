@@ -20,15 +20,10 @@ const CLAIMED: Record<'room-duplicate' | 'partner-duplicate' | 'agent-duplicate'
  * A key (room ID, partner mapping key, kagent Agent) that `others` claim too: one problem naming
  * them; none when no other claims it.
  */
-export function claimedByOthers(
-  reason: keyof typeof CLAIMED,
-  path: string,
-  others: readonly string[],
-): Problem[] {
+export function claimedByOthers(reason: keyof typeof CLAIMED, path: string, others: readonly string[]): Problem[] {
   if (others.length === 0) return [];
   const names = [...others].sort();
-  const shown =
-    names.length > 3 ? `${names.slice(0, 3).join(', ')} and ${names.length - 3} more` : names.join(', ');
+  const shown = names.length > 3 ? `${names.slice(0, 3).join(', ')} and ${names.length - 3} more` : names.join(', ');
   return [problem(reason, path, `${CLAIMED[reason]} ${shown}; the key must be unique`)];
 }
 
@@ -64,13 +59,7 @@ export function groupCollisions(
 export function agentLimit(count: number, path: string, max = MAX_AGENTS): Problem[] {
   return count <= max
     ? []
-    : [
-        problem(
-          'agent-limit',
-          path,
-          `more than ${max} RetrievalAgents; the servers' configuration holds ${max}`,
-        ),
-      ];
+    : [problem('agent-limit', path, `more than ${max} RetrievalAgents; the servers' configuration holds ${max}`)];
 }
 
 /**

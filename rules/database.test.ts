@@ -38,10 +38,7 @@ function seen(): { valid: number; invalid: number; check(runs: number): void } {
     invalid: 0,
     check(runs) {
       const least = Math.floor(runs / 20);
-      assert.ok(
-        this.valid >= least && this.invalid >= least,
-        `one-sided input: ${this.valid}/${this.invalid}`,
-      );
+      assert.ok(this.valid >= least && this.invalid >= least, `one-sided input: ${this.valid}/${this.invalid}`);
     },
   };
 }
@@ -49,9 +46,7 @@ function seen(): { valid: number; invalid: number; check(runs: number): void } {
 const retrievalJsonOf = (objects: K8sObject[]) =>
   JSON.parse(
     (
-      objects.find(
-        (o) => o.kind === 'ConfigMap' && o.metadata.name === 'fgentic-retrieval-config',
-      ) as K8sObject & {
+      objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'fgentic-retrieval-config') as K8sObject & {
         data: Record<string, string>;
       }
     ).data['retrieval.json']!,
@@ -106,17 +101,9 @@ describe('spec.database replicas: CRD = conflicts = webhook = retrieval loader =
           metadata: { name: 'default' },
           spec,
         };
-        assert.equal(
-          crds.validate(cr as unknown as Record<string, unknown>).length === 0,
-          rule,
-          `CRD ${label}`,
-        );
+        assert.equal(crds.validate(cr as unknown as Record<string, unknown>).length === 0, rule, `CRD ${label}`);
         const rendered = render(r);
-        assert.equal(
-          !rendered.conflicts.some((c) => c.kind === 'RetrievalPlatform'),
-          rule,
-          `conflicts ${label}`,
-        );
+        assert.equal(!rendered.conflicts.some((c) => c.kind === 'RetrievalPlatform'), rule, `conflicts ${label}`);
         const wp = webhookPlatform();
         (wp['spec'] as Record<string, unknown>)['database'] = d;
         assert.equal(

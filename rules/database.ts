@@ -128,8 +128,7 @@ export function replicaSettings(o: Record<string, unknown> | undefined): Replica
   if (checkReplicaSettings(v, 'database').length > 0) return undefined;
   return {
     replicaUrls: [...((v['replicaUrls'] as string[] | undefined) ?? [])],
-    maxReplicaLagMilliseconds:
-      (v['maxReplicaLagMilliseconds'] as number | undefined) ?? MAX_REPLICA_LAG.default,
+    maxReplicaLagMilliseconds: (v['maxReplicaLagMilliseconds'] as number | undefined) ?? MAX_REPLICA_LAG.default,
     pooler: (v['pooler'] as PoolerMode | undefined) ?? DEFAULT_POOLER,
   };
 }

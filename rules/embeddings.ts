@@ -76,8 +76,7 @@ export function checkEmbeddings(v: unknown, path: string): Problem[] {
   out.push(...checkHttpUrl(e['url'], at(path, 'url')));
   out.push(...checkModel(e['model'], at(path, 'model')));
   out.push(...checkProfile(e['profile'], at(path, 'profile')));
-  if (e['profile'] === LOCAL_PROFILE)
-    out.push(problem('embeddings-profile', at(path, 'profile'), PROFILE_CEL.message));
+  if (e['profile'] === LOCAL_PROFILE) out.push(problem('embeddings-profile', at(path, 'profile'), PROFILE_CEL.message));
   if (e['tokenSecretRef'] !== undefined)
     out.push(...checkSecretKeyRef(e['tokenSecretRef'], at(path, 'tokenSecretRef')));
   return out;

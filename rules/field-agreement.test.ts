@@ -56,8 +56,7 @@ function platform(patch: (spec: Record<string, any>) => void) {
   patch(p.spec);
   return p;
 }
-const platformOk = (patch: (spec: Record<string, any>) => void) =>
-  checkPlatform(platform(patch)).length === 0;
+const platformOk = (patch: (spec: Record<string, any>) => void) => checkPlatform(platform(patch)).length === 0;
 
 const retrievalJson = (embeddings: Record<string, unknown>) => ({
   version: 1,
@@ -156,8 +155,7 @@ describe('embeddings profile and model: CRD = rule = retrieval loader', () => {
         `rule ${JSON.stringify(v)}`,
       );
       // The loader reads the local profile without an endpoint; with one it is the same rule.
-      if (v !== LOCAL_PROFILE)
-        assert.equal(readConfig(retrievalJson({ profile: v })).ok, rule, `loader ${v}`);
+      if (v !== LOCAL_PROFILE) assert.equal(readConfig(retrievalJson({ profile: v })).ok, rule, `loader ${v}`);
       return rule;
     }));
 

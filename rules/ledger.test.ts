@@ -88,11 +88,7 @@ describe('spec.ledger: CRD = conflicts = webhook = both loaders = the rule', () 
           metadata: { name: 'default' },
           spec: r.platforms[0]!.spec,
         };
-        assert.equal(
-          crds.validate(cr as unknown as Record<string, unknown>).length === 0,
-          rule,
-          `CRD ${label}`,
-        );
+        assert.equal(crds.validate(cr as unknown as Record<string, unknown>).length === 0, rule, `CRD ${label}`);
         const rendered = render(r);
         assert.equal(
           !rendered.conflicts.some((c) => c.kind === 'RetrievalPlatform' && /ledger/.test(c.message)),
@@ -115,14 +111,8 @@ describe('spec.ledger: CRD = conflicts = webhook = both loaders = the rule', () 
         if (rule) {
           // What renders is the rule's own reading, defaults filled in, in both servers' configuration.
           const expected = ledgerTiming(t);
-          assert.deepEqual(
-            configOf(rendered.objects, 'fgentic-projector-config', 'projector.json').ledger,
-            expected,
-          );
-          assert.deepEqual(
-            configOf(rendered.objects, 'fgentic-retrieval-config', 'retrieval.json').ledger,
-            expected,
-          );
+          assert.deepEqual(configOf(rendered.objects, 'fgentic-projector-config', 'projector.json').ledger, expected);
+          assert.deepEqual(configOf(rendered.objects, 'fgentic-retrieval-config', 'retrieval.json').ledger, expected);
         }
       }),
       { numRuns: RUNS },
@@ -135,10 +125,7 @@ describe('spec.ledger: CRD = conflicts = webhook = both loaders = the rule', () 
     assert.deepEqual(checkLedgerTiming(undefined, 'spec.ledger'), []);
     assert.deepEqual(ledgerTiming(undefined), DEFAULT_LEDGER_TIMING);
     assert.deepEqual(checkLedgerTiming({ recordDeadlineMilliseconds: 1_999 }, 'spec.ledger'), []);
-    assert.equal(
-      checkLedgerTiming({ recordDeadlineMilliseconds: 2_000 }, 'spec.ledger')[0]?.reason,
-      'ledger-timing',
-    );
+    assert.equal(checkLedgerTiming({ recordDeadlineMilliseconds: 2_000 }, 'spec.ledger')[0]?.reason, 'ledger-timing');
     assert.equal(checkLedgerTiming({ mintWindowMilliseconds: 1_000 }, 'spec.ledger').length, 1);
     assert.deepEqual(checkLedgerTiming({ mintWindowMilliseconds: 1_001 }, 'spec.ledger'), []);
     assert.equal(checkLedgerTiming({ other: 1 }, 'spec.ledger')[0]?.path, 'spec.ledger.other');
@@ -149,14 +136,8 @@ describe('spec.ledger: CRD = conflicts = webhook = both loaders = the rule', () 
     assert.equal(configOf(plain, 'fgentic-projector-config', 'projector.json').ledger, undefined);
     assert.equal(configOf(plain, 'fgentic-retrieval-config', 'retrieval.json').ledger, undefined);
     const ledger = render(withLedger(undefined)).objects;
-    assert.deepEqual(
-      configOf(ledger, 'fgentic-projector-config', 'projector.json').ledger,
-      DEFAULT_LEDGER_TIMING,
-    );
-    assert.deepEqual(
-      configOf(ledger, 'fgentic-retrieval-config', 'retrieval.json').ledger,
-      DEFAULT_LEDGER_TIMING,
-    );
+    assert.deepEqual(configOf(ledger, 'fgentic-projector-config', 'projector.json').ledger, DEFAULT_LEDGER_TIMING);
+    assert.deepEqual(configOf(ledger, 'fgentic-retrieval-config', 'retrieval.json').ledger, DEFAULT_LEDGER_TIMING);
     const parsed = validateConfig(configOf(ledger, 'fgentic-projector-config', 'projector.json'));
     assert.ok(parsed.ok);
     assert.equal(parsed.config.ledger.recordDeadlineMilliseconds, LEDGER_RECORD_DEADLINE.default);

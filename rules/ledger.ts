@@ -44,11 +44,9 @@ export function checkLedgerTiming(v: unknown, path: string): Problem[] {
   const o = v as Record<string, unknown>;
   const out: Problem[] = [];
   for (const k of Object.keys(o))
-    if (!(FIELDS as readonly string[]).includes(k))
-      out.push(problem('ledger-timing', `${path}.${k}`, 'unknown field'));
+    if (!(FIELDS as readonly string[]).includes(k)) out.push(problem('ledger-timing', `${path}.${k}`, 'unknown field'));
   // Only a missing field takes its default; null is a wrong type like any other.
-  const deadline =
-    'recordDeadlineMilliseconds' in o ? o['recordDeadlineMilliseconds'] : LEDGER_RECORD_DEADLINE.default;
+  const deadline = 'recordDeadlineMilliseconds' in o ? o['recordDeadlineMilliseconds'] : LEDGER_RECORD_DEADLINE.default;
   const window = 'mintWindowMilliseconds' in o ? o['mintWindowMilliseconds'] : LEDGER_MINT_WINDOW.default;
   if (!within(deadline, LEDGER_RECORD_DEADLINE))
     out.push(
@@ -67,9 +65,7 @@ export function checkLedgerTiming(v: unknown, path: string): Problem[] {
       ),
     );
   if (out.length === 0 && (deadline as number) >= (window as number))
-    out.push(
-      problem('ledger-timing', path, 'recordDeadlineMilliseconds must be less than mintWindowMilliseconds'),
-    );
+    out.push(problem('ledger-timing', path, 'recordDeadlineMilliseconds must be less than mintWindowMilliseconds'));
   return out;
 }
 

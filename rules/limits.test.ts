@@ -91,10 +91,6 @@ describe('list limits: CRD, webhook, render and loader agree', () => {
       const at = layers(c, c.limit);
       assert.deepEqual([at.crd, at.render, at.webhook, at.loader], [true, true, true, true], at.detail);
       const over = layers(c, c.limit + 1);
-      assert.deepEqual(
-        [over.crd, over.render, over.webhook, over.loader],
-        [false, false, false, false],
-        over.detail,
-      );
+      assert.deepEqual([over.crd, over.render, over.webhook, over.loader], [false, false, false, false], over.detail);
     });
 });

@@ -39,11 +39,7 @@ export function checkClient(client: object, path = 'spec'): Problem[] {
   for (const f of ['audience', 'azp'])
     if (!isClientText(spec[f]))
       out.push(
-        problem(
-          'client-id',
-          at(path, f),
-          `must be 1-${CLIENT_TEXT_MAX} printable ASCII characters without spaces`,
-        ),
+        problem('client-id', at(path, f), `must be 1-${CLIENT_TEXT_MAX} printable ASCII characters without spaces`),
       );
   if (!isDns1123Label(spec['policyId']))
     out.push(problem('policy-id', at(path, 'policyId'), 'must be a DNS-1123 label'));
@@ -82,9 +78,7 @@ const GROUP_FAULTS = {
 export function checkPartnerGroups(groups: unknown, policyId: unknown, path: string): Problem[] {
   const f = partnerGroupsFault(groups, policyId, false);
   if (!f) return [];
-  return [
-    problem('partner-groups', f.index === undefined ? path : `${path}[${f.index}]`, GROUP_FAULTS[f.fault]),
-  ];
+  return [problem('partner-groups', f.index === undefined ? path : `${path}[${f.index}]`, GROUP_FAULTS[f.fault])];
 }
 
 /** Local group names of the RetrievalPlatform: lowercase, at most 128, never in the partner namespace. */
@@ -114,10 +108,7 @@ export function checkLocalGroups(groups: unknown, path: string, max = MAX_LOCAL_
 }
 
 /** The first partner group that is also a local group. */
-export function groupCollision(
-  partnerGroups: Iterable<unknown>,
-  localGroups: ReadonlySet<string>,
-): string | undefined {
+export function groupCollision(partnerGroups: Iterable<unknown>, localGroups: ReadonlySet<string>): string | undefined {
   for (const g of partnerGroups) if (typeof g === 'string' && localGroups.has(g)) return g;
   return undefined;
 }

@@ -69,8 +69,7 @@ function jwt(j: Obj, p: string, publicListener: unknown): Problem[] {
   const out = checkIssuer(j['issuer'], at(p, 'issuer'));
   if ((j['jwksSecretRef'] === undefined) === (j['jwksUri'] === undefined))
     out.push(problem('jwt', p, 'exactly one of jwksSecretRef or jwksUri'));
-  if (j['jwksSecretRef'] !== undefined)
-    out.push(...checkSecretKeyRef(j['jwksSecretRef'], at(p, 'jwksSecretRef')));
+  if (j['jwksSecretRef'] !== undefined) out.push(...checkSecretKeyRef(j['jwksSecretRef'], at(p, 'jwksSecretRef')));
   out.push(...checkServiceUrl(j['jwksUri'], at(p, 'jwksUri')));
   if (publicListener === undefined) out.push(problem('jwt', p, 'jwt needs gateway.publicListener'));
   return out;
@@ -85,12 +84,9 @@ function liveRoomCheck(l: Obj, p: string): Problem[] {
   if (l['enabled'] !== undefined && typeof l['enabled'] !== 'boolean')
     out.push(problem('schema', at(p, 'enabled'), 'must be a boolean'));
   out.push(...checkHttpUrl(l['homeserverUrl'], at(p, 'homeserverUrl')));
-  if (l['tokenSecretRef'] !== undefined)
-    out.push(...checkSecretKeyRef(l['tokenSecretRef'], at(p, 'tokenSecretRef')));
+  if (l['tokenSecretRef'] !== undefined) out.push(...checkSecretKeyRef(l['tokenSecretRef'], at(p, 'tokenSecretRef')));
   if (l['enabled'] === true && (l['homeserverUrl'] === undefined || l['tokenSecretRef'] === undefined))
-    out.push(
-      problem('live-room-check', p, 'an enabled live room check needs homeserverUrl and tokenSecretRef'),
-    );
+    out.push(problem('live-room-check', p, 'an enabled live room check needs homeserverUrl and tokenSecretRef'));
   return out;
 }
 
@@ -108,9 +104,7 @@ function peers(o: Obj, p: string, portsKey: 'port' | 'ports'): Problem[] {
     new Set(ports).size !== ports.length ||
     !ports.every(isPort)
   )
-    out.push(
-      problem('port', at(p, 'ports'), `must be at most ${MAX_OBSERVABILITY_PORTS} unique ports 1-65535`),
-    );
+    out.push(problem('port', at(p, 'ports'), `must be at most ${MAX_OBSERVABILITY_PORTS} unique ports 1-65535`));
   return out;
 }
 
@@ -142,9 +136,7 @@ function settings(s: Obj): Problem[] {
 export function checkPlatform(p: { metadata?: { name?: unknown }; spec?: unknown }): Problem[] {
   const out: Problem[] = [];
   if (p.metadata?.name !== PLATFORM_NAME)
-    out.push(
-      problem('platform-name', 'metadata.name', `the RetrievalPlatform must be named ${PLATFORM_NAME}`),
-    );
+    out.push(problem('platform-name', 'metadata.name', `the RetrievalPlatform must be named ${PLATFORM_NAME}`));
   const s = p.spec;
   if (!isObj(s)) return [...out, problem('required', 'spec', 'required')];
   return [

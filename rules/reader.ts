@@ -36,12 +36,7 @@ export class ConfigReader {
   }
 
   /** An object with every `required` member and no member outside `required` and `optional`. */
-  object(
-    v: unknown,
-    path: string,
-    required: readonly string[],
-    optional: readonly string[] = [],
-  ): Obj | undefined {
+  object(v: unknown, path: string, required: readonly string[], optional: readonly string[] = []): Obj | undefined {
     if (!isObject(v)) {
       this.report(problem(v === undefined ? 'required' : 'schema', path, 'must be an object'));
       return undefined;
@@ -49,8 +44,7 @@ export class ConfigReader {
     if (Object.keys(v).some((k) => !required.includes(k) && !optional.includes(k)))
       this.report(problem('schema', path, 'has an unknown member'));
     for (const k of required)
-      if (!Object.hasOwn(v, k))
-        this.report(problem('required', path === '' ? k : `${path}.${k}`, 'required'));
+      if (!Object.hasOwn(v, k)) this.report(problem('required', path === '' ? k : `${path}.${k}`, 'required'));
     return v;
   }
 
@@ -70,9 +64,7 @@ export class ConfigReader {
   /** A plain string (a file path, an origin): 1 to `max` characters, no control character, trimmed. */
   string(v: unknown, path: string, max: number): string | undefined {
     if (typeof v !== 'string' || v === '' || v.length > max || CONTROL.test(v) || v.trim() !== v) {
-      this.report(
-        problem('schema', path, `must be a string of 1-${max} characters without control characters`),
-      );
+      this.report(problem('schema', path, `must be a string of 1-${max} characters without control characters`));
       return undefined;
     }
     return v;

@@ -28,11 +28,7 @@ export function at(base: string, field: string): string {
 }
 
 /** One line for logs and condition messages: `path: message [reason]`. */
-export function formatProblem(p: {
-  readonly reason: string;
-  readonly path: string;
-  readonly message: string;
-}): string {
+export function formatProblem(p: { readonly reason: string; readonly path: string; readonly message: string }): string {
   return p.path ? `${p.path}: ${p.message} [${p.reason}]` : `${p.message} [${p.reason}]`;
 }
 

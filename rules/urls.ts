@@ -48,10 +48,7 @@ export const HTTP_URL_CEL = {
 
 export function isHttpUrl(v: unknown, max = HTTP_URL_MAX): v is string {
   return (
-    typeof v === 'string' &&
-    v.length <= max &&
-    URL_RE.test(v) &&
-    (!NUMERIC_END_RE.test(v) || IPV4_HOST_RE.test(v))
+    typeof v === 'string' && v.length <= max && URL_RE.test(v) && (!NUMERIC_END_RE.test(v) || IPV4_HOST_RE.test(v))
   );
 }
 

@@ -66,8 +66,7 @@ function modulesOf(entry: string): string[] {
   if (entry.endsWith('.ts')) return [p];
   const out: string[] = [];
   for (const e of readdirSync(p, { withFileTypes: true })) {
-    if (e.isDirectory() && e.name !== 'test' && e.name !== 'vectors')
-      out.push(...modulesOf(join(entry, e.name)));
+    if (e.isDirectory() && e.name !== 'test' && e.name !== 'vectors') out.push(...modulesOf(join(entry, e.name)));
     else if (e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.test.ts')) out.push(join(p, e.name));
   }
   return out;
@@ -111,14 +110,8 @@ describe('pure cores import no I/O', () => {
     const dir = mkdtempSync(join(tmpdir(), 'purity-'));
     try {
       writeFileSync(join(dir, 'a.ts'), "export { b } from './b.ts';\n");
-      writeFileSync(
-        join(dir, 'b.ts'),
-        "import { readFileSync } from 'node:fs';\nexport const b = readFileSync;\n",
-      );
-      writeFileSync(
-        join(dir, 'c.ts'),
-        "import type { X } from './a.ts';\nexport const c = await import('pg');\n",
-      );
+      writeFileSync(join(dir, 'b.ts'), "import { readFileSync } from 'node:fs';\nexport const b = readFileSync;\n");
+      writeFileSync(join(dir, 'c.ts'), "import type { X } from './a.ts';\nexport const c = await import('pg');\n");
       assert.deepEqual(
         ioImports(join(dir, 'a.ts')).map((x) => x.split(' → ').at(-1)),
         ['node:fs'],

@@ -27,10 +27,7 @@ test('a test file in a new folder is discovered and a hanging test fails by time
   const dir = join(root, `tmp-runner-${process.pid}`);
   mkdirSync(dir, { recursive: true });
   try {
-    writeFileSync(
-      join(dir, 'a-pass.test.ts'),
-      "import { test } from 'node:test';\ntest('probe passes', () => {});\n",
-    );
+    writeFileSync(join(dir, 'a-pass.test.ts'), "import { test } from 'node:test';\ntest('probe passes', () => {});\n");
     writeFileSync(
       join(dir, 'b-hang.test.ts'),
       "import { test } from 'node:test';\ntest('probe hangs', () => new Promise(() => setInterval(() => {}, 1000)));\n",

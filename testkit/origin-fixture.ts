@@ -23,8 +23,7 @@ import { sharedSkip } from './common/index.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const ORIGIN_SCHEMA_DIR =
-  process.env['FGENTIC_ORIGIN_SCHEMA_DIR'] ??
-  join(REPO, '..', 'shared', 'upstream', 'fgentic-origin-477e415');
+  process.env['FGENTIC_ORIGIN_SCHEMA_DIR'] ?? join(REPO, '..', 'shared', 'upstream', 'fgentic-origin-477e415');
 
 /** The node:test `skip` value of every test that applies the origin's schema. */
 export const ORIGIN_SKIP = sharedSkip(ORIGIN_SCHEMA_DIR, "the origin platform's knowledge-store schema");
@@ -59,8 +58,7 @@ export function originSchemaSql(version: 1 | 2 | 3, database: string): string {
 export async function prepareOriginCluster(pool: pg.Pool): Promise<string> {
   for (const [role, limit] of ORIGIN_ROLES) {
     const exists = await pool.query('SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1', [role]);
-    if (exists.rowCount === 0)
-      await pool.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT ${limit}`);
+    if (exists.rowCount === 0) await pool.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT ${limit}`);
   }
   const db = String((await pool.query('SELECT current_database() AS d')).rows[0]?.d);
   await pool.query(`ALTER DATABASE ${db} OWNER TO knowledge_owner`);

@@ -121,14 +121,10 @@ export function wrappedQueryPool(pool: pg.Pool, wrap: (query: QueryFn) => QueryF
       return async () => {
         const client = await target.connect();
         const query = wrap((text, values, name) =>
-          name === undefined
-            ? client.query(text, values)
-            : client.query({ name, text, values: values ?? [] }),
+          name === undefined ? client.query(text, values) : client.query({ name, text, values: values ?? [] }),
         );
-        const entry = (
-          arg: string | { name: string; text: string; values?: unknown[] },
-          values?: unknown[],
-        ) => (typeof arg === 'string' ? query(arg, values) : query(arg.text, arg.values, arg.name));
+        const entry = (arg: string | { name: string; text: string; values?: unknown[] }, values?: unknown[]) =>
+          typeof arg === 'string' ? query(arg, values) : query(arg.text, arg.values, arg.name);
         return new Proxy(client, {
           get(c, p) {
             if (p === 'query') return entry;
@@ -232,9 +228,7 @@ export async function startTestDatabase(): Promise<TestDatabase> {
  */
 export async function flushStatistics(...pools: pg.Pool[]): Promise<void> {
   for (const pool of pools) {
-    const clients = await Promise.all(
-      Array.from({ length: Math.max(1, pool.totalCount) }, () => pool.connect()),
-    );
+    const clients = await Promise.all(Array.from({ length: Math.max(1, pool.totalCount) }, () => pool.connect()));
     try {
       for (const c of clients) await c.query('SELECT pg_catalog.pg_stat_force_next_flush()');
     } finally {

@@ -33,9 +33,9 @@ const cluster = [
 ];
 
 function mcp(a: KubeObject): JsonObject {
-  return (
-    (((a['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[])[0] as JsonObject
-  )['mcpServer'] as JsonObject;
+  return ((((a['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[])[0] as JsonObject)[
+    'mcpServer'
+  ] as JsonObject;
 }
 function withMcp(a: KubeObject, patch: JsonObject): KubeObject {
   Object.assign(mcp(a), patch);
@@ -45,10 +45,7 @@ function withMcp(a: KubeObject, patch: JsonObject): KubeObject {
 const cases: Array<[string, Record<string, unknown>]> = [
   ['retrieval Agent rendered by the controller', admissionReview(retrievalAgent(), { user: CONTROLLER })],
   ['retrieval Agent created by a user', admissionReview(retrievalAgent())],
-  [
-    'retrieval Agent deleted by a user',
-    admissionReview(null, { operation: 'DELETE', oldObject: retrievalAgent() }),
-  ],
+  ['retrieval Agent deleted by a user', admissionReview(null, { operation: 'DELETE', oldObject: retrievalAgent() })],
   [
     'retrieval Agent deleted by the garbage collector',
     admissionReview(null, {
@@ -76,18 +73,12 @@ const cases: Array<[string, Record<string, unknown>]> = [
     admissionReview(retrievalAgent(), { operation: 'UPDATE', oldObject: retrievalAgent(), user: CONTROLLER }),
   ],
   ['ordinary Agent', admissionReview(plainAgent())],
-  [
-    'ordinary Agent with allowedHeaders',
-    admissionReview(withMcp(plainAgent(), { allowedHeaders: ['x-tenant-id'] })),
-  ],
+  ['ordinary Agent with allowedHeaders', admissionReview(withMcp(plainAgent(), { allowedHeaders: ['x-tenant-id'] }))],
   [
     'ordinary Agent with wildcard, duplicate and non-token headers',
     admissionReview(withMcp(plainAgent(), { allowedHeaders: ['*', 'X Tenant', 'x-a', 'X-A'] })),
   ],
-  [
-    'ordinary Agent on knowledge-retrieval',
-    admissionReview(withMcp(plainAgent(), { name: 'knowledge-retrieval' })),
-  ],
+  ['ordinary Agent on knowledge-retrieval', admissionReview(withMcp(plainAgent(), { name: 'knowledge-retrieval' }))],
   ['v1alpha1 Agent', admissionReview(v1alpha1Agent())],
   [
     'v1alpha1 Agent on knowledge-retrieval',
@@ -97,9 +88,7 @@ const cases: Array<[string, Record<string, unknown>]> = [
   ['room with a taken ID', admissionReview(room('new', '!existing:org-a.example'))],
   [
     'room approved_non_public without agreement',
-    admissionReview(
-      room('new', '!n2:org-a.example', { allowedClassifications: ['approved_non_public', 'public'] }),
-    ),
+    admissionReview(room('new', '!n2:org-a.example', { allowedClassifications: ['approved_non_public', 'public'] })),
   ],
   ['partner with a taken mapping key', admissionReview(partner('new'))],
   ['platform with a partner/ local group', admissionReview(platform('kagent', ['partner/org-b/docs']))],

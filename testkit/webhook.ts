@@ -182,10 +182,7 @@ export interface ReviewOptions {
 let counter = 0;
 
 /** An AdmissionReview v1 request for `object` (for DELETE pass null and the object as `oldObject`). */
-export function admissionReview(
-  object: KubeObject | null,
-  opts: ReviewOptions = {},
-): Record<string, unknown> {
+export function admissionReview(object: KubeObject | null, opts: ReviewOptions = {}): Record<string, unknown> {
   return makeAdmissionReview(object, {
     operation: opts.operation ?? 'CREATE',
     username: opts.user ?? 'alice@example.com',

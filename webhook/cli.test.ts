@@ -62,9 +62,9 @@ describe('fgentic-retrieval admission check', () => {
     const { mkdirSync } = await import('node:fs');
     mkdirSync(sub);
     const bad = plainAgent('bad', 'team-a');
-    (
-      ((bad['spec'] as never)['declarative'] as never)['tools'] as Record<string, Record<string, unknown>>[]
-    )[0]!['mcpServer']!['allowedHeaders'] = ['Authorization'];
+    (((bad['spec'] as never)['declarative'] as never)['tools'] as Record<string, Record<string, unknown>>[])[0]![
+      'mcpServer'
+    ]!['allowedHeaders'] = ['Authorization'];
     writeFileSync(join(sub, 'a.json'), JSON.stringify(bad));
     writeDocs('tree/rooms.yml', [room('a', '!a:org-a.example'), room('a', '!b:org-a.example')]);
     writeFileSync(join(sub, 'notes.txt'), 'ignored');

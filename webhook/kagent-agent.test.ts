@@ -44,9 +44,9 @@ const asController: ReviewOptions = { user: CONTROLLER };
 
 /** The first tool's mcpServer of a v1alpha2 Agent. */
 function mcp(a: KubeObject, i = 0): JsonObject {
-  return (
-    (((a['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[])[i] as JsonObject
-  )['mcpServer'] as JsonObject;
+  return ((((a['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[])[i] as JsonObject)[
+    'mcpServer'
+  ] as JsonObject;
 }
 function decl(a: KubeObject): JsonObject {
   return (a['spec'] as JsonObject)['declarative'] as JsonObject;
@@ -136,9 +136,7 @@ describe('retrieval Agent: the single allowed header', () => {
     delete decl(b)['runtime'];
     denied(run(b, asController), 'retrieval-agent-runtime', /explicitly/);
     const c = retrievalAgent();
-    (decl(c)['tools'] as JsonObject[]).push(
-      clone(plainAgent()['spec'] as JsonObject)['declarative'] as JsonObject,
-    );
+    (decl(c)['tools'] as JsonObject[]).push(clone(plainAgent()['spec'] as JsonObject)['declarative'] as JsonObject);
     (decl(c)['tools'] as JsonObject[])[1] = {
       type: 'McpServer',
       mcpServer: { kind: 'RemoteMCPServer', apiGroup: 'kagent.dev', name: 'tools', toolNames: ['x'] },
@@ -222,16 +220,8 @@ describe('retrieval Agent: only the reconciler may change it', () => {
     );
     const changed = retrievalAgent();
     decl(changed)['systemMessage'] = 'changed';
-    denied(
-      run(changed, { operation: 'UPDATE', oldObject: retrievalAgent() }),
-      'retrieval-agent-owner',
-      /may update/,
-    );
-    denied(
-      run(null, { operation: 'DELETE', oldObject: retrievalAgent() }),
-      'retrieval-agent-owner',
-      /may delete/,
-    );
+    denied(run(changed, { operation: 'UPDATE', oldObject: retrievalAgent() }), 'retrieval-agent-owner', /may update/);
+    denied(run(null, { operation: 'DELETE', oldObject: retrievalAgent() }), 'retrieval-agent-owner', /may delete/);
   });
 
   test('the controller may UPDATE and DELETE it', () => {
@@ -317,12 +307,7 @@ describe('every other Agent', () => {
   });
 
   test('the retrieval RemoteMCPServer is reserved, whatever the kind or namespace', () => {
-    for (const patch of [
-      {},
-      { namespace: 'kagent' },
-      { kind: 'Service', apiGroup: '' },
-      { kind: '', apiGroup: '' },
-    ]) {
+    for (const patch of [{}, { namespace: 'kagent' }, { kind: 'Service', apiGroup: '' }, { kind: '', apiGroup: '' }]) {
       const a = plainAgent();
       Object.assign(mcp(a), { name: 'knowledge-retrieval', ...patch });
       denied(run(a), 'retrieval-server-reserved');
@@ -423,8 +408,9 @@ describe('kagent.dev/v1alpha1 (served without conversion)', () => {
 
   test('allowedHeaders anywhere in v1alpha1 is denied', () => {
     const a = v1alpha1Agent();
-    (((a['spec'] as JsonObject)['tools'] as JsonObject[])[0]!['mcpServer'] as JsonObject)['allowedHeaders'] =
-      ['X-Fgentic-Identity'];
+    (((a['spec'] as JsonObject)['tools'] as JsonObject[])[0]!['mcpServer'] as JsonObject)['allowedHeaders'] = [
+      'X-Fgentic-Identity',
+    ];
     denied(run(a), 'allowed-headers-position', /does not exist in v1alpha1/);
   });
 

@@ -3,12 +3,7 @@
  * RetrievalRooms, PartnerClients, RetrievalPlatforms and kagent Agents. Lookups read a StaticClusterView
  * rebuilt lazily after any change, so a review never waits on the API server.
  */
-import {
-  CustomObjectsApi,
-  type KubeConfig,
-  type KubernetesObject,
-  makeInformer,
-} from '@kubernetes/client-node';
+import { CustomObjectsApi, type KubeConfig, type KubernetesObject, makeInformer } from '@kubernetes/client-node';
 import { errorFields } from '../common/error-fields.ts';
 import type { Logger } from '../common/log.ts';
 import type { ClusterView, KubeObject } from './rules/types.ts';

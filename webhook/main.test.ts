@@ -96,9 +96,7 @@ function fakeApiServer(items: Record<string, KubeObject[]>, live: Record<string,
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(live[path]));
       return;
     }
-    res
-      .writeHead(404, { 'content-type': 'application/json' })
-      .end(JSON.stringify({ kind: 'Status', code: 404 }));
+    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', code: 404 }));
   });
   return { server, watches };
 }

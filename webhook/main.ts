@@ -34,8 +34,7 @@ export function parseWebhookConfig(text: string): WebhookConfig {
   if (!isObject(raw)) throw new Error('webhook config must be a JSON object');
   const cfg: WebhookConfig = { ...DEFAULT_WEBHOOK_CONFIG };
   for (const [k, v] of Object.entries(raw)) {
-    if (k === 'port' && Number.isInteger(v) && (v as number) > 0 && (v as number) < 65536)
-      cfg.port = v as number;
+    if (k === 'port' && Number.isInteger(v) && (v as number) > 0 && (v as number) < 65536) cfg.port = v as number;
     else if (k === 'certDir' && typeof v === 'string') cfg.certDir = v;
     else if (k === 'controllerUser' && typeof v === 'string' && v !== '') cfg.controllerUser = v;
     else if (k === 'deleteUsers' && Array.isArray(v) && v.every((x) => typeof x === 'string'))
@@ -71,9 +70,7 @@ type WebhookArgs = { configFile?: string; certDir?: string; port?: string };
 function webhookConfig(args: WebhookArgs): WebhookConfig | number {
   let cfg: WebhookConfig;
   try {
-    cfg = args.configFile
-      ? parseWebhookConfig(readFileSync(args.configFile, 'utf8'))
-      : { ...DEFAULT_WEBHOOK_CONFIG };
+    cfg = args.configFile ? parseWebhookConfig(readFileSync(args.configFile, 'utf8')) : { ...DEFAULT_WEBHOOK_CONFIG };
   } catch (err) {
     const problem = (err as NodeJS.ErrnoException).code ? fsProblem(err) : (err as Error).message;
     process.stderr.write(`serve webhook: config ${args.configFile}: ${problem}\n`);
@@ -103,14 +100,9 @@ interface WebhookView {
  * The fixed manifests of offlineObjects, or the API server's informers once started; undefined after
  * saying why the API cannot be used.
  */
-async function clusterView(
-  cfg: WebhookConfig,
-  log: ReturnType<typeof createLogger>,
-): Promise<WebhookView | undefined> {
+async function clusterView(cfg: WebhookConfig, log: ReturnType<typeof createLogger>): Promise<WebhookView | undefined> {
   if (cfg.offlineObjects) {
-    const view = new StaticClusterView(
-      loadManifests(cfg.offlineObjects).flatMap((m) => (m.object ? [m.object] : [])),
-    );
+    const view = new StaticClusterView(loadManifests(cfg.offlineObjects).flatMap((m) => (m.object ? [m.object] : [])));
     return { view, ready: () => true, stop: async () => {} };
   }
   // Without the API the webhook can only deny; say why and exit, as the controller does.

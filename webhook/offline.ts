@@ -33,9 +33,7 @@ export interface OfflineResult {
 }
 
 export function inScope(group: string, kind: string): boolean {
-  return (
-    group === RETRIEVAL_GROUP || (group === KAGENT_GROUP && (kind === 'Agent' || kind === 'RemoteMCPServer'))
-  );
+  return group === RETRIEVAL_GROUP || (group === KAGENT_GROUP && (kind === 'Agent' || kind === 'RemoteMCPServer'));
 }
 
 let crds: ReturnType<typeof crValidator> | undefined;

@@ -48,8 +48,7 @@ function policyDenials(body: Record<string, unknown>): string[] {
 function labelled(o: unknown): boolean {
   const l = isObject(o) && isObject(o['metadata']) ? o['metadata']['labels'] : undefined;
   return (
-    isObject(l) &&
-    ('retrieval.fgentic.dev/role' in l || l['app.kubernetes.io/managed-by'] === 'fgentic-retrieval')
+    isObject(l) && ('retrieval.fgentic.dev/role' in l || l['app.kubernetes.io/managed-by'] === 'fgentic-retrieval')
   );
 }
 
@@ -68,8 +67,7 @@ function webhookVerdict(body: Record<string, unknown>): {
     }
   const r = review(body, new StaticClusterView(objs)).review.response;
   const reasons = [...(r.status?.message ?? '').matchAll(/\[([a-z][a-z0-9-]*)\]/g)].map((m) => m[1]);
-  const apiserverOnly =
-    !r.allowed && reasons.every((x) => x === 'kagent-schema' || x === 'allowed-headers-position');
+  const apiserverOnly = !r.allowed && reasons.every((x) => x === 'kagent-schema' || x === 'allowed-headers-position');
   return { allowed: r.allowed, apiserverOnly, message: r.status?.message ?? '' };
 }
 
@@ -89,14 +87,7 @@ describe('rendered ValidatingAdmissionPolicy', () => {
   });
 
   test('property: the policy and the webhook agree on generated Agents', () => {
-    const header = fc.constantFrom(
-      'X-Fgentic-Identity',
-      'x-fgentic-identity',
-      'Authorization',
-      'x-user-id',
-      '*',
-      '',
-    );
+    const header = fc.constantFrom('X-Fgentic-Identity', 'x-fgentic-identity', 'Authorization', 'x-user-id', '*', '');
     const mcpPatch = fc.record(
       {
         allowedHeaders: fc.array(header, { maxLength: 2 }),

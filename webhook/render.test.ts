@@ -66,10 +66,7 @@ describe('rendered ValidatingWebhookConfiguration', () => {
 describe('the Agent matchCondition (evaluated with @bufbuild/cel)', () => {
   test('ordinary Agents skip the webhook', () => {
     assert.equal(matches(admissionReview(plainAgent())), false);
-    assert.equal(
-      matches(admissionReview(plainAgent(), { operation: 'UPDATE', oldObject: plainAgent() })),
-      false,
-    );
+    assert.equal(matches(admissionReview(plainAgent(), { operation: 'UPDATE', oldObject: plainAgent() })), false);
     assert.equal(matches(admissionReview(null, { operation: 'DELETE', oldObject: plainAgent() })), false);
     const noTools = plainAgent();
     delete ((noTools['spec'] as JsonObject)['declarative'] as JsonObject)['tools'];
@@ -81,10 +78,7 @@ describe('the Agent matchCondition (evaluated with @bufbuild/cel)', () => {
     assert.equal(matches(admissionReview(null, { operation: 'DELETE', oldObject: retrievalAgent() })), true);
     const stripped = retrievalAgent();
     delete (stripped['metadata'] as JsonObject)['labels'];
-    assert.equal(
-      matches(admissionReview(stripped, { operation: 'UPDATE', oldObject: retrievalAgent() })),
-      true,
-    );
+    assert.equal(matches(admissionReview(stripped, { operation: 'UPDATE', oldObject: retrievalAgent() })), true);
     assert.equal(matches(admissionReview(v1alpha1Agent())), true);
     const mcpPatches: JsonObject[] = [
       { allowedHeaders: ['x'] },
@@ -95,19 +89,17 @@ describe('the Agent matchCondition (evaluated with @bufbuild/cel)', () => {
     for (const patch of mcpPatches) {
       const a = plainAgent();
       Object.assign(
-        (
-          (((a['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[])[0] as JsonObject
-        )['mcpServer'] as JsonObject,
+        ((((a['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[])[0] as JsonObject)[
+          'mcpServer'
+        ] as JsonObject,
         patch,
       );
       assert.equal(matches(admissionReview(a)), true, JSON.stringify(patch));
     }
     const wrongLevel = plainAgent();
-    (
-      (
-        ((wrongLevel['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[]
-      )[0] as JsonObject
-    )['allowedHeaders'] = ['x'];
+    ((((wrongLevel['spec'] as JsonObject)['declarative'] as JsonObject)['tools'] as JsonObject[])[0] as JsonObject)[
+      'allowedHeaders'
+    ] = ['x'];
     assert.equal(matches(admissionReview(wrongLevel)), true);
   });
 

@@ -10,13 +10,7 @@
  * Agent that squats the name of a RetrievalAgent is skipped; the RetrievalAgent rule (no adoption of a
  * foreign Agent) and the reconciler's refusal to adopt unlabelled Agents cover it.
  */
-import {
-  DEFAULT_RULES_CONFIG,
-  KAGENT_GROUP,
-  MANAGED_BY_LABEL,
-  MANAGED_BY_VALUE,
-  ROLE_LABEL,
-} from './rules/types.ts';
+import { DEFAULT_RULES_CONFIG, KAGENT_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, ROLE_LABEL } from './rules/types.ts';
 
 export interface RenderOptions {
   namespace: string;
@@ -80,9 +74,7 @@ export function agentMatchExpression(
   );
 }
 
-export function renderValidatingWebhookConfiguration(
-  opts: Partial<RenderOptions> = {},
-): Record<string, unknown> {
+export function renderValidatingWebhookConfiguration(opts: Partial<RenderOptions> = {}): Record<string, unknown> {
   const o = { ...DEFAULT_RENDER_OPTIONS, ...opts };
   if (o.timeoutSeconds < 1 || o.timeoutSeconds > 5) throw new Error('timeoutSeconds must be 1..5');
   const common = {
@@ -256,8 +248,7 @@ function everyAgentValidations(o: PolicyOptions): PolicyValidation[] {
 /** The rules for the shape of a retrieval Agent (v1alpha2): labels, owner, type, tool and header. */
 function retrievalAgentValidations(o: PolicyOptions): PolicyValidation[] {
   const { server, header, tool, v } = policyNames();
-  const retrievalOnly = (cond: string) =>
-    `!${v}.isNewRetrieval || request.kind.version != 'v1alpha2' || (${cond})`;
+  const retrievalOnly = (cond: string) => `!${v}.isNewRetrieval || request.kind.version != 'v1alpha2' || (${cond})`;
   return [
     {
       expression: retrievalOnly(
@@ -294,8 +285,7 @@ function retrievalAgentValidations(o: PolicyOptions): PolicyValidation[] {
     },
     {
       expression: retrievalOnly(`${v}.tools.all(t, !has(t.mcpServer) || !has(t.mcpServer.requireApproval))`),
-      message:
-        'requireApproval is forbidden on a retrieval Agent: the HITL resume turn reuses stale identity headers',
+      message: 'requireApproval is forbidden on a retrieval Agent: the HITL resume turn reuses stale identity headers',
       reason: 'Forbidden',
     },
     {
@@ -341,9 +331,7 @@ export function agentPolicyValidations(opts: Partial<PolicyOptions> = {}): {
 }
 
 /** ValidatingAdmissionPolicy + binding (admissionregistration.k8s.io/v1) for kagent Agents. */
-export function renderValidatingAdmissionPolicy(
-  opts: Partial<PolicyOptions> = {},
-): Record<string, unknown>[] {
+export function renderValidatingAdmissionPolicy(opts: Partial<PolicyOptions> = {}): Record<string, unknown>[] {
   const o = { ...DEFAULT_POLICY_OPTIONS, ...opts };
   const { variables, validations } = agentPolicyValidations(o);
   const labels = {

@@ -52,10 +52,7 @@ describe('RetrievalRoom', () => {
       true,
     );
     deniedWith(check(room('a', LEGACY, { agreementRef: 'dpa-2026' }), []), 'agreement-unexpected');
-    deniedWith(
-      check(room('a', LEGACY, { allowedClassifications: ['approved_non_public'] }), []),
-      'classifications',
-    );
+    deniedWith(check(room('a', LEGACY, { allowedClassifications: ['approved_non_public'] }), []), 'classifications');
   });
 });
 
@@ -72,10 +69,7 @@ describe('PartnerClient', () => {
     deniedWith(check(partner('p', { groups: ['partner/org-x/docs'] }), []), 'partner-groups');
     deniedWith(check(partner('p', { groups: ['docs'] }), []), 'partner-groups');
     deniedWith(check(partner('p', { groups: [] }), []), 'partner-groups');
-    deniedWith(
-      check(partner('p', { groups: ['partner/org-b/docs', 'partner/org-b/docs'] }), []),
-      'partner-groups',
-    );
+    deniedWith(check(partner('p', { groups: ['partner/org-b/docs', 'partner/org-b/docs'] }), []), 'partner-groups');
     deniedWith(check(partner('p'), [platform('kagent', ['partner/org-b/docs'])]), 'group-collision');
   });
 

@@ -178,9 +178,10 @@ describe('malformed AdmissionReviews are answered, never thrown', () => {
     const r = mutate((req) => {
       (
         (
-          ((req['object'] as Record<string, unknown>)['spec'] as Record<string, unknown>)[
-            'declarative'
-          ] as Record<string, unknown>
+          ((req['object'] as Record<string, unknown>)['spec'] as Record<string, unknown>)['declarative'] as Record<
+            string,
+            unknown
+          >
         )['tools'] as Record<string, Record<string, unknown>>[]
       )[0]!['mcpServer']!['allowedHeaders'] = ['Cookie'];
     });

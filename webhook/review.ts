@@ -65,11 +65,7 @@ const KNOWN_KINDS = new Set([
 const OPERATIONS = new Set<Operation>(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
 
 /** The rules for one request, independent of the wire format. */
-export function decide(
-  input: AdmissionInput,
-  view: ClusterView,
-  cfg: RulesConfig = DEFAULT_RULES_CONFIG,
-): Verdict {
+export function decide(input: AdmissionInput, view: ClusterView, cfg: RulesConfig = DEFAULT_RULES_CONFIG): Verdict {
   const { group, kind } = input.kind;
   if (group === KAGENT_GROUP && kind === 'Agent') return reviewAgent(input, view, cfg);
   if (group === KAGENT_GROUP && kind === 'RemoteMCPServer') return reviewRemoteMcpServer(input, view, cfg);
@@ -105,18 +101,10 @@ export function denialMessage(kind: string, ns: string, name: string, denials: r
 }
 
 export function warningTexts(warnings: readonly Finding[]): string[] {
-  return warnings
-    .slice(0, MAX_WARNINGS)
-    .map((w) => clip(`fgentic-retrieval: ${formatFinding(w)}`, MAX_WARNING));
+  return warnings.slice(0, MAX_WARNINGS).map((w) => clip(`fgentic-retrieval: ${formatFinding(w)}`, MAX_WARNING));
 }
 
-function errorOutcome(
-  uid: string,
-  code: number,
-  reason: string,
-  message: string,
-  label: string,
-): ReviewOutcome {
+function errorOutcome(uid: string, code: number, reason: string, message: string, label: string): ReviewOutcome {
   return {
     review: {
       apiVersion: ADMISSION_API_VERSION,
@@ -162,15 +150,12 @@ export function parseReview(body: unknown): Parsed {
   if (sub !== undefined && sub !== null && sub !== '') return { error: 'subresources are not reviewed', uid };
   const obj = request['object'];
   const old = request['oldObject'];
-  if (obj !== undefined && obj !== null && !isObject(obj))
-    return { error: 'request.object must be an object', uid };
-  if (old !== undefined && old !== null && !isObject(old))
-    return { error: 'request.oldObject must be an object', uid };
+  if (obj !== undefined && obj !== null && !isObject(obj)) return { error: 'request.object must be an object', uid };
+  if (old !== undefined && old !== null && !isObject(old)) return { error: 'request.oldObject must be an object', uid };
   const object = (obj ?? null) as KubeObject | null;
   const oldObject = (old ?? null) as KubeObject | null;
   if ((op === 'CREATE' || op === 'UPDATE') && !object) return { error: `${op} without request.object`, uid };
-  if ((op === 'UPDATE' || op === 'DELETE') && !oldObject)
-    return { error: `${op} without request.oldObject`, uid };
+  if ((op === 'UPDATE' || op === 'DELETE') && !oldObject) return { error: `${op} without request.oldObject`, uid };
   const userInfo = request['userInfo'];
   const username = isObject(userInfo) && typeof userInfo['username'] === 'string' ? userInfo['username'] : '';
   const ns = request['namespace'];
@@ -211,11 +196,7 @@ export function respond(uid: string, input: AdmissionInput, verdict: Verdict): R
 }
 
 /** A decoded AdmissionReview → outcome. Never throws. */
-export function review(
-  body: unknown,
-  view: ClusterView,
-  cfg: RulesConfig = DEFAULT_RULES_CONFIG,
-): ReviewOutcome {
+export function review(body: unknown, view: ClusterView, cfg: RulesConfig = DEFAULT_RULES_CONFIG): ReviewOutcome {
   let uid = '';
   try {
     const parsed = parseReview(body);
@@ -224,13 +205,7 @@ export function review(
     return respond(parsed.uid, parsed.input, decide(parsed.input, view, cfg));
   } catch (e) {
     return {
-      ...errorOutcome(
-        uid,
-        500,
-        'InternalError',
-        'internal error while reviewing; denied (fail closed)',
-        'internal',
-      ),
+      ...errorOutcome(uid, 500, 'InternalError', 'internal error while reviewing; denied (fail closed)', 'internal'),
       error: errorFields(e),
     };
   }
@@ -284,10 +259,7 @@ export interface MakeReviewOptions {
 }
 
 /** Builds the AdmissionReview v1 request the apiserver would send for `object` (offline check, tests). */
-export function makeAdmissionReview(
-  object: KubeObject | null,
-  opts: MakeReviewOptions,
-): Record<string, unknown> {
+export function makeAdmissionReview(object: KubeObject | null, opts: MakeReviewOptions): Record<string, unknown> {
   const operation = opts.operation ?? 'CREATE';
   const subject = (object ?? opts.oldObject ?? {}) as KubeObject;
   const apiVersion = typeof subject['apiVersion'] === 'string' ? subject['apiVersion'] : '';

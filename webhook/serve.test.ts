@@ -10,24 +10,13 @@ import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { makeSelfSignedCert } from '../common/dev-tls.ts';
-import {
-  admissionReview,
-  CONTROLLER,
-  platform,
-  retrievalAgent,
-  retrievalAgentCr,
-} from '../testkit/webhook.ts';
+import { admissionReview, CONTROLLER, platform, retrievalAgent, retrievalAgentCr } from '../testkit/webhook.ts';
 
 const hasOpenssl = spawnSync('openssl', ['version']).status === 0;
 const dir = mkdtempSync(join(tmpdir(), 'fgentic-serve-webhook-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-function post(
-  port: number,
-  ca: string,
-  path: string,
-  body?: string,
-): Promise<{ status: number; body: string }> {
+function post(port: number, ca: string, path: string, body?: string): Promise<{ status: number; body: string }> {
   return new Promise((res, rej) => {
     const req = request(
       {
@@ -57,27 +46,12 @@ describe('serve webhook (child process)', { skip: hasOpenssl ? false : 'openssl 
   test('serves reviews from a config file and exits 0 on SIGTERM', async () => {
     makeSelfSignedCert(dir);
     const ca = readFileSync(join(dir, 'tls.crt'), 'utf8');
-    writeFileSync(
-      join(dir, 'cluster.yaml'),
-      [platform(), retrievalAgentCr()].map((o) => stringify(o)).join('---\n'),
-    );
+    writeFileSync(join(dir, 'cluster.yaml'), [platform(), retrievalAgentCr()].map((o) => stringify(o)).join('---\n'));
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ offlineObjects: [join(dir, 'cluster.yaml')] }));
     const script = `import(${JSON.stringify(resolve(import.meta.dirname, 'cli.ts'))}).then((m) => m.serveWebhook(process.argv.slice(1))).then((c) => process.exit(c))`;
     const child = spawn(
       process.execPath,
-      [
-        '--import',
-        'tsx',
-        '-e',
-        script,
-        '--',
-        '--config',
-        join(dir, 'config.json'),
-        '--cert-dir',
-        dir,
-        '--port',
-        '0',
-      ],
+      ['--import', 'tsx', '-e', script, '--', '--config', join(dir, 'config.json'), '--cert-dir', dir, '--port', '0'],
       { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, FGENTIC_LOG_LEVEL: 'info' } },
     );
     let stderr = '';
@@ -98,12 +72,7 @@ describe('serve webhook (child process)', { skip: hasOpenssl ? false : 'openssl 
         JSON.stringify(admissionReview(retrievalAgent(), { user: CONTROLLER, uid: 'e2e-1' })),
       );
       assert.equal(JSON.parse(ok.body).response.allowed, true);
-      const no = await post(
-        port,
-        ca,
-        '/validate',
-        JSON.stringify(admissionReview(retrievalAgent(), { uid: 'e2e-2' })),
-      );
+      const no = await post(port, ca, '/validate', JSON.stringify(admissionReview(retrievalAgent(), { uid: 'e2e-2' })));
       const r = JSON.parse(no.body).response;
       assert.equal(r.uid, 'e2e-2');
       assert.equal(r.allowed, false);

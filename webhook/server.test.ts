@@ -1,15 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import {
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -115,9 +107,9 @@ describe('HTTPS webhook server', { skip }, () => {
 
   test('answers AdmissionReviews with the request uid', async () => {
     const a = plainAgent();
-    (
-      ((a['spec'] as never)['declarative'] as never)['tools'] as Record<string, Record<string, unknown>>[]
-    )[0]!['mcpServer']!['allowedHeaders'] = ['Authorization'];
+    (((a['spec'] as never)['declarative'] as never)['tools'] as Record<string, Record<string, unknown>>[])[0]![
+      'mcpServer'
+    ]!['allowedHeaders'] = ['Authorization'];
     const body = admissionReview(a, { uid: 'uid-https-1' });
     const r = await call(srv.port, [first.cert], 'POST', '/validate/agents', JSON.stringify(body));
     assert.equal(r.status, 200);
@@ -146,9 +138,9 @@ describe('HTTPS webhook server', { skip }, () => {
     assert.equal((await call(srv.port, [first.cert], 'POST', '/validate', '{}', 'text/plain')).status, 415);
     assert.equal((await call(srv.port, [first.cert], 'GET', '/validate')).status, 405);
     assert.equal((await call(srv.port, [first.cert], 'GET', '/nope')).status, 404);
-    const big = await call(srv.port, [first.cert], 'POST', '/validate', `"${'x'.repeat(100 * 1024)}"`).catch(
-      () => ({ status: 413 }),
-    );
+    const big = await call(srv.port, [first.cert], 'POST', '/validate', `"${'x'.repeat(100 * 1024)}"`).catch(() => ({
+      status: 413,
+    }));
     assert.equal(big.status, 413);
   });
 
@@ -163,14 +155,8 @@ describe('HTTPS webhook server', { skip }, () => {
       m.body,
       /fgentic_webhook_reviews_total\{kind="Agent",verdict="denied",reason="allowed-headers-forbidden"\} 1/,
     );
-    assert.match(
-      m.body,
-      /fgentic_webhook_reviews_total\{kind="unknown",verdict="error",reason="malformed"\} 1/,
-    );
-    assert.match(
-      m.body,
-      /fgentic_webhook_reviews_total\{kind="unknown",verdict="error",reason="too-large"\} 1/,
-    );
+    assert.match(m.body, /fgentic_webhook_reviews_total\{kind="unknown",verdict="error",reason="malformed"\} 1/);
+    assert.match(m.body, /fgentic_webhook_reviews_total\{kind="unknown",verdict="error",reason="too-large"\} 1/);
     assert.match(m.body, /fgentic_webhook_review_duration_seconds_bucket/);
     assert.match(m.body, /fgentic_webhook_certificate_not_after_seconds \d/);
   });

@@ -134,13 +134,7 @@ function logOutcome(log: Logger, out: ReviewOutcome): void {
 }
 
 /** Runs the handler on a complete body and answers, counts and logs the outcome. */
-function answerReview(
-  res: ServerResponse,
-  body: Buffer,
-  opts: WebhookServerOptions,
-  metrics: Metrics,
-  log: Logger,
-) {
+function answerReview(res: ServerResponse, body: Buffer, opts: WebhookServerOptions, metrics: Metrics, log: Logger) {
   const start = process.hrtime.bigint();
   const send = (out: ReviewOutcome) => {
     res.writeHead(200, JSON_HEADERS).end(JSON.stringify(out.review));
@@ -300,14 +294,7 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
   server.keepAliveTimeout = 30_000;
   server.headersTimeout = 10_000;
   server.requestTimeout = 10_000;
-  const certificate = new CertificateWatch(
-    pair,
-    server,
-    opts.certDir,
-    metrics,
-    log,
-    opts.certPollMs ?? 10_000,
-  );
+  const certificate = new CertificateWatch(pair, server, opts.certDir, metrics, log, opts.certPollMs ?? 10_000);
   let port: number;
   try {
     ({ port } = await listen(server, opts.port ?? 8443, opts.host ?? '0.0.0.0'));
@@ -327,7 +314,6 @@ export async function startWebhookServer(opts: WebhookServerOptions): Promise<We
         server.closeAllConnections();
         server.close(() => resolve());
       }),
-    shutdown: (timing) =>
-      stopGracefully({ server, readiness, log, beforeDrain: () => certificate.stop() }, timing),
+    shutdown: (timing) => stopGracefully({ server, readiness, log, beforeDrain: () => certificate.stop() }, timing),
   };
 }

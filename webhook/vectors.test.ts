@@ -13,9 +13,7 @@ interface Case {
   expect: { allowed: boolean; code: number; reasons: string[]; warnings: number };
 }
 
-const vectors = JSON.parse(
-  readFileSync(join(import.meta.dirname, 'vectors', 'admission-cases.json'), 'utf8'),
-) as {
+const vectors = JSON.parse(readFileSync(join(import.meta.dirname, 'vectors', 'admission-cases.json'), 'utf8')) as {
   cluster: KubeObject[];
   cases: Case[];
 };

@@ -3,12 +3,7 @@
  * one field manager, list/delete of rendered objects by label, status merge patches, Events, Secrets.
  */
 import * as k8s from '@kubernetes/client-node';
-import {
-  type RawRequest,
-  type RequestLimiter,
-  type RequestPolicy,
-  requestJson,
-} from '../../common/kube-request.ts';
+import { type RawRequest, type RequestLimiter, type RequestPolicy, requestJson } from '../../common/kube-request.ts';
 import { kindInfo } from '../../crds/schema.ts';
 import { PRUNE_SELECTOR } from '../render/model.ts';
 import {

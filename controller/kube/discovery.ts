@@ -15,10 +15,7 @@ interface Discovery {
   components?: { schemas?: Record<string, Record<string, unknown>> };
 }
 
-async function getJson(
-  kc: k8s.KubeConfig,
-  path: string,
-): Promise<{ status: number; body: Discovery | undefined }> {
+async function getJson(kc: k8s.KubeConfig, path: string): Promise<{ status: number; body: Discovery | undefined }> {
   const server = kc.getCurrentCluster()?.server;
   if (!server) throw new Error('no current cluster in the kubeconfig');
   const url = new URL(path, server);

@@ -240,8 +240,7 @@ export class Informer {
       const prev = this.store.get(k);
       this.store.set(k, obj);
       if (!prev) this.o.onEvent?.('ADDED', obj, undefined);
-      else if (prev.metadata.resourceVersion !== obj.metadata.resourceVersion)
-        this.o.onEvent?.('MODIFIED', obj, prev);
+      else if (prev.metadata.resourceVersion !== obj.metadata.resourceVersion) this.o.onEvent?.('MODIFIED', obj, prev);
     }
     // A re-list after 410 Gone may have missed deletions: whatever the list lacks is gone.
     for (const [k, prev] of [...this.store]) {
@@ -322,8 +321,7 @@ export class Informer {
       if (gone) {
         this.resourceVersion = undefined;
         // 410 on the very version a list just returned: re-listing at once would spin; back off.
-        if (afterList && events === 0)
-          return this.retry('list', new Error('expired'), () => void this.relist());
+        if (afterList && events === 0) return this.retry('list', new Error('expired'), () => void this.relist());
         void this.relist();
         return;
       }

@@ -88,8 +88,7 @@ export class LeaderElector {
     const record = JSON.stringify(s);
     if (this.observed?.record !== record) this.observed = { record, at: now.getTime() };
     const mine = s.holderIdentity === identity;
-    const expired =
-      this.observed.at + (s.leaseDurationSeconds ?? leaseDurationSeconds) * 1000 <= now.getTime();
+    const expired = this.observed.at + (s.leaseDurationSeconds ?? leaseDurationSeconds) * 1000 <= now.getTime();
     if (!mine && !expired && s.holderIdentity) return false;
     try {
       const next = spec(!mine, s);

@@ -65,8 +65,7 @@ export async function mirrorMcpKeys(api: SecretReader, rendered: K8sObject[]): P
         metadata: { name: mirrorName(ns, o.metadata.name), namespace: gatewayNs },
       });
     const tools =
-      (o as { spec?: { declarative?: { tools?: { headersFrom?: HeaderFrom[] }[] } } }).spec?.declarative
-        ?.tools ?? [];
+      (o as { spec?: { declarative?: { tools?: { headersFrom?: HeaderFrom[] }[] } } }).spec?.declarative?.tools ?? [];
     const ref = tools[0]?.headersFrom?.find((h) => h.name === 'Authorization')?.valueFrom;
     if (!ref?.name || !ref?.key) continue;
     let value: string | undefined;

@@ -76,9 +76,7 @@ describe('capability in render and conflict analysis', () => {
     const ledger = render(withCapability('ledger')).objects;
     const egress = (objects: K8sObject[]) =>
       byName(objects, 'NetworkPolicy', 'fgentic-projector-egress').spec.egress as unknown[];
-    const added = egress(ledger).filter(
-      (r) => !egress(plain).some((p) => JSON.stringify(p) === JSON.stringify(r)),
-    );
+    const added = egress(ledger).filter((r) => !egress(plain).some((p) => JSON.stringify(p) === JSON.stringify(r)));
     assert.equal(egress(ledger).length, egress(plain).length + 1);
     assert.deepEqual(added, [
       {
@@ -109,9 +107,7 @@ describe('capability in render and conflict analysis', () => {
   it('an unknown capability is a platform conflict: nothing renders', () => {
     const { objects, conflicts } = render(withCapability('signed'));
     assert.ok(
-      conflicts.some(
-        (c) => c.kind === 'RetrievalPlatform' && c.reason === 'Invalid' && /capability/.test(c.message),
-      ),
+      conflicts.some((c) => c.kind === 'RetrievalPlatform' && c.reason === 'Invalid' && /capability/.test(c.message)),
     );
     assert.equal(objects.filter((o) => o.kind === 'NetworkPolicy').length, 0);
   });

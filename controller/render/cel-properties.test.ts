@@ -13,8 +13,8 @@ import { render } from './index.ts';
 
 const objects = render(examples()).objects as (K8sObject & { spec: any })[];
 const withCel = objects.filter((o) => o.kind === 'AgentgatewayPolicy' && o.spec.traffic?.authorization);
-const local = withCel.find((o) => o.metadata.name.startsWith('fgentic-a2a-local.'))?.spec.traffic
-  .authorization.policy.matchExpressions as string[];
+const local = withCel.find((o) => o.metadata.name.startsWith('fgentic-a2a-local.'))?.spec.traffic.authorization.policy
+  .matchExpressions as string[];
 
 describe('local route authorization (property)', () => {
   it('every policy carrying CEL is one of the four tested rule sets', () => {

@@ -43,11 +43,7 @@ const IDENTITY = 'eyJ2IjoxfQ';
 
 const rpc = (method: string, params: Record<string, unknown> = {}) =>
   JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
-const send = (
-  message: Record<string, unknown> = {},
-  extra: Record<string, unknown> = {},
-  method = 'SendMessage',
-) =>
+const send = (message: Record<string, unknown> = {}, extra: Record<string, unknown> = {}, method = 'SendMessage') =>
   rpc(method, {
     message: {
       messageId: 'm-1',
@@ -82,10 +78,7 @@ function local(
   };
 }
 
-function withHeaders(
-  ctx: GatewayContext,
-  patch: Record<string, string | string[] | undefined>,
-): GatewayContext {
+function withHeaders(ctx: GatewayContext, patch: Record<string, string | string[] | undefined>): GatewayContext {
   const h = { ...(ctx.request.headers as Record<string, string | string[]>) };
   for (const [k, v] of Object.entries(patch)) {
     if (v === undefined) delete h[k];
@@ -101,10 +94,7 @@ const JWT = {
   exp: 1784117400,
   sub: 'svc',
 };
-function partner(
-  over: Partial<GatewayContext['request']> = {},
-  jwt: Record<string, unknown> = JWT,
-): GatewayContext {
+function partner(over: Partial<GatewayContext['request']> = {}, jwt: Record<string, unknown> = JWT): GatewayContext {
   return {
     jwt,
     request: {
@@ -146,8 +136,7 @@ function mcp(
     patch,
   );
 }
-const toolCall = (name = 'search_knowledge') =>
-  rpc('tools/call', { name, arguments: { query: 'travel policy' } });
+const toolCall = (name = 'search_knowledge') => rpc('tools/call', { name, arguments: { query: 'travel policy' } });
 
 const P = policies(examples());
 const LOCAL = P.get('fgentic-a2a-local') as Rendered;
@@ -249,10 +238,7 @@ describe('local A2A route (bridge, API key)', () => {
 });
 
 describe('AgentCard read on the local listener (bridge only)', () => {
-  const card = (
-    over: Partial<GatewayContext['request']> = {},
-    workload = 'matrix-a2a-bridge',
-  ): GatewayContext => ({
+  const card = (over: Partial<GatewayContext['request']> = {}, workload = 'matrix-a2a-bridge'): GatewayContext => ({
     apiKey: { workload },
     request: {
       method: 'GET',
@@ -344,10 +330,7 @@ describe('MCP route (retrieval Agent, API key)', () => {
     fails(MCP, mcp(toolCall(), {}, 'matrix-a2a-bridge'));
     fails(MCP, { ...mcp(toolCall()), request: { ...mcp(toolCall()).request, path: '/mcp' } });
     fails(MCP, mcp(toolCall(), { 'x-retrieval-agent': 'kagent/other-agent' }));
-    fails(
-      MCP,
-      mcp(toolCall(), { 'x-retrieval-agent': ['kagent/knowledge-agent', 'kagent/knowledge-agent'] }),
-    );
+    fails(MCP, mcp(toolCall(), { 'x-retrieval-agent': ['kagent/knowledge-agent', 'kagent/knowledge-agent'] }));
     fails(MCP, { ...mcp(''), request: { ...mcp('').request, method: 'PUT' } });
   });
   it('the backend MCP allowlist admits search_knowledge only', () => {

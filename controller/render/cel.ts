@@ -7,12 +7,7 @@
  * is bytes and `json()` parses it; `has(a.b.c)` errors when `a.b` is missing. No binding helpers
  * (`.with`, `default`, `coalesce`) are used (docs/decisions.md#d11-cel-subset).
  */
-import {
-  CALLER_AGENT_HEADER,
-  IDENTITY_HEADER,
-  ROOM_CONTEXT_HEADER,
-  USER_ID_HEADER,
-} from '../../rules/index.ts';
+import { CALLER_AGENT_HEADER, IDENTITY_HEADER, ROOM_CONTEXT_HEADER, USER_ID_HEADER } from '../../rules/index.ts';
 
 export type A2AProtocol = '1.0' | '0.3';
 

@@ -100,9 +100,7 @@ describe('conflicts', () => {
   it('invalid resources (offline input the apiserver never checked) are dropped and reported', () => {
     const input = examples();
     input.rooms.push(room('bad', 'not-a-room'));
-    input.rooms.push(
-      room('bad2', '!x:org-a.example', { allowedClassifications: ['approved_non_public', 'public'] }),
-    );
+    input.rooms.push(room('bad2', '!x:org-a.example', { allowedClassifications: ['approved_non_public', 'public'] }));
     input.partners.push(partner('bad3', { groups: ['partner/org-y/docs'] }));
     input.partners.push(partner('bad4', { issuer: 'http://issuer.example' }));
     const { conflicts } = render(input);
@@ -198,9 +196,7 @@ describe('PreRouting identity strip on a listener shared with the MCP route', ()
       request: { method: 'POST', path, headers: { 'x-fgentic-identity': 'x' } },
     });
     const t = policy.spec.traffic.transformation;
-    assert.deepEqual(transformationRemovals(t, ctx('/api/a2a/kagent/knowledge-agent')), [
-      'x-fgentic-identity',
-    ]);
+    assert.deepEqual(transformationRemovals(t, ctx('/api/a2a/kagent/knowledge-agent')), ['x-fgentic-identity']);
     assert.deepEqual(transformationRemovals(t, ctx('/mcp/knowledge-retrieval/')), ['x-fgentic-identity']);
     assert.deepEqual(transformationRemovals(t, ctx('/mcp/knowledge-retrieval')), []);
   });

@@ -26,15 +26,7 @@ import {
   withinAgentLimit,
 } from '../../rules/index.ts';
 import type { Conflict, OwnKind, PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../types.ts';
-import {
-  type Agent,
-  cmpStr,
-  type Model,
-  type Partner,
-  type Platform,
-  partnerKey,
-  type Room,
-} from './model.ts';
+import { type Agent, cmpStr, type Model, type Partner, type Platform, partnerKey, type Room } from './model.ts';
 
 type Meta = { namespace?: string; name: string };
 type Report = (kind: OwnKind, m: Meta, reason: string, message: string) => void;
@@ -190,13 +182,7 @@ function choosePlatform(
     if (s.jwt.jwksUri) {
       const svc = parseServiceUrl(s.jwt.jwksUri);
       if (svc) platform.jwks = svc;
-      else
-        report(
-          'RetrievalPlatform',
-          p.metadata,
-          'JwksUnresolved',
-          'jwt.jwksUri must name an in-cluster Service URL',
-        );
+      else report('RetrievalPlatform', p.metadata, 'JwksUnresolved', 'jwt.jwksUri must name an in-cluster Service URL');
     } else if (input.jwksInline) platform.jwks = { inline: input.jwksInline };
     else
       report(
@@ -235,8 +221,7 @@ function resolveAgents(items: readonly RetrievalAgent[], report: Report): Agent[
     report,
   );
   const { kept, refused } = withinAgentLimit(valid, creationOrder);
-  for (const a of refused)
-    reportCross(report, 'RetrievalAgent', a.metadata, agentLimit(valid.length, 'metadata.name'));
+  for (const a of refused) reportCross(report, 'RetrievalAgent', a.metadata, agentLimit(valid.length, 'metadata.name'));
   const agents = kept.map((a): Agent => {
     const ns = a.metadata.namespace as string;
     const name = a.metadata.name;
@@ -317,11 +302,7 @@ function resolvePartners(
 }
 
 /** A partner reaches its agents' public routes only with the platform's issuer, JWKS and public listener. */
-function bindPartners(
-  partners: readonly Partner[],
-  platform: Platform,
-  agentIndex: ReadonlyMap<string, Agent>,
-) {
+function bindPartners(partners: readonly Partner[], platform: Platform, agentIndex: ReadonlyMap<string, Agent>) {
   const jwtIssuer = platform.spec.jwt?.issuer;
   if (!platform.jwks || !platform.spec.gateway.publicListener) return;
   for (const p of partners) {

@@ -69,14 +69,7 @@ function projectorRef(m: Model) {
   };
 }
 
-function a2aRoute(
-  m: Model,
-  a: Agent,
-  name: string,
-  listener: string,
-  path: string,
-  timeout?: string,
-): K8sObject {
+function a2aRoute(m: Model, a: Agent, name: string, listener: string, path: string, timeout?: string): K8sObject {
   const gwNs = m.platform.spec.gateway.namespace;
   const filters: Record<string, unknown>[] = [
     // The one header modifier of this route: after ext-auth and authorization, before the backend.
@@ -99,9 +92,7 @@ function a2aRoute(
           name: 'a2a',
           matches: [{ path: { type: 'Exact', value: path } }],
           filters,
-          backendRefs: [
-            { group: 'agentgateway.dev', kind: 'AgentgatewayBackend', name: names.a2aBackend(a) },
-          ],
+          backendRefs: [{ group: 'agentgateway.dev', kind: 'AgentgatewayBackend', name: names.a2aBackend(a) }],
           ...(timeout ? { timeouts: { request: timeout } } : {}),
         },
       ],
@@ -192,9 +183,7 @@ function cardObjects(m: Model, a: Agent): K8sObject[] {
                   ],
                 }
               : {}),
-            backendRefs: [
-              { group: 'agentgateway.dev', kind: 'AgentgatewayBackend', name: names.a2aBackend(a) },
-            ],
+            backendRefs: [{ group: 'agentgateway.dev', kind: 'AgentgatewayBackend', name: names.a2aBackend(a) }],
           },
         ],
       },

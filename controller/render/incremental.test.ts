@@ -112,11 +112,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
         maxLength: 2,
         selector: (r) => `${r.namespace}/${r.name}`,
       }),
-      groups: fc.constantFrom(
-        ['partner/org-x/docs'],
-        ['partner/org-x/docs', 'partner/org-x/b'],
-        ['local/team'],
-      ),
+      groups: fc.constantFrom(['partner/org-x/docs'], ['partner/org-x/docs', 'partner/org-x/b'], ['local/team']),
       agreed: fc.boolean(),
     }),
   },
@@ -139,16 +135,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
         uid: fc.constantFrom('pu1', 'pu2'),
       },
       {
-        requiredKeys: [
-          't',
-          'name',
-          'timeout',
-          'a2aBackend',
-          'publicListener',
-          'jwks',
-          'capability',
-          'localGroups',
-        ],
+        requiredKeys: ['t', 'name', 'timeout', 'a2aBackend', 'publicListener', 'jwks', 'capability', 'localGroups'],
       },
     ),
   },
@@ -205,9 +192,7 @@ function apply(s: State, o: Op): void {
         room(
           o.name,
           o.roomId,
-          o.agreed
-            ? { allowedClassifications: ['approved_non_public', 'public'], agreementRef: 'agr-1' }
-            : {},
+          o.agreed ? { allowedClassifications: ['approved_non_public', 'public'], agreementRef: 'agr-1' } : {},
         ),
       );
       return;
@@ -222,9 +207,7 @@ function apply(s: State, o: Op): void {
           issuer: o.issuer,
           agents: o.agents,
           groups: [...o.groups],
-          ...(o.agreed
-            ? { allowedClassifications: ['approved_non_public', 'public'], agreementRef: 'agr-2' }
-            : {}),
+          ...(o.agreed ? { allowedClassifications: ['approved_non_public', 'public'], agreementRef: 'agr-2' } : {}),
         }),
       );
       return;
@@ -305,8 +288,7 @@ describe('incremental render', () => {
 
   it('one room change renders no agent again and hands back every unchanged object itself', () => {
     const s = initial();
-    for (const n of ['a1', 'a2', 'a3'])
-      apply(s, { t: 'agent', ns: 'kagent', name: n, rpm: 60, public: true });
+    for (const n of ['a1', 'a2', 'a3']) apply(s, { t: 'agent', ns: 'kagent', name: n, rpm: 60, public: true });
     const first = renderIncremental(resources(s));
     assert.equal(first.agentsRendered, 4);
     apply(s, { t: 'room', name: 'r9', roomId: '!z:org-a.example', agreed: true });
@@ -324,8 +306,7 @@ describe('incremental render', () => {
 
   it('one agent change renders that agent only; a partner change renders the agents it is bound to', () => {
     const s = initial();
-    for (const n of ['a1', 'a2', 'a3'])
-      apply(s, { t: 'agent', ns: 'kagent', name: n, rpm: 60, public: true });
+    for (const n of ['a1', 'a2', 'a3']) apply(s, { t: 'agent', ns: 'kagent', name: n, rpm: 60, public: true });
     const first = renderIncremental(resources(s));
     apply(s, { t: 'agent', ns: 'kagent', name: 'a2', rpm: 999, public: true });
     const second = renderIncremental(resources(s), first.memo);

@@ -48,8 +48,7 @@ export interface IncrementalResult {
   owners: Map<string, string>;
 }
 
-const objectKey = (o: K8sObject) =>
-  `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
+const objectKey = (o: K8sObject) => `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
 
 /**
  * A resource as the render may read it: without status and without the metadata the API server

@@ -46,11 +46,7 @@ export function renderAgentObjects(m: Model, a: Agent): K8sObject[] {
  * partner), the namespace-wide policies and the shared gateway and kagent objects. A configuration
  * over the ConfigMap limit is left out and reported in `conflicts`.
  */
-export function renderSharedObjects(
-  m: Model,
-  conflicts: Conflict[],
-  o: { registry?: boolean } = {},
-): K8sObject[] {
+export function renderSharedObjects(m: Model, conflicts: Conflict[], o: { registry?: boolean } = {}): K8sObject[] {
   // At most the agent bound: the analysis refused the RetrievalAgents past it (rules/cross-object.ts).
   const rendered = renderServerConfig(m, o);
   if (rendered.tooLarge)

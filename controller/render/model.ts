@@ -44,9 +44,7 @@ export interface Platform {
   proxyPodLabels: Record<string, string>;
   mcpListener: string;
   mcpUrl: string;
-  jwks?:
-    | { inline: string }
-    | { service: string; namespace: string; port: number; path: string; tls: boolean };
+  jwks?: { inline: string } | { service: string; namespace: string; port: number; path: string; tls: boolean };
 }
 
 export interface Agent {

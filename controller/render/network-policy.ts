@@ -144,9 +144,7 @@ export function renderSharedNetworkPolicies(m: Model): K8sObject[] {
         ports: tcp(hs.port),
       });
   }
-  out.push(
-    np(m, 'fgentic-projector-egress', ns, { podSelector: projectorPods, policyTypes: ['Egress'], egress }),
-  );
+  out.push(np(m, 'fgentic-projector-egress', ns, { podSelector: projectorPods, policyTypes: ['Egress'], egress }));
   return out;
 }
 

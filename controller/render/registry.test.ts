@@ -50,9 +50,7 @@ describe('incremental registry', () => {
               : room(
                   s.name,
                   s.id,
-                  s.agreed
-                    ? { allowedClassifications: ['approved_non_public', 'public'], agreementRef: 'a' }
-                    : {},
+                  s.agreed ? { allowedClassifications: ['approved_non_public', 'public'], agreementRef: 'a' } : {},
                 );
           if (r) live.set(s.name, r);
           else live.delete(s.name);
@@ -81,8 +79,7 @@ describe('incremental registry', () => {
     index.setContext(registryContext(model));
     const table = new RoomTable();
     for (let i = 0; i < 500; i++)
-      for (const e of table.set(`r${i}`, room(`r${i}`, `!room${i}:org-a.example`)).entries)
-        index.putEntry('room', e);
+      for (const e of table.set(`r${i}`, room(`r${i}`, `!room${i}:org-a.example`)).entries) index.putEntry('room', e);
     const before = new Map(index.render().objects.map((o) => [o.metadata.name, JSON.stringify(o)]));
     const changed = new Set<string>();
     const change = table.set(
@@ -94,9 +91,7 @@ describe('incremental registry', () => {
     );
     for (const e of change.entries) for (const n of index.putEntry('room', e)) changed.add(n);
     const after = index.render().objects;
-    const differs = after
-      .filter((o) => before.get(o.metadata.name) !== JSON.stringify(o))
-      .map((o) => o.metadata.name);
+    const differs = after.filter((o) => before.get(o.metadata.name) !== JSON.stringify(o)).map((o) => o.metadata.name);
     assert.equal(differs.length, 2);
     assert.deepEqual(new Set(differs), changed);
     assert.deepEqual([...change.rooms], ['r7']);

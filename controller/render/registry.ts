@@ -82,8 +82,7 @@ function configMap(ctx: RegistryContext, name: string, key: string, text: string
 
 /** One shard's text from its entries, each list sorted by key. */
 export function shardText(rooms: readonly RegistryEntry[], partners: readonly RegistryEntry[]): string {
-  const sorted = (l: readonly RegistryEntry[]) =>
-    [...l].sort((a, b) => cmpStr(a.key, b.key)).map((e) => e.text);
+  const sorted = (l: readonly RegistryEntry[]) => [...l].sort((a, b) => cmpStr(a.key, b.key)).map((e) => e.text);
   return `{"version":1,"rooms":[${sorted(rooms).join(',')}],"partners":[${sorted(partners).join(',')}]}\n`;
 }
 
@@ -154,9 +153,7 @@ export class RegistryIndex {
   /** The context (platform), or undefined when there is none: then nothing is rendered. */
   setContext(ctx: RegistryContext | undefined): Set<string> {
     const before = this.layout();
-    const was = this.ctx
-      ? JSON.stringify([this.ctx.namespace, this.ctx.labels, this.ctx.ownerReferences ?? null])
-      : '';
+    const was = this.ctx ? JSON.stringify([this.ctx.namespace, this.ctx.labels, this.ctx.ownerReferences ?? null]) : '';
     const oldBase = this.baseText;
     this.ctx = ctx;
     this.baseText = ctx ? compact(ctx.base) : '';
@@ -166,8 +163,7 @@ export class RegistryIndex {
     if (was === now && oldBase === this.baseText) return new Set();
     const changed = new Set<string>([PROJECTOR_CONFIGMAP]);
     // A layout change (inline ↔ sharded, or none), or a new namespace, labels or owner: every shard.
-    if (before !== this.layout() || was !== now)
-      for (let i = 0; i < REGISTRY_SHARDS; i++) changed.add(shardName(i));
+    if (before !== this.layout() || was !== now) for (let i = 0; i < REGISTRY_SHARDS; i++) changed.add(shardName(i));
     return changed;
   }
 
@@ -258,10 +254,7 @@ export class RegistryIndex {
         );
         return configMap(ctx, PROJECTOR_CONFIGMAP, 'projector.json', text);
       }
-      const digests = Array.from(
-        { length: REGISTRY_SHARDS },
-        (_, i) => digestOf?.(i) ?? this.shard(i).digest,
-      );
+      const digests = Array.from({ length: REGISTRY_SHARDS }, (_, i) => digestOf?.(i) ?? this.shard(i).digest);
       return configMap(ctx, PROJECTOR_CONFIGMAP, 'projector.json', manifestText(ctx, digests));
     }
     if (l !== 'sharded') return undefined;
@@ -285,8 +278,7 @@ export class RegistryIndex {
       const bytes = utf8Length(REGISTRY_SHARD_KEY) + utf8Length(this.shard(i).text);
       if (bytes > CONFIGMAP_DATA_LIMIT) return tooLargeMessage(shardName(i), bytes);
     }
-    const base =
-      objects?.find((o) => o.metadata.name === PROJECTOR_CONFIGMAP) ?? this.object(PROJECTOR_CONFIGMAP);
+    const base = objects?.find((o) => o.metadata.name === PROJECTOR_CONFIGMAP) ?? this.object(PROJECTOR_CONFIGMAP);
     const text = (base as { data?: Record<string, string> } | undefined)?.data?.['projector.json'] ?? '';
     const bytes = utf8Length('projector.json') + utf8Length(text);
     return bytes > CONFIGMAP_DATA_LIMIT ? tooLargeMessage(PROJECTOR_CONFIGMAP, bytes) : undefined;

@@ -8,11 +8,7 @@ import { describe, it } from 'node:test';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { examples } from '../../testkit/controller/fixtures.ts';
-import {
-  AGENTGATEWAY_VERSIONS,
-  upstreamObjects,
-  upstreamValidator,
-} from '../../testkit/controller/schema.ts';
+import { AGENTGATEWAY_VERSIONS, upstreamObjects, upstreamValidator } from '../../testkit/controller/schema.ts';
 import type { K8sObject, Resources } from '../types.ts';
 import { render } from './index.ts';
 

@@ -6,14 +6,7 @@ import { assembleConfig, REGISTRY_SHARD_PREFIX, shardName } from '../../projecto
 import { readConfig } from '../../retrieval/config.ts';
 import { examples } from '../../testkit/controller/fixtures.ts';
 import { render } from './index.ts';
-import {
-  partnerRegistryKey,
-  REGISTRY_SHARDS,
-  RegistryIndex,
-  registryObjects,
-  roomEntry,
-  shardOf,
-} from './registry.ts';
+import { partnerRegistryKey, REGISTRY_SHARDS, RegistryIndex, registryObjects, roomEntry, shardOf } from './registry.ts';
 import { CONFIGMAP_DATA_LIMIT, configMapBytes } from './server-config.ts';
 
 function configs() {
@@ -144,8 +137,7 @@ describe('registry size', () => {
     assert.deepEqual(r.conflicts, []);
     const { result, shards } = assembled(r.objects);
     assert.equal(shards.size, REGISTRY_SHARDS);
-    for (const o of r.objects)
-      if (o.kind === 'ConfigMap') assert.ok(configMapBytes(o) <= CONFIGMAP_DATA_LIMIT);
+    for (const o of r.objects) if (o.kind === 'ConfigMap') assert.ok(configMapBytes(o) <= CONFIGMAP_DATA_LIMIT);
     assert.ok(result.ok);
     if (result.ok) assert.equal(result.config.rooms.size, 20_000 + examples().rooms.length);
   });
@@ -160,16 +152,11 @@ describe('registry size', () => {
     const changed = after.filter((o) => {
       const old = before.find(
         (b) =>
-          b.kind === o.kind &&
-          b.metadata.name === o.metadata.name &&
-          b.metadata.namespace === o.metadata.namespace,
+          b.kind === o.kind && b.metadata.name === o.metadata.name && b.metadata.namespace === o.metadata.namespace,
       );
       return JSON.stringify(old) !== JSON.stringify(o);
     });
-    assert.deepEqual(
-      changed.map((o) => o.metadata.name).filter((n) => n !== 'fgentic-projector-config').length,
-      1,
-    );
+    assert.deepEqual(changed.map((o) => o.metadata.name).filter((n) => n !== 'fgentic-projector-config').length, 1);
     assert.ok(changed.some((o) => o.metadata.name === 'fgentic-projector-config'));
     assert.equal(after.length, before.length);
   });
@@ -182,9 +169,7 @@ describe('registry layout: the cost follows the change', () => {
     base: { version: 1, rooms: [], partners: [] },
   };
   const rooms = (n: number, from = 0) =>
-    Array.from({ length: n }, (_, i) =>
-      roomEntry(`!room${from + i}:org-a.example`, ['approved_non_public', 'public']),
-    );
+    Array.from({ length: n }, (_, i) => roomEntry(`!room${from + i}:org-a.example`, ['approved_non_public', 'public']));
 
   it('a room always lands in the same shard, whatever the size of the registry', () => {
     const small = registryObjects(ctx, rooms(2_000), []).objects;
@@ -192,8 +177,7 @@ describe('registry layout: the cost follows the change', () => {
     const holder = (objects: typeof small, id: string) =>
       objects.find(
         (o) =>
-          o.metadata.name.startsWith(REGISTRY_SHARD_PREFIX) &&
-          (o as any).data['registry.json'].includes(`"${id}"`),
+          o.metadata.name.startsWith(REGISTRY_SHARD_PREFIX) && (o as any).data['registry.json'].includes(`"${id}"`),
       )?.metadata.name;
     for (const i of [0, 17, 999, 1_999]) {
       const id = `!room${i}:org-a.example`;

@@ -86,9 +86,7 @@ export function retrievalConfig(m: Model): Record<string, unknown> {
  * pooler renders nothing, so such configurations stay as they were).
  */
 function renderedDatabase(db: Record<string, unknown> | undefined): { database?: Record<string, unknown> } {
-  const picked = Object.fromEntries(
-    REPLICA_FIELDS.filter((k) => db?.[k] !== undefined).map((k) => [k, db?.[k]]),
-  );
+  const picked = Object.fromEntries(REPLICA_FIELDS.filter((k) => db?.[k] !== undefined).map((k) => [k, db?.[k]]));
   // The analysis refused invalid settings before rendering (controller/render/conflicts.ts).
   const s = replicaSettings(picked);
   return s === undefined || isDirect(s) ? {} : { database: { ...s, replicaUrls: [...s.replicaUrls] } };
@@ -149,8 +147,5 @@ export function renderServerConfig(
 
 export function configMapBytes(o: K8sObject): number {
   const data = (o as { data?: Record<string, string> }).data ?? {};
-  return Object.entries(data).reduce(
-    (n, [k, v]) => n + Buffer.byteLength(k, 'utf8') + Buffer.byteLength(v, 'utf8'),
-    0,
-  );
+  return Object.entries(data).reduce((n, [k, v]) => n + Buffer.byteLength(k, 'utf8') + Buffer.byteLength(v, 'utf8'), 0);
 }

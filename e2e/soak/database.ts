@@ -9,13 +9,7 @@ import pg from 'pg';
 import { startEmbeddedDatabase } from '../../retrieval/db/embedded.ts';
 import { migrate } from '../../retrieval/db/migrate.ts';
 import { createPool } from '../../retrieval/db/pool.ts';
-import {
-  asRole,
-  bootstrapDatabase,
-  INGESTION_ROLE,
-  OWNER_ROLE,
-  RETRIEVAL_ROLE,
-} from '../../retrieval/db/roles.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, OWNER_ROLE, RETRIEVAL_ROLE } from '../../retrieval/db/roles.ts';
 import { createLocalEmbedder } from '../../retrieval/embeddings/local.ts';
 import { ensureProfile } from '../../retrieval/embeddings/profile.ts';
 import { type Cluster, createDatabase, findPostgres, startCluster } from '../../testkit/common/postgres.ts';

@@ -96,24 +96,11 @@ test('connection resets during transactions fail the searches, not the retrieval
   assert.ok(dir && proxy, 'setup did not finish');
   const faults = proxy;
   const config = join(dir, 'retrieval.json');
-  writeFileSync(
-    config,
-    JSON.stringify({ version: 1, agents: [AGENT], embeddings: { profile: LOCAL_PROFILE } }),
-  );
+  writeFileSync(config, JSON.stringify({ version: 1, agents: [AGENT], embeddings: { profile: LOCAL_PROFILE } }));
   server = new ChildServer(
     'retrieval',
     await freePort(),
-    (p) => [
-      'serve',
-      'retrieval',
-      '--config',
-      config,
-      '--port',
-      String(p),
-      '--host',
-      '127.0.0.1',
-      '--no-migrate',
-    ],
+    (p) => ['serve', 'retrieval', '--config', config, '--port', String(p), '--host', '127.0.0.1', '--no-migrate'],
     { DATABASE_URL: `postgres://postgres@${faults.url}/postgres?sslmode=disable` },
   );
   const child = server;
@@ -132,8 +119,7 @@ test('connection resets during transactions fail the searches, not the retrieval
       assert.equal(child.exits.length, 0, `the retrieval process exited (${child.exits.join(',')})`);
     }
     // Every failure was reported as what it was; nothing was cut at the HTTP level.
-    for (const o of outcomes)
-      assert.ok(o === 'ok' || o === 'database_unavailable', `unexpected outcome ${o}`);
+    for (const o of outcomes) assert.ok(o === 'ok' || o === 'database_unavailable', `unexpected outcome ${o}`);
     await waitFor(
       'a search to succeed again after the database came back',
       async () => (await search(child.url)) === 'ok',

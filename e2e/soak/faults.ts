@@ -90,8 +90,7 @@ async function corruptRetrievalConfig(s: SoakStack): Promise<string> {
 /** The engineering room downgraded to public and partner org-d removed. */
 function revoked(config: Record<string, any>): Record<string, any> {
   const next = structuredClone(config);
-  for (const r of next['rooms'] as any[])
-    if (r.roomId === ENGINEERING_ROOM) r.allowedClassifications = ['public'];
+  for (const r of next['rooms'] as any[]) if (r.roomId === ENGINEERING_ROOM) r.allowedClassifications = ['public'];
   next['partners'] = (next['partners'] as any[]).filter((p) => p.azp !== 'org-d-a2a');
   return next;
 }

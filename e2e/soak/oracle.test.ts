@@ -2,13 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ALICE, BOB } from '../../local/helpers.ts';
-import {
-  matrixMayRead,
-  partnerMayRead,
-  REVOCATION_BOUND_MS,
-  type Registry,
-  RegistryHistory,
-} from './oracle.ts';
+import { matrixMayRead, partnerMayRead, REVOCATION_BOUND_MS, type Registry, RegistryHistory } from './oracle.ts';
 
 const before: Registry = {
   rooms: new Map([['!eng', ['approved_non_public', 'public'] as const]]) as Registry['rooms'],
@@ -25,20 +19,13 @@ describe('soak oracle', () => {
   test('Matrix rows need every audience member and an allowed classification', () => {
     assert.equal(matrixMayRead('demo/engineering/roadmap', [ALICE], ['approved_non_public', 'public']), true);
     assert.equal(matrixMayRead('demo/engineering/roadmap', [ALICE], ['public']), false);
-    assert.equal(
-      matrixMayRead('demo/engineering/roadmap', [ALICE, BOB], ['approved_non_public', 'public']),
-      false,
-    );
+    assert.equal(matrixMayRead('demo/engineering/roadmap', [ALICE, BOB], ['approved_non_public', 'public']), false);
     assert.equal(matrixMayRead('demo/hr/salaries', [ALICE], ['approved_non_public', 'public']), false);
     assert.equal(matrixMayRead('demo/unknown', [ALICE], ['public']), false);
   });
   test('partner rows need a shared group and an allowed classification', () => {
     assert.equal(
-      partnerMayRead(
-        'demo/partners/org-d-architecture',
-        ['partner/org-d/engineering'],
-        ['approved_non_public'],
-      ),
+      partnerMayRead('demo/partners/org-d-architecture', ['partner/org-d/engineering'], ['approved_non_public']),
       true,
     );
     assert.equal(

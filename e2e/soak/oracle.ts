@@ -45,11 +45,7 @@ export function matrixMayRead(
   return audience.every((m) => c.principals.some((p) => samePrincipal(m, p as never)));
 }
 
-export function partnerMayRead(
-  sourceId: string,
-  groups: readonly string[],
-  classes: readonly string[],
-): boolean {
+export function partnerMayRead(sourceId: string, groups: readonly string[], classes: readonly string[]): boolean {
   const c = CHUNKS.get(sourceId);
   if (!c || !classes.includes(c.classification)) return false;
   return c.groups.some((g) => groups.includes(g));

@@ -98,16 +98,7 @@ export async function startSoakStack(options: { engine?: SoakEngine } = {}): Pro
     const projector = new ChildServer(
       'projector',
       await freePort(),
-      (p) => [
-        'serve',
-        'projector',
-        '--config',
-        projectorConfigFile,
-        '--port',
-        String(p),
-        '--host',
-        '127.0.0.1',
-      ],
+      (p) => ['serve', 'projector', '--config', projectorConfigFile, '--port', String(p), '--host', '127.0.0.1'],
       CHILD_SHUTDOWN,
     );
     const retrieval = new ChildServer(

@@ -203,11 +203,7 @@ export async function matrixOp(c: TrafficContext): Promise<Op> {
   const r = c.rand();
   const variant: MatrixVariant = r < 0.1 ? 'unregistered' : r < 0.2 ? 'stale' : 'current';
   const roomId =
-    variant === 'unregistered'
-      ? '!unregistered:org-a.example'
-      : c.rand() < 0.5
-        ? GENERAL_ROOM
-        : ENGINEERING_ROOM;
+    variant === 'unregistered' ? '!unregistered:org-a.example' : c.rand() < 0.5 ? GENERAL_ROOM : ENGINEERING_ROOM;
   const snapshot = matrixSnapshot(c, variant, roomId);
   const encoded = encodedContext(snapshot);
   const audience = audienceOf(snapshot);
@@ -264,8 +260,7 @@ export async function partnerOp(c: TrafficContext): Promise<Op> {
   for (const row of rows) {
     if (!policies.some((p) => p && partnerMayRead(row.sourceId, p.groups, p.classes))) leaked++;
   }
-  const stale =
-    allowed && mayAllow && c.registry.current.partners.get(azp) === undefined && states.length === 1;
+  const stale = allowed && mayAllow && c.registry.current.partners.get(azp) === undefined && states.length === 1;
   let ok: boolean | undefined;
   if (!mayAllow) ok = status === 401 || status === 403;
   else if (!mustAllow) ok = undefined;
@@ -278,15 +273,13 @@ function mcpIdentity(c: TrafficContext, iat: number): { header: string; mayRead:
   if (c.rand() < 0.6) {
     const roomId = c.rand() < 0.5 ? GENERAL_ROOM : ENGINEERING_ROOM;
     const audience = c.rand() < 0.5 ? [ALICE] : [ALICE, BOB];
-    const classes: Classification[] =
-      roomId === ENGINEERING_ROOM ? ['approved_non_public', 'public'] : ['public'];
+    const classes: Classification[] = roomId === ENGINEERING_ROOM ? ['approved_non_public', 'public'] : ['public'];
     return {
       header: matrixHeader({ caller: ALICE, audience, classifications: classes as never, iat, roomId }),
       mayRead: (id) => matrixMayRead(id, audience, classes),
     };
   }
-  const groups =
-    c.rand() < 0.5 ? ['partner/org-b/docs'] : ['partner/org-d/docs', 'partner/org-d/engineering'];
+  const groups = c.rand() < 0.5 ? ['partner/org-b/docs'] : ['partner/org-d/docs', 'partner/org-d/engineering'];
   const classes: Classification[] = groups.length === 1 ? ['public'] : ['approved_non_public', 'public'];
   return {
     header: oauthHeader({

@@ -92,8 +92,7 @@ export async function startAgentRuntime(options: AgentRuntimeOptions): Promise<A
     async execute(ctx: RequestContext, bus: ExecutionEventBus) {
       const state = ctx.context.state.get('headers') as Record<string, string | string[]> | undefined;
       const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(state ?? {}))
-        headers[k.toLowerCase()] = Array.isArray(v) ? (v[0] ?? '') : v;
+      for (const [k, v] of Object.entries(state ?? {})) headers[k.toLowerCase()] = Array.isArray(v) ? (v[0] ?? '') : v;
       receivedHeaders.push(headers);
       const user = headers['x-user-id'] ?? `A2A_USER_${ctx.contextId}`;
       const key = `${user}\u0000${ctx.contextId}`;
@@ -101,8 +100,7 @@ export async function startAgentRuntime(options: AgentRuntimeOptions): Promise<A
       sessions.set(key, session);
       if (!isHitlDecision(ctx)) session.headers = headers; // the HITL resume branch skips this refresh
       const sent: Record<string, string> = { ...options.staticHeaders };
-      for (const [name, value] of Object.entries(session.headers))
-        if (allowed.includes(name)) sent[name] = value;
+      for (const [name, value] of Object.entries(session.headers)) if (allowed.includes(name)) sent[name] = value;
 
       bus.publish(
         AgentEvent.task({

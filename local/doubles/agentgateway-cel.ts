@@ -149,8 +149,7 @@ export interface GatewayContext {
 
 function bindings(ctx: GatewayContext): Record<string, unknown> {
   const r = ctx.request;
-  const body =
-    typeof r.body === 'string' || r.body === undefined ? new TextEncoder().encode(r.body ?? '') : r.body;
+  const body = typeof r.body === 'string' || r.body === undefined ? new TextEncoder().encode(r.body ?? '') : r.body;
   const vars: Record<string, unknown> = {
     request: new Map<string, unknown>([
       ['method', r.method],
@@ -210,10 +209,7 @@ export function firstFailing(expressions: string[], ctx: GatewayContext): string
 }
 
 /** addRequestHeaders: name → value; a header whose CEL errors or is not a string is absent. */
-export function checkRequestHeaders(
-  add: Record<string, string>,
-  ctx: GatewayContext,
-): Record<string, string> {
+export function checkRequestHeaders(add: Record<string, string>, ctx: GatewayContext): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, expr] of Object.entries(add)) {
     const v = evaluate(expr, ctx);
@@ -264,7 +260,6 @@ export function transformationRemovals(t: Transformation | undefined, ctx: Gatew
   if (!t) return [];
   if (!t.conditional) return t.request?.remove ?? [];
   for (const c of t.conditional)
-    if (c.condition === undefined || evaluate(c.condition, ctx) === true)
-      return c.policy.request?.remove ?? [];
+    if (c.condition === undefined || evaluate(c.condition, ctx) === true) return c.policy.request?.remove ?? [];
   return [];
 }

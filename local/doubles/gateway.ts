@@ -128,17 +128,14 @@ interface Match {
 function selectRoute(routes: Obj[], listener: string, path: string, headers: Headers): Match | undefined {
   let best: Match | undefined;
   for (const route of routes) {
-    if (!(route.spec.parentRefs ?? []).some((p: { sectionName?: string }) => p.sectionName === listener))
-      continue;
+    if (!(route.spec.parentRefs ?? []).some((p: { sectionName?: string }) => p.sectionName === listener)) continue;
     for (const rule of route.spec.rules ?? []) {
       for (const m of rule.matches ?? [{ path: { type: 'PathPrefix', value: '/' } }]) {
         const p = m.path ?? { type: 'PathPrefix', value: '/' };
         const pathOk =
           p.type === 'Exact'
             ? path === p.value
-            : path === p.value ||
-              path.startsWith(p.value.endsWith('/') ? p.value : `${p.value}/`) ||
-              p.value === '/';
+            : path === p.value || path.startsWith(p.value.endsWith('/') ? p.value : `${p.value}/`) || p.value === '/';
         if (!pathOk) continue;
         const headersOk = (m.headers ?? []).every(
           (hm: { name: string; value: string }) => firstValue(headers, hm.name.toLowerCase()) === hm.value,
@@ -275,9 +272,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
   const listeners =
     options.listeners ??
     [
-      ...new Set(
-        routes.flatMap((r) => (r.spec.parentRefs ?? []).map((p: { sectionName?: string }) => p.sectionName)),
-      ),
+      ...new Set(routes.flatMap((r) => (r.spec.parentRefs ?? []).map((p: { sectionName?: string }) => p.sectionName))),
     ].filter((s): s is string => typeof s === 'string');
 
   const upstream = (key: string): string => {
@@ -291,14 +286,11 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
     if (auth.secretRef)
       return options.apiKeySecrets.filter(
         (s) =>
-          s.name === auth.secretRef.name &&
-          s.namespace === (auth.secretRef.namespace ?? policy.metadata.namespace),
+          s.name === auth.secretRef.name && s.namespace === (auth.secretRef.namespace ?? policy.metadata.namespace),
       );
     const want: Record<string, string> = auth.secretSelector?.matchLabels ?? {};
     return options.apiKeySecrets.filter(
-      (s) =>
-        s.namespace === policy.metadata.namespace &&
-        Object.entries(want).every(([k, v]) => s.labels?.[k] === v),
+      (s) => s.namespace === policy.metadata.namespace && Object.entries(want).every(([k, v]) => s.labels?.[k] === v),
     );
   };
 
@@ -417,12 +409,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
       const timeoutMs = parseDuration(timeoutPolicy?.spec.backend.http.requestTimeout) ?? 200;
       let resp: CheckResponse;
       try {
-        resp = await checkCall(
-          `${upstream(svc)}${url.pathname}${url.search}`,
-          req.method ?? 'GET',
-          check,
-          timeoutMs,
-        );
+        resp = await checkCall(`${upstream(svc)}${url.pathname}${url.search}`, req.method ?? 'GET', check, timeoutMs);
       } catch {
         record('extAuth', 403, routeName);
         return send(res, 403, 'external authorization failed');
@@ -554,8 +541,7 @@ export async function startGatewayDouble(options: GatewayDoubleOptions): Promise
       record('backend', upstreamRes.status, routeName);
       const out: Record<string, string> = {};
       upstreamRes.headers.forEach((v, k) => {
-        if (!['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(k))
-          out[k] = v;
+        if (!['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(k)) out[k] = v;
       });
       res.writeHead(upstreamRes.status, out);
       res.end(payload);

@@ -18,8 +18,7 @@ function openRaw(url: string): Promise<Socket> {
   });
 }
 
-const closed = (s: Socket) =>
-  new Promise<void>((resolve) => (s.closed ? resolve() : s.once('close', () => resolve())));
+const closed = (s: Socket) => new Promise<void>((resolve) => (s.closed ? resolve() : s.once('close', () => resolve())));
 
 test('the accepted sockets are tracked (the pinned pglite-socket still keeps its server where close looks)', async () => {
   const db = await startEmbeddedDatabase();

@@ -47,10 +47,7 @@ describe('embedded data directory lock', () => {
       await assert.rejects(startEmbeddedDatabase({ dataDir }), (err: unknown) => {
         assert.ok(err instanceof DatabaseInUseError);
         assert.equal(err.holder.pid, holder.child.pid);
-        assert.match(
-          err.message,
-          new RegExp(`in use by PID ${holder.child.pid}; ingest through the running`),
-        );
+        assert.match(err.message, new RegExp(`in use by PID ${holder.child.pid}; ingest through the running`));
         assert.ok(err.message.includes(lock?.url ?? '?'));
         return true;
       });
@@ -82,10 +79,7 @@ describe('embedded data directory lock', () => {
     const gone = spawn(process.execPath, ['-e', '']);
     const pid = gone.pid;
     await new Promise((r) => gone.once('exit', r));
-    writeFileSync(
-      lockPath(dataDir),
-      JSON.stringify({ pid, host: hostname(), url: 'postgres://x@127.0.0.1:1/' }),
-    );
+    writeFileSync(lockPath(dataDir), JSON.stringify({ pid, host: hostname(), url: 'postgres://x@127.0.0.1:1/' }));
     assert.equal(readLock(dataDir), undefined);
     const db = await startEmbeddedDatabase({ dataDir });
     try {

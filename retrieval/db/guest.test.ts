@@ -111,9 +111,7 @@ async function migrateAsOwner(d: Db, capability: 'plain' | 'ledger' = 'plain'): 
 async function originRows(d: Db): Promise<void> {
   const rand = prng(30_030);
   const pool =
-    d.db.engine === 'postgres'
-      ? createPool({ connectionString: d.db.urlAs(INGESTION_ROLE), max: 1 })
-      : d.pool;
+    d.db.engine === 'postgres' ? createPool({ connectionString: d.db.urlAs(INGESTION_ROLE), max: 1 }) : d.pool;
   try {
     const rows = [
       ['o-alice', meta({ source: 'docs/o1.md', principals: [P.alice] })],
@@ -212,9 +210,7 @@ describe('a guest in the origin database', { skip: ORIGIN_SKIP }, () => {
     const unit = toVectorParam(randomVector(prng(1)));
     try {
       const ids = async (sql: string) => {
-        const r = (await reader.query(`${prefix}${sql}${suffix}`)) as unknown as
-          | pg.QueryResult
-          | pg.QueryResult[];
+        const r = (await reader.query(`${prefix}${sql}${suffix}`)) as unknown as pg.QueryResult | pg.QueryResult[];
         const rows = (Array.isArray(r) ? r.find((x) => x.command === 'SELECT') : r)?.rows ?? [];
         return rows.map((x: { chunk_id: string }) => x.chunk_id).sort();
       };
@@ -259,12 +255,8 @@ describe('a guest in the origin database', { skip: ORIGIN_SKIP }, () => {
       `SELECT knowledge.begin_connector_snapshot('git-markdown', 'rev-1', 'sha256:${'a'.repeat(64)}', 0)`,
     );
     await assert.rejects(
-      as(
-        INGESTION_ROLE,
-        "SELECT knowledge.apply_connector_tombstone('00000000-0000-4000-8000-000000000000')",
-      ),
-      (err: { code?: string; message?: string }) =>
-        err.code === 'P0001' && /tombstone claim/.test(String(err.message)),
+      as(INGESTION_ROLE, "SELECT knowledge.apply_connector_tombstone('00000000-0000-4000-8000-000000000000')"),
+      (err: { code?: string; message?: string }) => err.code === 'P0001' && /tombstone claim/.test(String(err.message)),
     );
   });
 

@@ -105,14 +105,7 @@ const localpart = fc.oneof(
   fc.stringMatching(/^[a-z0-9._=/+-]{1,6}$/),
 );
 const mxid = fc.oneof(
-  fc.constantFrom(
-    P.alice.principal,
-    '@alice',
-    'alice:org-a.example',
-    '@a:b',
-    '@:org-a.example',
-    '@alice:a:b',
-  ),
+  fc.constantFrom(P.alice.principal, '@alice', 'alice:org-a.example', '@a:b', '@:org-a.example', '@alice:a:b'),
   fc.tuple(localpart, server).map(([l, s]) => `@${l}:${s}`),
 );
 const network = fc.oneof(fc.constantFrom<unknown>('slack', 'Slack', '-x', 'x'.repeat(64), 5, null), label);
@@ -137,14 +130,7 @@ const principal = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom<unknown>(P.alice, P.slackBob, 'alice', 5, null, []) },
 );
 const group = fc.oneof(
-  fc.constantFrom<unknown>(
-    'partner/org-b/docs',
-    'partner/org-b',
-    'local/x/y',
-    'partner/org-b/docs/x',
-    5,
-    null,
-  ),
+  fc.constantFrom<unknown>('partner/org-b/docs', 'partner/org-b', 'local/x/y', 'partner/org-b/docs/x', 5, null),
   fc.tuple(label, label).map(([a, b]) => `partner/${a}/${b}`),
 );
 /** Arrays drawn from a small pool so duplicates occur; sometimes at and past the 64-item bound. */

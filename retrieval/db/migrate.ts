@@ -115,9 +115,7 @@ async function prerequisites(client: pg.PoolClient, capability: CapabilityGrants
   const vector = await client.query("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'vector'");
   if (vector.rowCount === 0)
     missing.push('the vector extension is not installed (a superuser runs CREATE EXTENSION vector)');
-  const old = await client.query(
-    "SELECT to_regclass('knowledge.fgentic_retrieval_migrations') IS NOT NULL AS old",
-  );
+  const old = await client.query("SELECT to_regclass('knowledge.fgentic_retrieval_migrations') IS NOT NULL AS old");
   if (old.rows[0]?.old === true)
     missing.push(
       'the database holds objects of a pre-release version of this project (knowledge.fgentic_retrieval_migrations); start from a database without them',
@@ -151,9 +149,7 @@ export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Prom
     await client.query('COMMIT');
     for (const m of options.migrations ?? loadMigrations()) {
       await begin();
-      const done = await client.query(`SELECT sha256 FROM ${MIGRATIONS_TABLE} WHERE version = $1`, [
-        m.version,
-      ]);
+      const done = await client.query(`SELECT sha256 FROM ${MIGRATIONS_TABLE} WHERE version = $1`, [m.version]);
       if (done.rowCount !== 0) {
         await client.query('COMMIT');
         if (done.rows[0]?.sha256 !== m.sha256) throw new MigrationDriftError(m.version);
@@ -230,8 +226,10 @@ export async function syncAll(
     // pool's per-statement limit, which is sized for searches. It holds no lock on the origin's table
     // beyond a reader's.
     await client.query("SELECT set_config('statement_timeout', '300s', true)");
-    const r: pg.QueryResult<{ last_id: string | null; derived: number; removed: number }> =
-      await client.query('SELECT last_id, derived, removed FROM fgentic.sync_batch($1, $2)', [after, batch]);
+    const r: pg.QueryResult<{ last_id: string | null; derived: number; removed: number }> = await client.query(
+      'SELECT last_id, derived, removed FROM fgentic.sync_batch($1, $2)',
+      [after, batch],
+    );
     await client.query('COMMIT');
     const row: { last_id: string | null; derived: number; removed: number } | undefined = r.rows[0];
     changed += (row?.derived ?? 0) + (row?.removed ?? 0);

@@ -48,10 +48,7 @@ after(async () => {
 // Strings near the grammar: MXID-shaped pieces, glued with a few random characters.
 const hex = fc.constantFrom(...'0123456789abcdefABCDEF');
 const h16 = fc.string({ unit: hex, minLength: 0, maxLength: 5 });
-const octet = fc.oneof(
-  fc.integer({ min: 0, max: 300 }).map(String),
-  fc.constantFrom('00', '01', '255', '256'),
-);
+const octet = fc.oneof(fc.integer({ min: 0, max: 300 }).map(String), fc.constantFrom('00', '01', '255', '256'));
 const ipv4 = fc.array(octet, { minLength: 3, maxLength: 5 }).map((xs) => xs.join('.'));
 const ipv6 = fc
   .tuple(

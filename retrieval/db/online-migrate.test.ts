@@ -150,8 +150,5 @@ test(`migrate on a ${ROWS.toLocaleString('en')}-row origin table: the origin's s
   assert.ok(result.synced >= ROWS, `the derived rows were written (${result.synced})`);
   assert.equal(result.vectorIndexBuilt, true);
   assert.ok(searches.count() > 10 && writes.count() > 10, 'the loops ran during migrate');
-  assert.ok(
-    longestLockWait < 1_000,
-    `an origin search or write waited ${Math.round(longestLockWait)} ms for a lock`,
-  );
+  assert.ok(longestLockWait < 1_000, `an origin search or write waited ${Math.round(longestLockWait)} ms for a lock`);
 });

@@ -39,14 +39,7 @@ import { DEFAULT_PLANNER } from '../planner.ts';
 import { searchKnowledge } from '../search.ts';
 import { loadMigrations, migrate, syncAll } from './migrate.ts';
 import { createPool, toVectorParam } from './pool.ts';
-import {
-  asRole,
-  bootstrapDatabase,
-  INGESTION_ROLE,
-  ORIGIN_READER_ROLE,
-  OWNER_ROLE,
-  RETRIEVAL_ROLE,
-} from './roles.ts';
+import { asRole, bootstrapDatabase, INGESTION_ROLE, ORIGIN_READER_ROLE, OWNER_ROLE, RETRIEVAL_ROLE } from './roles.ts';
 
 const ORIGIN_VERSIONS = [1, 2, 3];
 /** The origin's schema Job logs in as knowledge_owner; PGlite has one session for every login. */
@@ -261,10 +254,7 @@ describe('origin first: the origin v1–v3, then this project', { skip: ORIGIN_S
         ['origin alpha notes'],
       );
       // The lease was released and the origin's versions are untouched.
-      assert.equal(
-        (await o.pool.query('SELECT count(*)::int AS n FROM knowledge.ingestion_leases')).rows[0]?.n,
-        0,
-      );
+      assert.equal((await o.pool.query('SELECT count(*)::int AS n FROM knowledge.ingestion_leases')).rows[0]?.n, 0);
       assert.deepEqual(await originVersions(o.pool), ORIGIN_VERSIONS);
     } finally {
       await server.close();
@@ -363,10 +353,7 @@ describe('project first: this project on an empty database, the origin Jobs afte
         chunks: rows('oc-rows', 2, P.bob).map(({ embedding: _, ...c }) => c),
       }),
     );
-    assert.deepEqual(
-      [bulk.path, bulk.upserted, byRow.path, byRow.upserted, acl.aclOnly],
-      ['bulk', 3, 'rows', 2, 2],
-    );
+    assert.deepEqual([bulk.path, bulk.upserted, byRow.path, byRow.upserted, acl.aclOnly], ['bulk', 3, 'rows', 2, 2]);
     // A bad row is still refused, by the origin's constraint under its name.
     const bad = {
       ...rows('oc-bad', 1)[0],

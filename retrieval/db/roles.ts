@@ -25,11 +25,7 @@ export const INGESTION_ROLE = 'knowledge_ingestion';
 export const PROJECTOR_ROLE = 'knowledge_projector';
 /** The origin's own reader, which the origin's search functions run as; never used by this project. */
 export const ORIGIN_READER_ROLE = 'knowledge_retrieval';
-export type DbRole =
-  | typeof OWNER_ROLE
-  | typeof RETRIEVAL_ROLE
-  | typeof INGESTION_ROLE
-  | typeof PROJECTOR_ROLE;
+export type DbRole = typeof OWNER_ROLE | typeof RETRIEVAL_ROLE | typeof INGESTION_ROLE | typeof PROJECTOR_ROLE;
 export const ROLES: readonly DbRole[] = [OWNER_ROLE, RETRIEVAL_ROLE, INGESTION_ROLE, PROJECTOR_ROLE];
 
 /** Runs after the role is set, inside every transaction (e.g. the ingestion lease check). */
@@ -179,8 +175,7 @@ function roleClient(
     // two connections preparing one name there would collide).
     const prepared = isPrepared(arg) ? arg : undefined;
     const text = prepared ? prepared.text : arg;
-    if (typeof text !== 'string')
-      throw new TypeError('role-bound clients take SQL text or a prepared statement');
+    if (typeof text !== 'string') throw new TypeError('role-bound clients take SQL text or a prepared statement');
     const args = prepared ? prepared.values : (values as unknown[] | undefined);
     if (BEGIN.test(text)) {
       inTx = true;
@@ -218,12 +213,7 @@ function roleClient(
 const POOLED_SESSION: SessionState = { role: '', readOnly: false };
 
 /** A view of `pool` whose every statement runs inside a transaction as `role`. */
-export function asRole(
-  pool: pg.Pool,
-  role: DbRole,
-  guard?: TransactionGuard,
-  options?: RoleOptions,
-): pg.Pool {
+export function asRole(pool: pg.Pool, role: DbRole, guard?: TransactionGuard, options?: RoleOptions): pg.Pool {
   const connect = async () => {
     const client = await pool.connect();
     try {
@@ -259,9 +249,7 @@ export function asRole(
 /** The serving role can reach chunks other than through the search functions, or cannot call them. */
 export class ServingPrivilegeError extends Error {
   constructor() {
-    super(
-      'the serving role must hold EXECUTE on the search functions and nothing on knowledge.chunks; run migrate',
-    );
+    super('the serving role must hold EXECUTE on the search functions and nothing on knowledge.chunks; run migrate');
     this.name = 'ServingPrivilegeError';
   }
 }

@@ -11,15 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { isBoundedCleanText, validateChunkMetadata } from '../../contract/index.ts';
-import {
-  AGENT,
-  matrixHeader,
-  meta,
-  NOW,
-  P,
-  startTestDatabase,
-  type TestDatabase,
-} from '../../testkit/retrieval.ts';
+import { AGENT, matrixHeader, meta, NOW, P, startTestDatabase, type TestDatabase } from '../../testkit/retrieval.ts';
 import { migrateCommand } from '../cli.ts';
 import { ensureProfile } from '../embeddings/profile.ts';
 import { startRetrievalServer } from '../index.ts';
@@ -129,15 +121,7 @@ describe('metadata CHECK = contract validateChunkMetadata', () => {
       if (m.source) delete m.source['id'];
     }),
     fc
-      .constantFrom<unknown>(
-        'public',
-        'approved_non_public',
-        'restricted',
-        'secret',
-        'authentication',
-        'internal',
-        1,
-      )
+      .constantFrom<unknown>('public', 'approved_non_public', 'restricted', 'secret', 'authentication', 'internal', 1)
       .map((v) => (m: M) => {
         m['classification'] = v;
       }),
@@ -190,27 +174,11 @@ describe('metadata CHECK = contract validateChunkMetadata', () => {
 
 describe('chunk id CHECK = contract isBoundedCleanText', () => {
   test('ids with edge characters, v at either end included: the database and the contract agree', async () => {
-    const edge = fc.constantFrom(
-      'v',
-      'V',
-      ' ',
-      '\t',
-      '\u000b',
-      '\f',
-      '\r',
-      '\n',
-      '\u0001',
-      '\u007f',
-      'a',
-      '/',
-      'é',
-    );
+    const edge = fc.constantFrom('v', 'V', ' ', '\t', '\u000b', '\f', '\r', '\n', '\u0001', '\u007f', 'a', '/', 'é');
     const id = fc.array(edge, { minLength: 0, maxLength: 4 }).map((cs) => cs.join(''));
     await fc.assert(
       fc.asyncProperty(id, async (v) => {
-        const r = await t.pool.query('SELECT coalesce(fgentic.is_bounded_clean_text($1, 512), false) AS ok', [
-          v,
-        ]);
+        const r = await t.pool.query('SELECT coalesce(fgentic.is_bounded_clean_text($1, 512), false) AS ok', [v]);
         assert.equal(r.rows[0]?.ok, isBoundedCleanText(v, 512), JSON.stringify(v));
       }),
       { numRuns: 300, seed: 23 },

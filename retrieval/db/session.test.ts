@@ -71,8 +71,8 @@ interface StartedAs {
  */
 async function startAs(role: string | null, readOnly: boolean): Promise<StartedAs> {
   const count = async (pool: pg.Pool) =>
-    (await pool.query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'fgentic\\_%'"))
-      .rows[0]?.n as number;
+    (await pool.query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'fgentic\\_%'")).rows[0]
+      ?.n as number;
   if (ENGINE === 'postgres') {
     const options = [
       ...(role === null ? [] : [`-c role=${role}`]),
@@ -121,9 +121,8 @@ describe('search statements per connection state', () => {
       // Sent as a prepared statement the session keeps: parsed and planned once per connection.
       assert.equal((await c.preparedSearches()) - before, 1);
       // And the server itself keeps such a statement from writing.
-      await assert.rejects(
-        c.pool.query('CREATE TEMP TABLE fgentic_probe (a int)'),
-        (err: { code?: string }) => ['25006', '42501'].includes(String(err.code)),
+      await assert.rejects(c.pool.query('CREATE TEMP TABLE fgentic_probe (a int)'), (err: { code?: string }) =>
+        ['25006', '42501'].includes(String(err.code)),
       );
     } finally {
       await c.close();
@@ -154,8 +153,8 @@ describe('search statements per connection state', () => {
         DEFAULT_PLANNER,
       );
       const prepared = async () =>
-        (await a.query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'fgentic\\_%'"))
-          .rows[0]?.n as number;
+        (await a.query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'fgentic\\_%'")).rows[0]
+          ?.n as number;
       const first = await runUnderCheck(a, st, undefined, true);
       assert.equal(first.length, 5);
       assert.equal(await prepared(), 1);
@@ -295,8 +294,7 @@ describe('search statements per connection state', () => {
   // Last: the embedded session cannot undo SET SESSION AUTHORIZATION on its own (RESET below does).
   // On PostgreSQL the same state is the ingestion role's own login.
   test('a role switch the session may not make fails the statement and leaves no transaction open', async () => {
-    const login =
-      ENGINE === 'postgres' ? new PgPool({ connectionString: t.db.urlAs(INGESTION_ROLE), max: 1 }) : t.pool;
+    const login = ENGINE === 'postgres' ? new PgPool({ connectionString: t.db.urlAs(INGESTION_ROLE), max: 1 }) : t.pool;
     if (ENGINE === 'pglite') await t.pool.query(`SET SESSION AUTHORIZATION ${INGESTION_ROLE}`);
     try {
       const sent: string[] = [];
@@ -326,9 +324,7 @@ describe('the serving pool on PostgreSQL', {
         "SELECT current_user AS u, session_user AS s, current_setting('default_transaction_read_only') AS ro",
       );
       assert.deepEqual(r.rows[0], { u: RETRIEVAL_ROLE, s: RETRIEVAL_ROLE, ro: 'on' });
-      assert.deepEqual(await statementsOfOneSearch(pool), [
-        'SELECT list, ord, plan, chunk_id, content, metad',
-      ]);
+      assert.deepEqual(await statementsOfOneSearch(pool), ['SELECT list, ord, plan, chunk_id, content, metad']);
     } finally {
       await pool.end();
     }

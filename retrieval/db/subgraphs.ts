@@ -90,10 +90,9 @@ export async function maintainSubgraphs(
       await client.query(
         `CREATE INDEX CONCURRENTLY ${name} ON fgentic.chunks USING hnsw (embedding public.vector_cosine_ops)${withClause} WHERE acl @> '{${id}}'::integer[]`,
       );
-      const rows = await client.query<{ n: string }>(
-        'SELECT rows::text AS n FROM fgentic.acl_counts WHERE id = $1',
-        [id],
-      );
+      const rows = await client.query<{ n: string }>('SELECT rows::text AS n FROM fgentic.acl_counts WHERE id = $1', [
+        id,
+      ]);
       await client.query(
         `INSERT INTO fgentic.subgraphs (id, index_name, built_rows) VALUES ($1, $2, $3)
          ON CONFLICT (id) DO UPDATE SET index_name = EXCLUDED.index_name, built_rows = EXCLUDED.built_rows,

@@ -206,8 +206,7 @@ describe('the text checks = the contract', () => {
     test(`${fn}: the same answer as the contract for any string`, async () => {
       await fc.assert(
         fc.asyncProperty(fc.array(near(base), { minLength: 1, maxLength: 20 }), async (xs) => {
-          for (const [i, ok] of (await answers(fn, xs)).entries())
-            assert.equal(ok, rule(xs[i] as string), xs[i]);
+          for (const [i, ok] of (await answers(fn, xs)).entries()) assert.equal(ok, rule(xs[i] as string), xs[i]);
         }),
         { numRuns: 100 },
       );

@@ -81,8 +81,7 @@ describe('OpenAI-compatible client', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const client = () =>
-    createOpenAIEmbedder({ url, model: 'BAAI/bge-m3', tokenFile, baseDelayMs: 1, retries: 2 });
+  const client = () => createOpenAIEmbedder({ url, model: 'BAAI/bge-m3', tokenFile, baseDelayMs: 1, retries: 2 });
 
   test('sends the origin request shape with a Bearer token from the file, no prefix', async () => {
     seen.length = 0;

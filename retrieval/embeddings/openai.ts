@@ -58,10 +58,7 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): Embedder {
         });
       } catch (e) {
         // fetch reports a transport failure as TypeError('fetch failed') with the errno on its cause.
-        throw new EmbeddingError(
-          'embedding_unavailable',
-          errorFields(e instanceof TypeError && e.cause ? e.cause : e),
-        );
+        throw new EmbeddingError('embedding_unavailable', errorFields(e instanceof TypeError && e.cause ? e.cause : e));
       }
       if (res.status >= 500 && attempt < retries) {
         await res.body?.cancel().catch(() => {});

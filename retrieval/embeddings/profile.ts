@@ -34,8 +34,7 @@ export async function ensureProfile(pool: pg.Pool, profile: string, claim: boole
   // An origin database predates the profile and holds BGE-M3 vectors: only that profile adopts rows
   // already there. The claim itself is one statement that records a profile only when none is.
   const rows = await pool.query('SELECT fgentic.origin_has_rows_v1() AS any');
-  if (rows.rows[0]?.any === true && profile !== BGE_M3_PROFILE)
-    return { ok: false, reason: 'profile_mismatch' };
+  if (rows.rows[0]?.any === true && profile !== BGE_M3_PROFILE) return { ok: false, reason: 'profile_mismatch' };
   const r = await pool.query('SELECT fgentic.claim_embedding_profile_v1($1) AS profile', [profile]);
   const final = String(r.rows[0]?.profile ?? '');
   return final === profile ? { ok: true, profile } : { ok: false, reason: 'profile_mismatch', stored: final };

@@ -451,20 +451,11 @@ describe('bulk load', () => {
     }
     await assert.rejects(
       withIngestionLease(failLock('XX000'), (writer) =>
-        ingestRecords(
-          writer,
-          embedder,
-          corpus(BULK_MIN_ROWS, 10, 'internal '),
-          undefined,
-          {},
-          { path: 'bulk' },
-        ),
+        ingestRecords(writer, embedder, corpus(BULK_MIN_ROWS, 10, 'internal '), undefined, {}, { path: 'bulk' }),
       ),
       (err: { code?: string }) => err.code === 'XX000',
     );
-    const none = await t.pool.query(
-      "SELECT count(*)::int AS n FROM knowledge.chunks WHERE content LIKE 'internal %'",
-    );
+    const none = await t.pool.query("SELECT count(*)::int AS n FROM knowledge.chunks WHERE content LIKE 'internal %'");
     assert.equal(none.rows[0]?.n, 0, 'an unexpected error writes nothing');
   });
 
@@ -476,11 +467,7 @@ describe('bulk load', () => {
     try {
       await own.pool.query(`SET SESSION AUTHORIZATION ${INGESTION_ROLE}`);
       const list = async () =>
-        (
-          await own.pool.query(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chunks' ORDER BY 1",
-          )
-        ).rows;
+        (await own.pool.query("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chunks' ORDER BY 1")).rows;
       const before = await list();
       const stats = await withIngestionLease(own.pool, (writer) =>
         ingestRecords(writer, embedder, corpus(BULK_MIN_ROWS, 9), undefined, {}, { path: 'bulk' }),
@@ -513,9 +500,7 @@ describe('bulk load', () => {
             : meta({ principals: [P.alice] }),
       }));
       await assert.rejects(
-        withIngestionLease(own.pool, (w) =>
-          writeChunks(w, { chunks }, undefined, { path: 'bulk', insertBatch: 100 }),
-        ),
+        withIngestionLease(own.pool, (w) => writeChunks(w, { chunks }, undefined, { path: 'bulk', insertBatch: 100 })),
         (err: { code?: string }) => err.code === '23514',
       );
       const n = await own.pool.query('SELECT count(*)::int AS n FROM knowledge.chunks');
@@ -670,14 +655,7 @@ describe('deferred vector index', () => {
       assert.equal((await deferred(own.pool)).length, 1);
       await own.pool.query(`SET SESSION AUTHORIZATION ${INGESTION_ROLE}`);
       const stats = await withIngestionLease(own.pool, (w) =>
-        ingestRecords(
-          w,
-          embedder,
-          corpus(VECTOR_INDEX_MIN_ROWS, 27, 'more '),
-          undefined,
-          {},
-          { path: 'rows' },
-        ),
+        ingestRecords(w, embedder, corpus(VECTOR_INDEX_MIN_ROWS, 27, 'more '), undefined, {}, { path: 'rows' }),
       );
       assert.equal(stats.upserted, VECTOR_INDEX_MIN_ROWS);
       const hnsw = await own.pool.query(
@@ -692,8 +670,8 @@ describe('deferred vector index', () => {
 
 describe('vector index built after the commit', () => {
   const graph = async (pool = t.pool) =>
-    (await pool.query("SELECT to_regclass('fgentic.chunks_embedding_hnsw_idx') IS NOT NULL AS present"))
-      .rows[0]?.present as boolean;
+    (await pool.query("SELECT to_regclass('fgentic.chunks_embedding_hnsw_idx') IS NOT NULL AS present")).rows[0]
+      ?.present as boolean;
   const large = VECTOR_INDEX_MIN_ROWS + 100;
 
   /** Per audience and query: the graph plan's ids and distances, and the exact plan's. */
@@ -748,8 +726,7 @@ describe('vector index built after the commit', () => {
     assert.equal(atCommit.graph, false, 'the graph is not part of the write transaction');
     assert.deepEqual(atCommit.waiting, [{ name: 'fgentic.chunks_embedding_hnsw_idx', am: 'hnsw' }]);
     assert.ok(atCommit.plans.some((p) => (p.exact as unknown[]).length > 0));
-    for (const p of atCommit.plans)
-      assert.deepEqual(p.hnsw, p.exact, 'without the graph the graph plan is exact');
+    for (const p of atCommit.plans) assert.deepEqual(p.hnsw, p.exact, 'without the graph the graph plan is exact');
     // Then the graph is built, the definition leaves the list, and the exact answers are unchanged.
     assert.equal(stats.maintenance, 'done');
     assert.equal(await graph(), true);
@@ -862,11 +839,8 @@ describe('after-write maintenance', () => {
     );
   const analyzed = async () =>
     Number(
-      (
-        await t.pool.query(
-          "SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'fgentic.chunks'::regclass",
-        )
-      ).rows[0].n,
+      (await t.pool.query("SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'fgentic.chunks'::regclass")).rows[0]
+        .n,
     );
 
   test('an ingest leaves no GIN pending list and fresh planner statistics', async () => {

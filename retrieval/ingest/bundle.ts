@@ -23,13 +23,7 @@ export interface BundleManifest {
 }
 
 const MANIFEST = '.fgentic/knowledge-acl.json';
-const MANIFEST_FIELDS = [
-  'schema_version',
-  'corpus',
-  'classification',
-  'allowed_principals',
-  'allowed_groups',
-];
+const MANIFEST_FIELDS = ['schema_version', 'corpus', 'classification', 'allowed_principals', 'allowed_groups'];
 
 export function readManifest(dir: string): BundleManifest {
   try {
@@ -54,8 +48,7 @@ export function readManifest(dir: string): BundleManifest {
   for (const k of Object.keys(m))
     if (!MANIFEST_FIELDS.includes(k))
       throw new IngestError(0, `${MANIFEST}: unknown field (allowed: ${MANIFEST_FIELDS.join(', ')})`);
-  for (const k of MANIFEST_FIELDS)
-    if (!Object.hasOwn(m, k)) throw new IngestError(0, `${MANIFEST}: ${k}: required`);
+  for (const k of MANIFEST_FIELDS) if (!Object.hasOwn(m, k)) throw new IngestError(0, `${MANIFEST}: ${k}: required`);
   if (m['schema_version'] !== 1) throw new IngestError(0, `${MANIFEST}: schema_version: must be 1`);
   if (!isDns1123Label(m['corpus']))
     throw new IngestError(0, `${MANIFEST}: corpus: must be a DNS-1123 label (lower-case, digits, '-', ≤ 63)`);
@@ -116,8 +109,7 @@ export function chunkMarkdown(text: string): { heading?: string; content: string
       } else cur = next;
     }
     if (cur !== '') pieces.push(cur);
-    for (const p of pieces)
-      out.push({ ...(s.heading !== undefined ? { heading: s.heading } : {}), content: p });
+    for (const p of pieces) out.push({ ...(s.heading !== undefined ? { heading: s.heading } : {}), content: p });
   }
   return out;
 }

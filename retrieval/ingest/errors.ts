@@ -47,8 +47,7 @@ const RULES: Record<string, string> = {
   network: 'network must be a DNS-1123 label, present only for bridged_matrix',
   kind: 'kind must be matrix or bridged_matrix',
   unknown_field: 'unknown field',
-  classifications:
-    'not a classification (public, approved_non_public, restricted, regulated, secret, authentication)',
+  classifications: 'not a classification (public, approved_non_public, restricted, regulated, secret, authentication)',
   groups: 'not a partner group partner/<policy>/<group>, or listed twice',
 };
 
@@ -63,8 +62,7 @@ export function describeMetadataDenial(reason: string, path: string | undefined,
     return `${p}: must be an array of at most 64 principals; a chunk needs at least one principal or group`;
   if (/allowed_groups$/.test(p)) return `${p}: must be an array of at most 64 partner groups`;
   if (/allowed_principals\[\d+\]$/.test(p)) return `${p}: must be a principal object, listed once`;
-  if (/source\.[a-z]+$/.test(p) && !p.endsWith('source.id'))
-    return `${p}: must be clean text within its size limit`;
+  if (/source\.[a-z]+$/.test(p) && !p.endsWith('source.id')) return `${p}: must be clean text within its size limit`;
   if (p.endsWith('source.id')) return `${p}: required clean text of at most 512 bytes`;
   return `${p}: missing or invalid`;
 }

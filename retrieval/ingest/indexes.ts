@@ -46,10 +46,7 @@ export function buildMemoryMb(rows: number): number {
  * Runs `work` on one connection of `pool` after BEGIN; `work` ends the transaction itself (COMMIT,
  * or ROLLBACK on a path that changes nothing). A failure rolls back and discards the connection.
  */
-export async function inTransaction<T>(
-  pool: pg.Pool,
-  work: (client: pg.PoolClient) => Promise<T>,
-): Promise<T> {
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let failed = false;
   try {
@@ -129,17 +126,12 @@ async function rebuildableIndexes(client: pg.PoolClient): Promise<RecordedIndex[
  * the transaction had (the inserts resolve pgvector's type through the caller's path).
  */
 async function asOwner<T>(client: pg.PoolClient, work: () => Promise<T>): Promise<T> {
-  const r = await client.query(
-    "SELECT current_setting('role') AS role, current_setting('search_path') AS path",
-  );
+  const r = await client.query("SELECT current_setting('role') AS role, current_setting('search_path') AS path");
   const { role, path } = r.rows[0] as { role: string; path: string };
   await client.query("SELECT set_config('role', $1, true)", [OWNER_ROLE]);
   await client.query(PINNED_PATH);
   const out = await work();
-  await client.query("SELECT set_config('search_path', $1, true), set_config('role', $2, true)", [
-    path,
-    role,
-  ]);
+  await client.query("SELECT set_config('search_path', $1, true), set_config('role', $2, true)", [path, role]);
   return out;
 }
 

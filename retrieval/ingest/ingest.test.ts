@@ -7,14 +7,7 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import fc from 'fast-check';
 import type { MatrixPrincipal } from '../../contract/index.ts';
-import {
-  decodeFixture,
-  matrixHeader,
-  meta,
-  P,
-  startTestDatabase,
-  type TestDatabase,
-} from '../../testkit/retrieval.ts';
+import { decodeFixture, matrixHeader, meta, P, startTestDatabase, type TestDatabase } from '../../testkit/retrieval.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
 import { createLocalEmbedder } from '../embeddings/local.ts';
 import type { Embedder } from '../embeddings/types.ts';
@@ -99,18 +92,14 @@ describe('JSONL ingestion', () => {
   });
   test('after an ACL change an earlier grounded result is no longer returned (no result retention)', async () => {
     const alice = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
-    await ingestRecords(t.pool, embedder, [
-      { content: 'grounded fact', metadata: meta({ principals: [P.alice] }) },
-    ]);
+    await ingestRecords(t.pool, embedder, [{ content: 'grounded fact', metadata: meta({ principals: [P.alice] }) }]);
     const [q] = await local.embed(['grounded fact']);
     const search = async () =>
       (await searchKnowledge(t.pool, { projection: alice, embedding: q ?? [], maxResults: 5 })).hits.map(
         (h) => h.content,
       );
     assert.deepEqual(await search(), ['grounded fact']);
-    await ingestRecords(t.pool, embedder, [
-      { content: 'grounded fact', metadata: meta({ principals: [P.bob] }) },
-    ]);
+    await ingestRecords(t.pool, embedder, [{ content: 'grounded fact', metadata: meta({ principals: [P.bob] }) }]);
     assert.deepEqual(await search(), []);
     await ingestRecords(t.pool, embedder, [
       {
@@ -299,8 +288,7 @@ describe('unchanged input and batched writes', () => {
       }));
     await writeChunks(t.pool, { chunks: mk(P.alice, true) });
     const vectors = async () =>
-      (await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY chunk_id'))
-        .rows;
+      (await t.pool.query('SELECT chunk_id, embedding::text AS e FROM knowledge.chunks ORDER BY chunk_id')).rows;
     const before = await vectors();
     const stats = await writeChunks(t.pool, { chunks: mk(P.bob, false) }, undefined, { updateBatch: 4 });
     assert.equal(stats.aclOnly, n);
@@ -367,10 +355,7 @@ describe('errors say what failed, never what the input held', () => {
       { ...meta({ principals: [P.alice] }), classification: 'hunter2-ish' },
       'record 2: metadata.classification: not a classification',
     ],
-    [
-      { ...meta({}), allowed_groups: ['hunter2-group'] },
-      'record 2: metadata.allowed_groups[0]: not a partner group',
-    ],
+    [{ ...meta({}), allowed_groups: ['hunter2-group'] }, 'record 2: metadata.allowed_groups[0]: not a partner group'],
     [
       meta({}),
       'record 2: metadata.allowed_principals: must be an array of at most 64 principals; a chunk needs at least one principal or group',
@@ -431,10 +416,7 @@ describe('errors say what failed, never what the input held', () => {
       () => parseJsonl('{"content":"ok"}\n\n{"secret": tru}\n'),
       /^IngestError: record 3: not valid JSON \(at column \d+\)$/,
     );
-    assert.throws(
-      () => parseJsonl('{"a":1,"a":2}'),
-      /record 1: not strict JSON: a member name appears twice/,
-    );
+    assert.throws(() => parseJsonl('{"a":1,"a":2}'), /record 1: not strict JSON: a member name appears twice/);
   });
 
   test('the JSONL parser only ever throws an IngestError that quotes no input', () => {

@@ -109,8 +109,7 @@ export function prepareRecords(
     if (typeof r !== 'object' || r === null || Array.isArray(r))
       throw new IngestError(n, 'a record must be a JSON object');
     if ('delete_source' in r) {
-      if (Object.keys(r).length !== 1)
-        throw new IngestError(n, 'delete_source: a tombstone has no other field');
+      if (Object.keys(r).length !== 1) throw new IngestError(n, 'delete_source: a tombstone has no other field');
       if (!isBoundedCleanText(r.delete_source, 512))
         throw new IngestError(n, 'delete_source: must be clean text of at most 512 bytes');
       tombstones.set(r.delete_source, n);
@@ -200,8 +199,7 @@ export async function ingestPrepared(
   for (let i = 0; i < toEmbed.length; i += EMBED_BATCH) {
     const batch = toEmbed.slice(i, i + EMBED_BATCH);
     const vectors = await embedder.embed(batch.map((p) => p.content));
-    if (vectors.length !== batch.length)
-      throw new IngestError(0, 'embedder returned the wrong number of vectors');
+    if (vectors.length !== batch.length) throw new IngestError(0, 'embedder returned the wrong number of vectors');
     batch.forEach((p, k) => {
       const v = vectors[k];
       if (!checkVector(v)) throw new IngestError(0, 'embedder returned an invalid vector');

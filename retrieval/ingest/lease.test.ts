@@ -5,14 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  meta,
-  P,
-  prng,
-  randomVector,
-  startTestDatabase,
-  type TestDatabase,
-} from '../../testkit/retrieval.ts';
+import { meta, P, prng, randomVector, startTestDatabase, type TestDatabase } from '../../testkit/retrieval.ts';
 import { INGESTION_ROLE } from '../db/roles.ts';
 import { acquireLease, LEASE_NAME, LeaseBusyError, LeaseLostError, withIngestionLease } from './lease.ts';
 import { writeChunks } from './store.ts';
@@ -45,9 +38,7 @@ describe('ingestion lease', () => {
         withIngestionLease(t.pool, (w) => writeChunks(w, { chunks: [chunk('blocked')] })),
         LeaseBusyError,
       );
-      const n = await t.pool.query(
-        "SELECT count(*)::int AS n FROM knowledge.chunks WHERE chunk_id = 'blocked'",
-      );
+      const n = await t.pool.query("SELECT count(*)::int AS n FROM knowledge.chunks WHERE chunk_id = 'blocked'");
       assert.equal(n.rows[0]?.n, 0);
     } finally {
       await first.release();

@@ -4,13 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import {
-  decodeFixture,
-  matrixHeader,
-  P,
-  startTestDatabase,
-  type TestDatabase,
-} from '../../testkit/retrieval.ts';
+import { decodeFixture, matrixHeader, P, startTestDatabase, type TestDatabase } from '../../testkit/retrieval.ts';
 import { searchKnowledge } from '../search.ts';
 import { classifySearchError, sqlstateOf } from './db-errors.ts';
 

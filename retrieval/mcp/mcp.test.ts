@@ -208,9 +208,7 @@ describe('the projection is bound to the agent the gateway authenticated', () =>
   test('a value minted for this agent, called by another agent, is denied caller_mismatch', async () => {
     const h = validMatrix();
     assert.deepEqual(
-      toolError(
-        await raw(call(), { ...protocol, 'x-fgentic-identity': h, 'x-fgentic-agent': 'kagent/other-agent' }),
-      ),
+      toolError(await raw(call(), { ...protocol, 'x-fgentic-identity': h, 'x-fgentic-agent': 'kagent/other-agent' })),
       {
         error: 'denied',
         reason: 'caller_mismatch',
@@ -226,13 +224,10 @@ describe('the projection is bound to the agent the gateway authenticated', () =>
       reason: 'caller_unbound',
     });
     const twice = [CALLER['x-fgentic-agent'], CALLER['x-fgentic-agent']];
-    assert.deepEqual(
-      toolError(await raw(call(), { ...protocol, 'x-fgentic-identity': h, 'x-fgentic-agent': twice })),
-      {
-        error: 'denied',
-        reason: 'caller_unbound',
-      },
-    );
+    assert.deepEqual(toolError(await raw(call(), { ...protocol, 'x-fgentic-identity': h, 'x-fgentic-agent': twice })), {
+      error: 'denied',
+      reason: 'caller_unbound',
+    });
   });
 });
 
@@ -264,9 +259,7 @@ describe('tools/call identity', () => {
     const { client } = await connect({ 'x-fgentic-identity': h });
     for (const mode of ['vector', 'hybrid']) {
       const r = await client.callTool({ name: 'search_knowledge', arguments: { query: 'alpha', mode } });
-      const ids = (r.structuredContent as { results: { source: { id: string } }[] }).results.map(
-        (x) => x.source.id,
-      );
+      const ids = (r.structuredContent as { results: { source: { id: string } }[] }).results.map((x) => x.source.id);
       assert.deepEqual(ids, ['docs/partner.md'], mode);
     }
     await client.close();
@@ -277,9 +270,7 @@ describe('tools/call identity', () => {
       name: 'search_knowledge',
       arguments: { query: 'beta secret roadmap', mode: 'hybrid', max_results: 20 },
     });
-    const ids = (r.structuredContent as { results: { source: { id: string } }[] }).results.map(
-      (x) => x.source.id,
-    );
+    const ids = (r.structuredContent as { results: { source: { id: string } }[] }).results.map((x) => x.source.id);
     assert.deepEqual(ids, ['docs/alpha.md']);
     await client.close();
   });
@@ -294,9 +285,7 @@ describe('tools/call identity', () => {
     ];
     const calls = Array.from({ length: 12 }, (_, i) => expected[i % 3] as [string, string]);
     const results = await Promise.all(
-      calls.map(([h]) =>
-        raw(call({ query: 'alpha beta', max_results: 20 }), { ...V, 'x-fgentic-identity': h }),
-      ),
+      calls.map(([h]) => raw(call({ query: 'alpha beta', max_results: 20 }), { ...V, 'x-fgentic-identity': h })),
     );
     results.forEach((r, i) => {
       const msg = JSON.parse(r.body);
@@ -329,10 +318,7 @@ describe('tools/call identity', () => {
   test('expired, future, foreign-agent projections → denied', async () => {
     const cases: [string, string][] = [
       [matrixHeader({ caller: P.alice, audience: [P.alice], iat: NOW - 600, exp: NOW }), 'expired'],
-      [
-        matrixHeader({ caller: P.alice, audience: [P.alice], iat: NOW + 31, exp: NOW + 600 }),
-        'not_yet_valid',
-      ],
+      [matrixHeader({ caller: P.alice, audience: [P.alice], iat: NOW + 31, exp: NOW + 600 }), 'not_yet_valid'],
       [
         matrixHeader({
           caller: P.alice,

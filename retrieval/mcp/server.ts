@@ -6,12 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import {
-  CallToolRequestSchema,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
-} from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type pg from 'pg';
 import { errorFields } from '../../common/error-fields.ts';
 import { createLogger } from '../../common/log.ts';
@@ -35,15 +30,7 @@ import type { ReplicaSet } from '../replica-set.ts';
 import { type SearchResult, searchKnowledge } from '../search.ts';
 import { callerDenial } from './caller.ts';
 import { classifySearchError } from './db-errors.ts';
-import {
-  type ArgumentProblem,
-  errorResult,
-  parseArgs,
-  renderResult,
-  TOOL,
-  TOOL_NAME,
-  type ToolArgs,
-} from './tool.ts';
+import { type ArgumentProblem, errorResult, parseArgs, renderResult, TOOL, TOOL_NAME, type ToolArgs } from './tool.ts';
 import { gateRequest, MCP_REVISION, originAllowed } from './version-gate.ts';
 
 const log = createLogger('retrieval');
@@ -141,8 +128,7 @@ async function embedQuery(ctx: McpContext, query: string, refuse: Refuse): Promi
   } catch (err) {
     // Why the model could not be reached (class and code only), e.g. ECONNREFUSED or TimeoutError.
     const cause = err instanceof EmbeddingError ? err.cause : errorFields(err);
-    if (cause)
-      log.warn('embedding failed', { thrown: cause.error, ...(cause.code ? { code: cause.code } : {}) });
+    if (cause) log.warn('embedding failed', { thrown: cause.error, ...(cause.code ? { code: cause.code } : {}) });
     return refuse('unavailable', err instanceof EmbeddingError ? err.reason : 'embedding_unavailable');
   } finally {
     endEmbed();
@@ -282,9 +268,7 @@ export async function handleMcp(req: IncomingMessage, res: ServerResponse, ctx: 
   if (req.method !== 'POST') {
     // Stateless JSON-only server: no GET stream, no session to DELETE.
     res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'method not allowed' }, id: null }),
-    );
+    res.end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32000, message: 'method not allowed' }, id: null }));
     return;
   }
   const raw = await readBody(req);

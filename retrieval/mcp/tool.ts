@@ -90,9 +90,7 @@ export interface ArgumentProblem {
   readonly rule: string;
 }
 
-export type ParsedArgs =
-  | { readonly ok: true; readonly value: ToolArgs }
-  | ({ readonly ok: false } & ArgumentProblem);
+export type ParsedArgs = { readonly ok: true; readonly value: ToolArgs } | ({ readonly ok: false } & ArgumentProblem);
 
 const ARG_NAMES = new Set(['query', 'max_results', 'mode']);
 const problem = (argument: string, rule: string): ParsedArgs => ({ ok: false, argument, rule });
@@ -111,8 +109,7 @@ export function parseArgs(args: unknown): ParsedArgs {
   const q = a['query'];
   if (q === undefined) return problem('query', 'is required');
   if (typeof q !== 'string') return problem('query', 'must be a string');
-  if ([...q].length > MAX_QUERY_CHARS)
-    return problem('query', `must be at most ${MAX_QUERY_CHARS} characters`);
+  if ([...q].length > MAX_QUERY_CHARS) return problem('query', `must be at most ${MAX_QUERY_CHARS} characters`);
   if (q.includes('\u0000')) return problem('query', 'must not contain U+0000 (NUL)');
   if (q.trim() === '') return problem('query', 'must contain a non-whitespace character');
   const k = a['max_results'] ?? 5;

@@ -26,10 +26,8 @@ export function gateRequest(body: unknown, protocolHeader: readonly string[]): G
       typeof params === 'object' && params !== null
         ? (params as Record<string, unknown>)['protocolVersion']
         : undefined;
-    if (offered !== MCP_REVISION)
-      return bad(`unsupported protocol version; supported: ${MCP_REVISION}`, -32602);
-    if (header !== undefined && header !== MCP_REVISION)
-      return bad(`MCP-Protocol-Version must be ${MCP_REVISION}`);
+    if (offered !== MCP_REVISION) return bad(`unsupported protocol version; supported: ${MCP_REVISION}`, -32602);
+    if (header !== undefined && header !== MCP_REVISION) return bad(`MCP-Protocol-Version must be ${MCP_REVISION}`);
     return { ok: true, method, isInitialize: true };
   }
   if (header !== MCP_REVISION) return bad(`MCP-Protocol-Version must be ${MCP_REVISION}`);

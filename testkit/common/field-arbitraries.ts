@@ -60,16 +60,7 @@ const urlPath = fc.oneof(
   fc.constantFrom('/a b', '/a?x=1', '/a#f', '/é', '/a\\b', '/a"b', '/{x}', '/a|b', '?x', '#f'),
   fc.string({ unit: pick('ab/-%?# ~'), maxLength: 6 }).map((s) => `/${s}`),
 );
-const scheme = fc.constantFrom(
-  'http://',
-  'https://',
-  'http://',
-  'https://',
-  'HTTP://',
-  'ftp://',
-  'http:/',
-  '',
-);
+const scheme = fc.constantFrom('http://', 'https://', 'http://', 'https://', 'HTTP://', 'ftp://', 'http:/', '');
 
 /** URLs around every branch of rules/urls.ts. */
 export const urlish = fc.oneof(
@@ -155,10 +146,7 @@ export const labelMapish = fc.oneof(
 );
 
 /** Ports and near misses. */
-export const portish = fc.oneof(
-  fc.integer({ min: -1, max: 70000 }),
-  fc.constantFrom(1, 8080, 65535, 65536, 0, 1.5),
-);
+export const portish = fc.oneof(fc.integer({ min: -1, max: 70000 }), fc.constantFrom(1, 8080, 65535, 65536, 0, 1.5));
 
 /** Free text with astral characters, near a character bound (code points, as kube counts). */
 export function textNear(max: number) {
@@ -224,14 +212,7 @@ export const databaseUrlish = fc.oneof(
         validHost,
         fc.constantFrom('', ':5432'),
         fc.constantFrom('', '/knowledge'),
-        fc.constantFrom(
-          '',
-          '?password=x',
-          '?user=x',
-          '?sslpassword=x',
-          '?sslmode=require&password=x',
-          '?passwordx=1',
-        ),
+        fc.constantFrom('', '?password=x', '?user=x', '?sslpassword=x', '?sslmode=require&password=x', '?passwordx=1'),
       )
       .map((p) => p.join('')),
   },

@@ -65,10 +65,7 @@ describe('child processes', () => {
       ['-e', 'process.stdin.pipe(process.stdout); process.stderr.write("e"); process.exitCode = 3'],
       { input: 'in' },
     );
-    assert.deepEqual(
-      { code: r.code, stdout: r.stdout, stderr: r.stderr },
-      { code: 3, stdout: 'in', stderr: 'e' },
-    );
+    assert.deepEqual({ code: r.code, stdout: r.stdout, stderr: r.stderr }, { code: 3, stdout: 'in', stderr: 'e' });
   });
 
   test('ready resolves on the readiness line and stop ends the process', async () => {
@@ -111,10 +108,7 @@ describe('negative checks and bounded teardown', () => {
 
   test('within names the step that did not finish, and passes a result through', async () => {
     assert.equal(await within('quick step', Promise.resolve(7), 1000), 7);
-    await assert.rejects(
-      within('stuck step', new Promise(() => {}), 20),
-      /stuck step did not finish within 20 ms/,
-    );
+    await assert.rejects(within('stuck step', new Promise(() => {}), 20), /stuck step did not finish within 20 ms/);
   });
 
   test('liveIoHandles sees a listening server until it is closed', async () => {

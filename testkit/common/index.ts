@@ -54,11 +54,8 @@ export async function waitFor<T>(
       last = err;
     }
     if (performance.now() >= deadline) {
-      const cause =
-        last instanceof Error ? ` (last error: ${last.name}${errCode(last)}: ${last.message})` : '';
-      throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what}${cause}${detail ? `: ${detail()}` : ''}`,
-      );
+      const cause = last instanceof Error ? ` (last error: ${last.name}${errCode(last)}: ${last.message})` : '';
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${cause}${detail ? `: ${detail()}` : ''}`);
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
@@ -116,12 +113,7 @@ export const QUIET_MS = 400;
  * Watches `holds` for `ms` (default QUIET_MS) and fails at the first probe where it does not hold,
  * naming `what`. Use it where a test must show that something does not happen.
  */
-export async function staysTrue(
-  what: string,
-  holds: () => boolean,
-  ms = QUIET_MS,
-  intervalMs = 20,
-): Promise<void> {
+export async function staysTrue(what: string, holds: () => boolean, ms = QUIET_MS, intervalMs = 20): Promise<void> {
   const end = performance.now() + ms;
   for (;;) {
     if (!holds()) throw new Error(`${what}: no longer true`);
@@ -228,11 +220,7 @@ export function runCli(args: readonly string[], options: ChildOptions = {}): Pro
 }
 
 /** Runs any command to completion and collects its output. */
-export function runProcess(
-  command: string,
-  args: readonly string[],
-  options: ChildOptions = {},
-): Promise<RunResult> {
+export function runProcess(command: string, args: readonly string[], options: ChildOptions = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       cwd: options.cwd,
@@ -320,9 +308,7 @@ export function startProcess(command: string, args: readonly string[], options: 
       child.kill('SIGKILL');
       settle(new Error(`not ready after ${timeoutMs} ms:\n${stderr}`));
     }, timeoutMs);
-    child.once('exit', (code, signal) =>
-      settle(new Error(`exited ${code ?? signal} before ready:\n${stderr}`)),
-    );
+    child.once('exit', (code, signal) => settle(new Error(`exited ${code ?? signal} before ready:\n${stderr}`)));
     child.once('error', (err) => settle(err));
   });
   // A caller that only awaits `stopped` (a start expected to be refused) must not see an unhandled rejection.

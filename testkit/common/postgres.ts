@@ -60,9 +60,7 @@ export function findPostgres(): { install: PostgresInstall } | { missing: string
       };
     }
     const vector = /default_version\s*=\s*'([^']+)'/.exec(readFileSync(control, 'utf8'))?.[1];
-    const version = /(\d+\.\d+)/.exec(
-      execFileSync(join(bin, 'postgres'), ['--version'], { encoding: 'utf8' }),
-    )?.[1];
+    const version = /(\d+\.\d+)/.exec(execFileSync(join(bin, 'postgres'), ['--version'], { encoding: 'utf8' }))?.[1];
     return { install: { bin, version: version ?? major, vector: vector ?? 'unknown' } };
   }
   return { missing: `no PostgreSQL server binaries (initdb) under ${root}` };
@@ -164,18 +162,7 @@ function bind(info: ClusterInfo, settings: Readonly<Record<string, string | numb
     url: (database, role = 'postgres') =>
       `postgres://${role}:${encodeURIComponent(info.password)}@127.0.0.1:${info.port}/${database}`,
     startServer() {
-      run(bin('pg_ctl'), [
-        '-D',
-        data,
-        '-l',
-        join(info.dir, 'server.log'),
-        '-w',
-        '-t',
-        '60',
-        '-o',
-        opts(),
-        'start',
-      ]);
+      run(bin('pg_ctl'), ['-D', data, '-l', join(info.dir, 'server.log'), '-w', '-t', '60', '-o', opts(), 'start']);
     },
     stopServer() {
       run(bin('pg_ctl'), ['-D', data, '-m', 'fast', '-w', '-t', '60', 'stop']);

@@ -100,11 +100,7 @@ export function encodeText(text: string): string {
 }
 
 /** Deep copy with one path replaced (or removed when value is undefined). */
-export function withField(
-  obj: Record<string, unknown>,
-  path: string,
-  value: unknown,
-): Record<string, unknown> {
+export function withField(obj: Record<string, unknown>, path: string, value: unknown): Record<string, unknown> {
   const copy = structuredClone(obj);
   const keys = path.split('.');
   let cur: Record<string, unknown> = copy;

@@ -35,8 +35,7 @@ interface Case {
 const cases: Case[] = [];
 const add = (name: string, header: Case['header'], expect: Expect, now = NOW) => {
   const c: Case = { name, header, now, expect };
-  if (expect === 'accept' && typeof header === 'string')
-    c.decoded = Buffer.from(header, 'base64url').toString('utf8');
+  if (expect === 'accept' && typeof header === 'string') c.decoded = Buffer.from(header, 'base64url').toString('utf8');
   cases.push(c);
 };
 
@@ -104,8 +103,7 @@ add('duplicate header values', [encode(m), encode(m)], { reason: 'duplicate' });
 add('oversized: 8,193 bytes', `${encode(padded(6144))}A`, { reason: 'oversized' });
 add(
   'base64 padding',
-  `${encode(m)}==`.slice(0, encode(m).length + ((4 - (encode(m).length % 4)) % 4)) +
-    (encode(m).length % 4 ? '' : '='),
+  `${encode(m)}==`.slice(0, encode(m).length + ((4 - (encode(m).length % 4)) % 4)) + (encode(m).length % 4 ? '' : '='),
   {
     reason: 'encoding',
   },
@@ -188,13 +186,9 @@ add('agent name not a DNS label', encode(withField(m, 'agent', { name: 'Knowledg
 });
 
 // --- classifications ---
-add(
-  'classifications unsorted',
-  encode(withField(m, 'allowed_classifications', ['public', 'approved_non_public'])),
-  {
-    reason: 'classifications',
-  },
-);
+add('classifications unsorted', encode(withField(m, 'allowed_classifications', ['public', 'approved_non_public'])), {
+  reason: 'classifications',
+});
 add('classifications restricted', encode(withField(m, 'allowed_classifications', ['public', 'restricted'])), {
   reason: 'classifications',
 });
@@ -231,16 +225,12 @@ add(
 );
 add(
   'audience entry with extra field',
-  encode(
-    withField(m, 'audience', [aud[0], { kind: 'matrix', principal: '@alice:org-a.example', event_id: '$x' }]),
-  ),
+  encode(withField(m, 'audience', [aud[0], { kind: 'matrix', principal: '@alice:org-a.example', event_id: '$x' }])),
   { reason: 'unknown_field' },
 );
 add(
   'audience entry bridge_service',
-  encode(
-    withField(m, 'audience', [aud[0], aud[1], { kind: 'matrix_service', principal: '@zz:org-a.example' }]),
-  ),
+  encode(withField(m, 'audience', [aud[0], aud[1], { kind: 'matrix_service', principal: '@zz:org-a.example' }])),
   { reason: 'kind' },
 );
 add(
@@ -308,8 +298,7 @@ const rc = roomContextExample();
 const rcCases: Case[] = [];
 const addRc = (name: string, header: Case['header'], expect: Expect) => {
   const c: Case = { name, header, now: NOW, expect };
-  if (expect === 'accept' && typeof header === 'string')
-    c.decoded = Buffer.from(header, 'base64url').toString('utf8');
+  if (expect === 'accept' && typeof header === 'string') c.decoded = Buffer.from(header, 'base64url').toString('utf8');
   rcCases.push(c);
 };
 addRc('room context from the ADR example', encode(rc), 'accept');
@@ -323,20 +312,12 @@ addRc(
     reason: 'audience',
   },
 );
-addRc(
-  'room context caller localpart only',
-  encode(withField(rc, 'caller', { kind: 'matrix', principal: 'alice' })),
-  {
-    reason: 'principal',
-  },
-);
-addRc(
-  'room context widened classification',
-  encode(withField(rc, 'allowed_classifications', ['public', 'secret'])),
-  {
-    reason: 'classifications',
-  },
-);
+addRc('room context caller localpart only', encode(withField(rc, 'caller', { kind: 'matrix', principal: 'alice' })), {
+  reason: 'principal',
+});
+addRc('room context widened classification', encode(withField(rc, 'allowed_classifications', ['public', 'secret'])), {
+  reason: 'classifications',
+});
 addRc('room context non-canonical', encodeText(JSON.stringify(rc, null, 2)), { reason: 'non_canonical' });
 
 const roomContext = {
@@ -362,8 +343,7 @@ const snapshot = {
 };
 
 const attribution = {
-  description:
-    'X-User-Id for OAuth callers: oidc:<policy_id>:<lowercase sha256 of JCS {issuer,audience,azp}>.',
+  description: 'X-User-Id for OAuth callers: oidc:<policy_id>:<lowercase sha256 of JCS {issuer,audience,azp}>.',
   cases: [
     {
       name: 'ADR OAuth example',

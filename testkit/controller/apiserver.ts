@@ -70,8 +70,7 @@ interface Watcher {
 }
 
 function sameOwners(a: Ownership, b: Ownership): boolean {
-  const flat = (o: Ownership) =>
-    JSON.stringify([...o].map(([m, x]) => [m, x.operation, [...x.fields].sort()]).sort());
+  const flat = (o: Ownership) => JSON.stringify([...o].map(([m, x]) => [m, x.operation, [...x.fields].sort()]).sort());
   return flat(a) === flat(b);
 }
 
@@ -414,13 +413,11 @@ export class ApiServerDouble {
       uid: prev?.['metadata'].uid ?? randomUUID(),
       creationTimestamp: prev?.['metadata'].creationTimestamp ?? new Date().toISOString(),
       generation: prev
-        ? prev['metadata'].generation +
-          (JSON.stringify(prev['spec']) !== JSON.stringify(next['spec']) ? 1 : 0)
+        ? prev['metadata'].generation + (JSON.stringify(prev['spec']) !== JSON.stringify(next['spec']) ? 1 : 0)
         : 1,
       resourceVersion: String(++this.rv),
     };
-    if (prev?.['metadata'].deletionTimestamp)
-      next['metadata'].deletionTimestamp = prev['metadata'].deletionTimestamp;
+    if (prev?.['metadata'].deletionTimestamp) next['metadata'].deletionTimestamp = prev['metadata'].deletionTimestamp;
     if (prev?.['status'] && !next['status']) next['status'] = prev['status'];
     this.store.set(k, next);
     this.emit(info, prev ? 'MODIFIED' : 'ADDED', next);
@@ -433,9 +430,7 @@ export class ApiServerDouble {
 
   list(apiVersion: string, kind: string): Obj[] {
     const info = this.info(apiVersion, kind);
-    return [...this.store.values()].filter(
-      (o) => o['apiVersion'] === info.apiVersion && o['kind'] === info.kind,
-    );
+    return [...this.store.values()].filter((o) => o['apiVersion'] === info.apiVersion && o['kind'] === info.kind);
   }
 
   remove(apiVersion: string, kind: string, namespace: string | undefined, name: string): boolean {
@@ -630,17 +625,9 @@ export class ApiServerDouble {
   private write(info: KindInfo, prev: Obj | undefined, obj: Obj, owners: Ownership): Obj {
     const next = structuredClone(obj);
     next['metadata'] = { ...next['metadata'] };
-    for (const f of [
-      'uid',
-      'creationTimestamp',
-      'generation',
-      'deletionTimestamp',
-      'resourceVersion',
-      'managedFields',
-    ])
+    for (const f of ['uid', 'creationTimestamp', 'generation', 'deletionTimestamp', 'resourceVersion', 'managedFields'])
       delete next['metadata'][f];
-    if (prev?.['metadata'].deletionTimestamp)
-      next['metadata'].deletionTimestamp = prev['metadata'].deletionTimestamp;
+    if (prev?.['metadata'].deletionTimestamp) next['metadata'].deletionTimestamp = prev['metadata'].deletionTimestamp;
     delete next['status'];
     if (prev?.['status']) next['status'] = prev['status'];
     next['metadata'].managedFields = managedFields(owners, info.apiVersion);
@@ -663,18 +650,12 @@ export class ApiServerDouble {
     const problems = ownCrds.validate({ ...obj, apiVersion: info.apiVersion, kind: info.kind });
     if (problems.length === 0) return false;
     const group = groupOf(info.apiVersion);
-    status(
-      res,
-      422,
-      'Invalid',
-      `${info.kind}.${group} "${obj['metadata']?.name}" is invalid: ${problems.join(', ')}`,
-      {
-        name: obj['metadata']?.name,
-        group,
-        kind: info.kind,
-        causes: problems.map((message) => ({ reason: 'FieldValueInvalid', message })),
-      },
-    );
+    status(res, 422, 'Invalid', `${info.kind}.${group} "${obj['metadata']?.name}" is invalid: ${problems.join(', ')}`, {
+      name: obj['metadata']?.name,
+      group,
+      kind: info.kind,
+      causes: problems.map((message) => ({ reason: 'FieldValueInvalid', message })),
+    });
     return true;
   }
 
@@ -941,13 +922,9 @@ export class ApiServerDouble {
     const existing = name ? this.store.get(k) : undefined;
     const qualified = `${info.plural}.${groupOf(info.apiVersion) || 'core'}`.replace(/\.core$/, '');
     const manager =
-      url.searchParams.get('fieldManager') ??
-      (req.headers['user-agent'] ?? 'unknown').split('/')[0] ??
-      'unknown';
+      url.searchParams.get('fieldManager') ?? (req.headers['user-agent'] ?? 'unknown').split('/')[0] ?? 'unknown';
     if (req.method === 'GET')
-      return existing
-        ? json(200, existing)
-        : status(res, 404, 'NotFound', `${qualified} "${name}" not found`);
+      return existing ? json(200, existing) : status(res, 404, 'NotFound', `${qualified} "${name}" not found`);
     if (req.method === 'POST' && !name) {
       const o = JSON.parse(body) as Obj;
       o['apiVersion'] ??= info.apiVersion;
@@ -966,10 +943,7 @@ export class ApiServerDouble {
     if (req.method === 'PUT' && name && !sub) {
       const o = JSON.parse(body) as Obj;
       if (!existing) return status(res, 404, 'NotFound', `${qualified} "${name}" not found`);
-      if (
-        o['metadata']?.resourceVersion &&
-        o['metadata'].resourceVersion !== existing['metadata'].resourceVersion
-      )
+      if (o['metadata']?.resourceVersion && o['metadata'].resourceVersion !== existing['metadata'].resourceVersion)
         return status(
           res,
           409,
@@ -1007,12 +981,7 @@ export class ApiServerDouble {
       if (this.failApply.has(info.kind) || this.failApplyObjects.has(`${info.kind}/${ns ?? ''}/${name}`))
         return status(res, 500, 'InternalError', `apply of ${info.kind} failed`);
       if (!url.searchParams.get('fieldManager'))
-        return status(
-          res,
-          422,
-          'Invalid',
-          'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value',
-        );
+        return status(res, 422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value');
       // An apply that creates the object is also a create (k8s.io/apiserver handlers/patch.go).
       if (!existing && !this.authorize(res, { ...attrs, verb: 'create' })) return;
       const o = JSON.parse(body) as Obj;
@@ -1028,25 +997,17 @@ export class ApiServerDouble {
       );
       if (outcome.conflicts.length > 0) {
         const n = outcome.conflicts.length;
-        const list = outcome.conflicts.map(
-          (c) => `conflict with "${c.manager}" using ${info.apiVersion}: ${c.field}`,
-        );
-        return status(
-          res,
-          409,
-          'Conflict',
-          `Apply failed with ${n} conflict${n > 1 ? 's' : ''}: ${list.join('\n')}`,
-          {
-            name,
-            ...(groupOf(info.apiVersion) ? { group: groupOf(info.apiVersion) } : {}),
-            kind: info.plural,
-            causes: outcome.conflicts.map((c) => ({
-              reason: 'FieldManagerConflict',
-              message: `conflict with "${c.manager}" using ${info.apiVersion}`,
-              field: c.field,
-            })),
-          },
-        );
+        const list = outcome.conflicts.map((c) => `conflict with "${c.manager}" using ${info.apiVersion}: ${c.field}`);
+        return status(res, 409, 'Conflict', `Apply failed with ${n} conflict${n > 1 ? 's' : ''}: ${list.join('\n')}`, {
+          name,
+          ...(groupOf(info.apiVersion) ? { group: groupOf(info.apiVersion) } : {}),
+          kind: info.plural,
+          causes: outcome.conflicts.map((c) => ({
+            reason: 'FieldManagerConflict',
+            message: `conflict with "${c.manager}" using ${info.apiVersion}`,
+            field: c.field,
+          })),
+        });
       }
       const next = outcome.object;
       if (!this.ownerRefsAllowed(res, user, existing, next)) return;

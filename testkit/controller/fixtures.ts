@@ -11,20 +11,12 @@ export function examples(): Resources {
   return structuredClone(loadResources([EXAMPLES]));
 }
 
-export function agent(
-  namespace: string,
-  name: string,
-  patch: Partial<RetrievalAgent['spec']> = {},
-): RetrievalAgent {
+export function agent(namespace: string, name: string, patch: Partial<RetrievalAgent['spec']> = {}): RetrievalAgent {
   const base = examples().agents[0] as RetrievalAgent;
   return { ...base, metadata: { name, namespace }, spec: { ...base.spec, ...patch } };
 }
 
-export function room(
-  name: string,
-  roomId: string,
-  patch: Partial<RetrievalRoom['spec']> = {},
-): RetrievalRoom {
+export function room(name: string, roomId: string, patch: Partial<RetrievalRoom['spec']> = {}): RetrievalRoom {
   return {
     apiVersion: 'retrieval.fgentic.dev/v1alpha1',
     kind: 'RetrievalRoom',

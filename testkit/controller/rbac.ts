@@ -42,8 +42,7 @@ export interface Grant {
 
 type Obj = Record<string, any>;
 
-export const serviceAccountUser = (namespace: string, name: string) =>
-  `system:serviceaccount:${namespace}:${name}`;
+export const serviceAccountUser = (namespace: string, name: string) => `system:serviceaccount:${namespace}:${name}`;
 
 /** Every YAML document of a kustomization's `resources` (files and directories, recursively). */
 export function kustomizeDocs(dir: string): Obj[] {
@@ -81,8 +80,7 @@ export class RbacAuthorizer {
       if (o['kind'] === 'Role') this.roles.set(`Role/${ns}/${name}`, o['rules'] ?? []);
       if (o['kind'] === 'ClusterRoleBinding' || o['kind'] === 'RoleBinding') {
         const ref = o['roleRef'] as Obj;
-        const roleKey =
-          ref['kind'] === 'ClusterRole' ? `ClusterRole//${ref['name']}` : `Role/${ns}/${ref['name']}`;
+        const roleKey = ref['kind'] === 'ClusterRole' ? `ClusterRole//${ref['name']}` : `Role/${ns}/${ref['name']}`;
         this.bindings.push({
           ...(o['kind'] === 'RoleBinding' ? { namespace: ns } : {}),
           roleKey,
@@ -124,8 +122,7 @@ export class RbacAuthorizer {
       const m = /^system:serviceaccount:([^:]+):/.exec(user);
       return (
         s['name'] === 'system:authenticated' ||
-        (m !== null &&
-          (s['name'] === 'system:serviceaccounts' || s['name'] === `system:serviceaccounts:${m[1]}`))
+        (m !== null && (s['name'] === 'system:serviceaccounts' || s['name'] === `system:serviceaccounts:${m[1]}`))
       );
     }
     return false;

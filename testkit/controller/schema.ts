@@ -37,10 +37,7 @@ export const UPSTREAM_FILES: readonly UpstreamFile[] = [
     ),
   ]),
   crd('gateway-api-v1.6.0-rc.1.httproutes.json', `${GATEWAY_API}/gateway.networking.k8s.io_httproutes.yaml`),
-  crd(
-    'gateway-api-v1.6.0-rc.1.referencegrants.json',
-    `${GATEWAY_API}/gateway.networking.k8s.io_referencegrants.yaml`,
-  ),
+  crd('gateway-api-v1.6.0-rc.1.referencegrants.json', `${GATEWAY_API}/gateway.networking.k8s.io_referencegrants.yaml`),
   crd('gateway-api-v1.6.0-rc.1.gateways.json', `${GATEWAY_API}/gateway.networking.k8s.io_gateways.yaml`),
   crd('kagent-v0.9.11.agents.json', 'kagent-v0.9.11/kagent.dev_agents.yaml'),
   crd('kagent-v0.9.11.remotemcpservers.json', 'kagent-v0.9.11/kagent.dev_remotemcpservers.yaml'),

@@ -123,9 +123,7 @@ export function snapshot(o: SnapshotOptions = {}): RoomSnapshot {
 export const ALICE_P: MatrixPrincipal = { kind: 'matrix', principal: ALICE };
 export const BOB_P: MatrixPrincipal = { kind: 'bridged_matrix', network: 'slack', principal: BOB };
 
-export function roomContext(
-  o: SnapshotOptions & { caller?: MatrixPrincipal; eventId?: string } = {},
-): RoomContext {
+export function roomContext(o: SnapshotOptions & { caller?: MatrixPrincipal; eventId?: string } = {}): RoomContext {
   const r = roomContextFromSnapshot(snapshot(o), {
     caller: o.caller ?? ALICE_P,
     delegationId: DELEGATION,
@@ -177,13 +175,7 @@ export function localRequest(
 }
 
 export function publicRequest(
-  o: {
-    exp?: number;
-    headers?: Record<string, string[] | undefined>;
-    iss?: string;
-    aud?: string;
-    azp?: string;
-  } = {},
+  o: { exp?: number; headers?: Record<string, string[] | undefined>; iss?: string; aud?: string; azp?: string } = {},
 ): CheckRequest {
   const headers: Record<string, string[] | undefined> = {
     host: ['fgentic-projector.knowledge.svc.cluster.local:8080'],

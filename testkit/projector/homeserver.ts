@@ -125,13 +125,9 @@ export class HomeserverDouble {
     if (this.mode === 'error') return send(500, { errcode: 'M_UNKNOWN', error: 'Internal server error' });
     const auth = req.headers.authorization;
     if (!auth) return send(401, { errcode: 'M_MISSING_TOKEN', error: 'Missing access token' });
-    if (auth !== `Bearer ${this.token}`)
-      return send(401, { errcode: 'M_UNKNOWN_TOKEN', error: 'Unknown token' });
-    const m = /^\/_matrix\/client\/v3\/rooms\/([^/]+)\/(state|joined_members)$/.exec(
-      (req.url ?? '').split('?')[0]!,
-    );
-    if (req.method !== 'GET' || !m)
-      return send(404, { errcode: 'M_UNRECOGNIZED', error: 'Unrecognized request' });
+    if (auth !== `Bearer ${this.token}`) return send(401, { errcode: 'M_UNKNOWN_TOKEN', error: 'Unknown token' });
+    const m = /^\/_matrix\/client\/v3\/rooms\/([^/]+)\/(state|joined_members)$/.exec((req.url ?? '').split('?')[0]!);
+    if (req.method !== 'GET' || !m) return send(404, { errcode: 'M_UNRECOGNIZED', error: 'Unrecognized request' });
     const roomId = decodeURIComponent(m[1]!);
     const room = this.rooms.get(roomId);
     if (!room) return send(403, { errcode: 'M_FORBIDDEN', error: 'User not in room' });

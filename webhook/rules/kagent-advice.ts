@@ -17,18 +17,10 @@ export function controllerWarnings(c: Ctx, decl: JsonObject): void {
     );
   const mc = field(decl, 'modelConfig');
   if (typeof mc !== 'string' || mc === '')
-    f.warn(
-      'kagent-no-model-config',
-      `${p}.modelConfig`,
-      'no modelConfig: the controller will fail to resolve one',
-    );
+    f.warn('kagent-no-model-config', `${p}.modelConfig`, 'no modelConfig: the controller will fail to resolve one');
   const runtime = field(decl, 'runtime');
   if (runtime === undefined)
-    f.warn(
-      'kagent-runtime-default',
-      `${p}.runtime`,
-      'runtime unset: python on kagent v0.9.11 but go from v0.10',
-    );
+    f.warn('kagent-runtime-default', `${p}.runtime`, 'runtime unset: python on kagent v0.9.11 but go from v0.10');
   if (runtime === 'go') {
     if (decl['executeCodeBlocks'] === true)
       f.warn('kagent-unsupported-feature', `${p}.executeCodeBlocks`, 'not supported by the go runtime');
@@ -38,16 +30,14 @@ export function controllerWarnings(c: Ctx, decl: JsonObject): void {
   const tools = arr(field(decl, 'tools')) ?? [];
   const gated = new Set<string>();
   for (const t of tools)
-    for (const n of arr(field(field(t, 'mcpServer'), 'requireApproval')) ?? [])
-      if (typeof n === 'string') gated.add(n);
+    for (const n of arr(field(field(t, 'mcpServer'), 'requireApproval')) ?? []) if (typeof n === 'string') gated.add(n);
   tools.forEach((t, i) => {
     const mcp = field(t, 'mcpServer');
     if (!isObject(mcp)) return;
     const mp = `${p}.tools[${i}].mcpServer`;
     const kind = str(mcp, 'kind') ?? '';
     const group = str(mcp, 'apiGroup') ?? '';
-    const kagentKind =
-      (kind === 'MCPServer' || kind === 'RemoteMCPServer') && (group === '' || group === KAGENT_GROUP);
+    const kagentKind = (kind === 'MCPServer' || kind === 'RemoteMCPServer') && (group === '' || group === KAGENT_GROUP);
     const serviceKind = kind === 'Service' && (group === '' || group === 'core');
     if (kind === '' && group === '')
       f.warn('kagent-kind-empty', mp, 'empty kind resolves to a kmcp MCPServer, not a RemoteMCPServer');

@@ -112,20 +112,11 @@ function explainHeaders(f: Findings, path: string, value: Json, cfg: RulesConfig
     }
   }
   if (retrieval && value.length !== 1 && n === 0)
-    f.deny(
-      'allowed-headers-count',
-      path,
-      `the retrieval Agent must list exactly one header, ${cfg.identityHeader}`,
-    );
+    f.deny('allowed-headers-count', path, `the retrieval Agent must list exactly one header, ${cfg.identityHeader}`);
 }
 
 /** A static header named like the identity header would stand in for the projector's. */
-function checkStaticIdentityHeader(
-  f: Findings,
-  headersFrom: Json | undefined,
-  path: string,
-  cfg: RulesConfig,
-): void {
+function checkStaticIdentityHeader(f: Findings, headersFrom: Json | undefined, path: string, cfg: RulesConfig): void {
   const lower = cfg.identityHeader.toLowerCase();
   arr(headersFrom)?.forEach((h, j) => {
     const n = str(h, 'name');
@@ -150,8 +141,7 @@ function checkRetrievalAgent(c: Ctx, obj: KubeObject, spec: JsonObject): void {
   checkRetrievalOwnership(c, obj);
   if (spec['type'] !== 'Declarative')
     f.deny('retrieval-agent-type', 'spec.type', 'a retrieval Agent must set type: Declarative');
-  if (Object.hasOwn(spec, 'byo'))
-    f.deny('retrieval-agent-type', 'spec.byo', 'a retrieval Agent must not set spec.byo');
+  if (Object.hasOwn(spec, 'byo')) f.deny('retrieval-agent-type', 'spec.byo', 'a retrieval Agent must not set spec.byo');
   const decl = field(spec, 'declarative');
   if (!isObject(decl)) return;
   checkRetrievalRuntime(f, decl);
@@ -190,11 +180,7 @@ function checkRetrievalOwnership(c: Ctx, obj: KubeObject): void {
   const owners = arr(field(meta(obj), 'ownerReferences')) ?? [];
   const raOwners = owners.filter((o) => str(o, 'kind') === 'RetrievalAgent');
   if (raOwners.length === 0)
-    f.warn(
-      'retrieval-agent-owner-ref',
-      'metadata.ownerReferences',
-      'no owner reference to its RetrievalAgent',
-    );
+    f.warn('retrieval-agent-owner-ref', 'metadata.ownerReferences', 'no owner reference to its RetrievalAgent');
   for (const o of raOwners)
     if (str(o, 'name') !== name || !(str(o, 'apiVersion') ?? '').startsWith(`${RETRIEVAL_GROUP}/`))
       f.deny(
@@ -242,11 +228,7 @@ function checkRetrievalTool(c: Ctx, t: Json | undefined): void {
   const want = retrievalTargetNamespace(c);
   const got = refNamespace(mcp, ns);
   if (want === undefined)
-    f.deny(
-      'platform-missing',
-      `${mp}.namespace`,
-      'no RetrievalPlatform "default" names the kagent namespace',
-    );
+    f.deny('platform-missing', `${mp}.namespace`, 'no RetrievalPlatform "default" names the kagent namespace');
   else if (got !== want)
     f.deny(
       'retrieval-tool-target',
@@ -274,11 +256,9 @@ function checkV1alpha2(c: Ctx, obj: KubeObject, retrieval: boolean): void {
   const tools = arr(field(decl, 'tools')) ?? [];
   // allowedHeaders anywhere: only the exact retrieval position may hold it, and only the identity header.
   const body: JsonObject = {};
-  for (const [k, v] of Object.entries(obj))
-    if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
+  for (const [k, v] of Object.entries(obj)) if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
   findKeys(body, 'allowedheaders', (key, value, path) => {
-    const exact =
-      key === 'allowedHeaders' && /^spec\.declarative\.tools\[\d+\]\.mcpServer\.allowedHeaders$/.test(path);
+    const exact = key === 'allowedHeaders' && /^spec\.declarative\.tools\[\d+\]\.mcpServer\.allowedHeaders$/.test(path);
     if (!exact) {
       f.deny(
         'allowed-headers-position',
@@ -338,19 +318,14 @@ function checkV1alpha1(c: Ctx, obj: KubeObject, retrieval: boolean): void {
   const { f, cfg } = c;
   f.warn('kagent-v1alpha1', 'apiVersion', 'kagent.dev/v1alpha1 is served without conversion; use v1alpha2');
   if (retrieval)
-    f.deny(
-      'retrieval-agent-version',
-      'apiVersion',
-      'a retrieval Agent must be written as kagent.dev/v1alpha2',
-    );
+    f.deny('retrieval-agent-version', 'apiVersion', 'a retrieval Agent must be written as kagent.dev/v1alpha2');
   const spec = field(obj, 'spec');
   if (!isObject(spec)) {
     f.deny('kagent-schema', 'spec', 'spec must be an object');
     return;
   }
   const body: JsonObject = {};
-  for (const [k, v] of Object.entries(obj))
-    if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
+  for (const [k, v] of Object.entries(obj)) if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') body[k] = v;
   findKeys(body, 'allowedheaders', (_k, _v, path) => {
     f.deny('allowed-headers-position', path, 'allowedHeaders does not exist in v1alpha1 and is forbidden');
   });
@@ -370,11 +345,7 @@ export function reviewAgent(input: AdmissionInput, view: ClusterView, cfg: Rules
   const { object: obj, oldObject: old } = input;
   const version = input.kind.version;
   if (version !== 'v1alpha1' && version !== 'v1alpha2') {
-    f.deny(
-      'agent-version-unsupported',
-      'apiVersion',
-      `kagent.dev/${version} Agents are not supported by this webhook`,
-    );
+    f.deny('agent-version-unsupported', 'apiVersion', `kagent.dev/${version} Agents are not supported by this webhook`);
     return f;
   }
   const ns = input.namespace || namespaceOf(obj ?? old);
@@ -382,18 +353,10 @@ export function reviewAgent(input: AdmissionInput, view: ClusterView, cfg: Rules
   const c: Ctx = { f, cfg, view, ns, name };
   const declared = view.retrievalAgent(ns, name) !== undefined;
   const retrieval = declared || claimsRetrieval(obj) || claimsRetrieval(old);
-  const why = declared
-    ? `declared by RetrievalAgent ${ns}/${name}`
-    : 'labelled as a rendered retrieval Agent';
+  const why = declared ? `declared by RetrievalAgent ${ns}/${name}` : 'labelled as a rendered retrieval Agent';
   if (
     retrieval &&
-    settledByOwnership(
-      f,
-      input,
-      cfg,
-      'retrieval-agent-owner',
-      `Agent ${ns}/${name} is a retrieval Agent (${why})`,
-    )
+    settledByOwnership(f, input, cfg, 'retrieval-agent-owner', `Agent ${ns}/${name} is a retrieval Agent (${why})`)
   )
     return f;
   const written = writtenObject(f, input);

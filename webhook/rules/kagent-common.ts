@@ -76,11 +76,7 @@ export function onlyFinalizerRemoval(oldObj: KubeObject | null, newObj: KubeObje
  * Calls `visit` for every key of an object tree whose lower-cased name is `wanted`, with its dotted
  * path. Paths are only built for matches (this runs on every reviewed Agent).
  */
-export function findKeys(
-  root: Json,
-  wanted: string,
-  visit: (key: string, value: Json, path: string) => void,
-): void {
+export function findKeys(root: Json, wanted: string, visit: (key: string, value: Json, path: string) => void): void {
   const segments: string[] = [];
   const pathOf = () => segments.join('').replace(/^\./, '');
   const walk = (node: Json): void => {

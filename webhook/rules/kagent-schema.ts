@@ -66,8 +66,7 @@ function checkToolType(f: Findings, t: JsonObject, p: string): void {
   const hasMcp = Object.hasOwn(t, 'mcpServer');
   const hasAgent = Object.hasOwn(t, 'agent');
   if (tt === undefined) {
-    if (hasMcp || hasAgent)
-      f.deny('kagent-schema', `${p}.type`, 'no such key: type (tools[].type has no default)');
+    if (hasMcp || hasAgent) f.deny('kagent-schema', `${p}.type`, 'no such key: type (tools[].type has no default)');
     return;
   }
   if (tt !== 'McpServer' && tt !== 'Agent') {
@@ -82,10 +81,8 @@ function checkToolType(f: Findings, t: JsonObject, p: string): void {
     f.deny('kagent-schema', p, 'type.mcpServer must be nil if the type is not McpServer');
   if (!hasMcp && tt === 'McpServer')
     f.deny('kagent-schema', p, 'type.mcpServer must be specified for McpServer filter.type');
-  if (hasAgent && tt !== 'Agent')
-    f.deny('kagent-schema', p, 'type.agent must be nil if the type is not Agent');
-  if (!hasAgent && tt === 'Agent')
-    f.deny('kagent-schema', p, 'type.agent must be specified for Agent filter.type');
+  if (hasAgent && tt !== 'Agent') f.deny('kagent-schema', p, 'type.agent must be nil if the type is not Agent');
+  if (!hasAgent && tt === 'Agent') f.deny('kagent-schema', p, 'type.agent must be specified for Agent filter.type');
 }
 
 /** A tool's mcpServer: its name, its string lists and their bounds. */

@@ -118,9 +118,7 @@ function reviewPlatform(f: Findings, obj: KubeObject, view: ClusterView): void {
   if (!Array.isArray(lg) || problems.some((p) => p.path.startsWith('spec.localGroups'))) return;
   for (const p of view.partners()) {
     const groups = field(field(p, 'spec'), 'groups');
-    const theirs = new Set(
-      Array.isArray(groups) ? groups.filter((g): g is string => typeof g === 'string') : [],
-    );
+    const theirs = new Set(Array.isArray(groups) ? groups.filter((g): g is string => typeof g === 'string') : []);
     f.add(groupCollisions(lg, theirs, 'spec.localGroups', `PartnerClient ${nameOf(p)}`));
   }
 }
@@ -149,32 +147,17 @@ function reviewRetrievalAgent(f: Findings, obj: KubeObject, view: ClusterView, i
   const other = view.retrievalAgent(ns, name);
   const uid = str(metadata, 'uid');
   const otherUid = str(field(other, 'metadata'), 'uid');
-  if (
-    input.operation === 'CREATE' &&
-    other &&
-    uid !== undefined &&
-    otherUid !== undefined &&
-    uid !== otherUid
-  )
+  if (input.operation === 'CREATE' && other && uid !== undefined && otherUid !== undefined && uid !== otherUid)
     f.deny('retrieval-agent-duplicate', 'metadata.name', `RetrievalAgent ${ns}/${name} already exists`);
   // A new RetrievalAgent past the bound both servers' files hold is refused here, not left for the
   // render to refuse (rules/cross-object.ts); an update of an existing one never is.
-  if (input.operation === 'CREATE')
-    f.add(agentLimit(view.retrievalAgentCount() + (other ? 0 : 1), 'metadata.name'));
+  if (input.operation === 'CREATE') f.add(agentLimit(view.retrievalAgentCount() + (other ? 0 : 1), 'metadata.name'));
 }
 
-export function reviewRetrievalResource(
-  input: AdmissionInput,
-  view: ClusterView,
-  _cfg: RulesConfig,
-): Verdict {
+export function reviewRetrievalResource(input: AdmissionInput, view: ClusterView, _cfg: RulesConfig): Verdict {
   const f = new Findings();
   if (input.kind.version !== 'v1alpha1') {
-    f.deny(
-      'version-unsupported',
-      'apiVersion',
-      `retrieval.fgentic.dev/${input.kind.version} is not supported`,
-    );
+    f.deny('version-unsupported', 'apiVersion', `retrieval.fgentic.dev/${input.kind.version} is not supported`);
     return f;
   }
   if (input.operation === 'DELETE' || input.operation === 'CONNECT') return f;
@@ -197,11 +180,7 @@ export function reviewRetrievalResource(
       reviewRetrievalAgent(f, obj, view, input);
       break;
     default:
-      f.deny(
-        'kind-unsupported',
-        'kind',
-        `retrieval.fgentic.dev ${input.kind.kind} is not handled by this webhook`,
-      );
+      f.deny('kind-unsupported', 'kind', `retrieval.fgentic.dev ${input.kind.kind} is not handled by this webhook`);
   }
   return f;
 }

@@ -3,13 +3,7 @@
  * other objects in the cluster (or in the offline file set). No I/O here.
  */
 import { field as readField, isObject as readObject, stringField } from '../../common/json-read.ts';
-import {
-  IDENTITY_HEADER_NAME,
-  PROJECT,
-  type Problems,
-  RETRIEVAL_SERVER,
-  RETRIEVAL_TOOL,
-} from '../../rules/index.ts';
+import { IDENTITY_HEADER_NAME, PROJECT, type Problems, RETRIEVAL_SERVER, RETRIEVAL_TOOL } from '../../rules/index.ts';
 
 export {
   formatProblem as formatFinding,
