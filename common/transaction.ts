@@ -44,3 +44,31 @@ export async function withTransaction<C extends TransactionClient, T>(
   await client.query('COMMIT');
   return result;
 }
+
+/** A connection `onConnection` can give back: `pg.PoolClient` is one. */
+export interface PooledClient extends TransactionClient {
+  release(destroy?: boolean): void;
+}
+
+/**
+ * Runs `work` on one connection from `connect` (e.g. `() => pool.connect()`) that may open and end
+ * transactions of its own. When `work` throws, whatever transaction it left open is rolled back (a
+ * failed ROLLBACK is ignored) and the connection is discarded rather than returned to the pool in an
+ * unknown state.
+ */
+export async function onConnection<C extends PooledClient, T>(
+  connect: () => Promise<C>,
+  work: (client: C) => Promise<T>,
+): Promise<T> {
+  const client = await connect();
+  let failed = false;
+  try {
+    return await work(client);
+  } catch (err) {
+    failed = true;
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release(failed ? true : undefined);
+  }
+}

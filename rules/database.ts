@@ -19,16 +19,14 @@
  */
 import { IPV6_BRACKETED_SOURCE } from '../contract/index.ts';
 import { celString } from './names.ts';
-import { at, type Problem, problem } from './result.ts';
+import { at, isIntegerIn, oneOf, type Problem, problem } from './result.ts';
 
 /** `none`: the URLs are PostgreSQL servers; `transaction`: PgBouncer (or alike) in transaction mode. */
 export const POOLER_MODES = ['none', 'transaction'] as const;
 export type PoolerMode = (typeof POOLER_MODES)[number];
 export const DEFAULT_POOLER: PoolerMode = POOLER_MODES[0];
 
-export function isPoolerMode(v: unknown): v is PoolerMode {
-  return (POOLER_MODES as readonly unknown[]).includes(v);
-}
+export const isPoolerMode = oneOf(POOLER_MODES);
 
 /** How long after its commit an ACL change may still be missed by a replica's search, ms. */
 export const MAX_REPLICA_LAG = { min: 100, max: 60_000, default: 1_000 } as const;
@@ -83,9 +81,7 @@ export const DEFAULT_REPLICA_SETTINGS: ReplicaSettings = {
 
 export const REPLICA_FIELDS = ['replicaUrls', 'maxReplicaLagMilliseconds', 'pooler'] as const;
 
-export function isMaxReplicaLag(v: unknown): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= MAX_REPLICA_LAG.min && v <= MAX_REPLICA_LAG.max;
-}
+export const isMaxReplicaLag = (v: unknown): v is number => isIntegerIn(v, MAX_REPLICA_LAG);
 
 export const MAX_REPLICA_LAG_MESSAGE = `must be an integer ${MAX_REPLICA_LAG.min}-${MAX_REPLICA_LAG.max} (milliseconds)`;
 

@@ -6,16 +6,14 @@
  * so the deadline lies strictly inside it. Both servers' loaders, the CRD, the reconciler's conflict
  * analysis and the admission webhook all decide with this module.
  */
-import { type Problem, problem } from './result.ts';
+import { isIntegerIn, oneOf, type Problem, problem } from './result.ts';
 
 /** How the retrieval server trusts a projection; the first is the default (docs/ledger.md). */
 export const CAPABILITY_MODES = ['plain', 'ledger'] as const;
 export type CapabilityMode = (typeof CAPABILITY_MODES)[number];
 export const DEFAULT_CAPABILITY: CapabilityMode = CAPABILITY_MODES[0];
 
-export function isCapabilityMode(v: unknown): v is CapabilityMode {
-  return (CAPABILITY_MODES as readonly unknown[]).includes(v);
-}
+export const isCapabilityMode = oneOf(CAPABILITY_MODES);
 
 export const LEDGER_RECORD_DEADLINE = { min: 100, max: 10_000, default: 1_000 } as const;
 export const LEDGER_MINT_WINDOW = { min: 200, max: 30_000, default: 2_000 } as const;
@@ -33,9 +31,6 @@ export const DEFAULT_LEDGER_TIMING: LedgerTiming = {
 
 const FIELDS = ['recordDeadlineMilliseconds', 'mintWindowMilliseconds'] as const;
 
-const within = (v: unknown, b: { readonly min: number; readonly max: number }): boolean =>
-  typeof v === 'number' && Number.isInteger(v) && v >= b.min && v <= b.max;
-
 /** Problems of a `ledger` object (absent: the defaults, valid); each field optional. */
 export function checkLedgerTiming(v: unknown, path: string): Problem[] {
   if (v === undefined) return [];
@@ -48,7 +43,7 @@ export function checkLedgerTiming(v: unknown, path: string): Problem[] {
   // Only a missing field takes its default; null is a wrong type like any other.
   const deadline = 'recordDeadlineMilliseconds' in o ? o['recordDeadlineMilliseconds'] : LEDGER_RECORD_DEADLINE.default;
   const window = 'mintWindowMilliseconds' in o ? o['mintWindowMilliseconds'] : LEDGER_MINT_WINDOW.default;
-  if (!within(deadline, LEDGER_RECORD_DEADLINE))
+  if (!isIntegerIn(deadline, LEDGER_RECORD_DEADLINE))
     out.push(
       problem(
         'ledger-timing',
@@ -56,7 +51,7 @@ export function checkLedgerTiming(v: unknown, path: string): Problem[] {
         `must be an integer ${LEDGER_RECORD_DEADLINE.min}-${LEDGER_RECORD_DEADLINE.max}`,
       ),
     );
-  if (!within(window, LEDGER_MINT_WINDOW))
+  if (!isIntegerIn(window, LEDGER_MINT_WINDOW))
     out.push(
       problem(
         'ledger-timing',

@@ -37,3 +37,13 @@ export function formatProblems(ps: Problems, most = 3): string {
   const shown = ps.slice(0, most).map(formatProblem).join('; ');
   return ps.length > most ? `${shown}; and ${ps.length - most} more` : shown;
 }
+
+/** A guard for one of a fixed list of values (an enum field). */
+export function oneOf<T extends readonly unknown[]>(values: T): (v: unknown) => v is T[number] {
+  return (v: unknown): v is T[number] => values.includes(v);
+}
+
+/** An integer within inclusive bounds (a bounded number field). */
+export function isIntegerIn(v: unknown, b: { readonly min: number; readonly max: number }): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= b.min && v <= b.max;
+}

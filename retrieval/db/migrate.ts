@@ -21,6 +21,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import { onConnection } from '../../common/transaction.ts';
 import { INGESTION_ROLE, OWNER_ROLE, PROJECTOR_ROLE, RETRIEVAL_ROLE as SERVING_ROLE } from './roles.ts';
 import { maintainSubgraphs, type SubgraphOptions, type SubgraphReport } from './subgraphs.ts';
 
@@ -127,58 +128,53 @@ export async function migrate(pool: pg.Pool, options: MigrateOptions = {}): Prom
   const role = options.role ?? OWNER_ROLE;
   const capability = options.capability ?? 'plain';
   const applied: number[] = [];
-  const client = await pool.connect();
-  let failed = false;
-  const begin = async () => {
-    await client.query('BEGIN');
-    await client.query("SELECT set_config('role', $1, true)", [role]);
-    await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
-  };
-  try {
-    await begin();
-    await prerequisites(client, capability);
-    await client.query('CREATE SCHEMA IF NOT EXISTS fgentic');
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
+  return onConnection(
+    () => pool.connect(),
+    async (client) => {
+      const begin = async () => {
+        await client.query('BEGIN');
+        await client.query("SELECT set_config('role', $1, true)", [role]);
+        await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
+      };
+      await begin();
+      await prerequisites(client, capability);
+      await client.query('CREATE SCHEMA IF NOT EXISTS fgentic');
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
          version integer PRIMARY KEY,
          name text NOT NULL,
          sha256 text NOT NULL,
          applied_at timestamptz NOT NULL DEFAULT statement_timestamp())`,
-    );
-    await client.query(`REVOKE ALL ON ${MIGRATIONS_TABLE} FROM PUBLIC`);
-    await client.query('COMMIT');
-    for (const m of options.migrations ?? loadMigrations()) {
-      await begin();
-      const done = await client.query(`SELECT sha256 FROM ${MIGRATIONS_TABLE} WHERE version = $1`, [m.version]);
-      if (done.rowCount !== 0) {
-        await client.query('COMMIT');
-        if (done.rows[0]?.sha256 !== m.sha256) throw new MigrationDriftError(m.version);
-        continue;
-      }
-      await client.query(m.sql);
-      await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (version, name, sha256) VALUES ($1, $2, $3)`, [
-        m.version,
-        m.name,
-        m.sha256,
-      ]);
+      );
+      await client.query(`REVOKE ALL ON ${MIGRATIONS_TABLE} FROM PUBLIC`);
       await client.query('COMMIT');
-      applied.push(m.version);
-    }
-    await begin();
-    await assertGrants(client, capability);
-    await client.query('COMMIT');
-    const synced = await syncAll(client, role, options.onSync);
-    const vectorIndexBuilt = await ensureVectorIndex(client, role, options.hnsw);
-    if (options.subgraphs === false) return { applied, synced, vectorIndexBuilt };
-    const subgraphs = await maintainSubgraphs(client, role, options.subgraphs);
-    return { applied, synced, vectorIndexBuilt, subgraphs };
-  } catch (err) {
-    failed = true;
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release(failed ? true : undefined);
-  }
+      for (const m of options.migrations ?? loadMigrations()) {
+        await begin();
+        const done = await client.query(`SELECT sha256 FROM ${MIGRATIONS_TABLE} WHERE version = $1`, [m.version]);
+        if (done.rowCount !== 0) {
+          await client.query('COMMIT');
+          if (done.rows[0]?.sha256 !== m.sha256) throw new MigrationDriftError(m.version);
+          continue;
+        }
+        await client.query(m.sql);
+        await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (version, name, sha256) VALUES ($1, $2, $3)`, [
+          m.version,
+          m.name,
+          m.sha256,
+        ]);
+        await client.query('COMMIT');
+        applied.push(m.version);
+      }
+      await begin();
+      await assertGrants(client, capability);
+      await client.query('COMMIT');
+      const synced = await syncAll(client, role, options.onSync);
+      const vectorIndexBuilt = await ensureVectorIndex(client, role, options.hnsw);
+      if (options.subgraphs === false) return { applied, synced, vectorIndexBuilt };
+      const subgraphs = await maintainSubgraphs(client, role, options.subgraphs);
+      return { applied, synced, vectorIndexBuilt, subgraphs };
+    },
+  );
 }
 
 /** Grants that follow the deployment, re-asserted on every run. */

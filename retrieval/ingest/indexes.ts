@@ -7,6 +7,7 @@
  * may not act as the owner leaves it to a later owner session or to autovacuum.
  */
 import type pg from 'pg';
+import { onConnection } from '../../common/transaction.ts';
 import { OWNER_ROLE } from '../db/roles.ts';
 import { DEFAULT_PLANNER } from '../planner.ts';
 
@@ -47,18 +48,13 @@ export function buildMemoryMb(rows: number): number {
  * or ROLLBACK on a path that changes nothing). A failure rolls back and discards the connection.
  */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let failed = false;
-  try {
-    await client.query('BEGIN');
-    return await work(client);
-  } catch (err) {
-    failed = true;
-    await client.query('ROLLBACK').catch(() => {});
-    throw err;
-  } finally {
-    client.release(failed ? true : undefined);
-  }
+  return onConnection(
+    () => pool.connect(),
+    async (client) => {
+      await client.query('BEGIN');
+      return work(client);
+    },
+  );
 }
 
 /**
