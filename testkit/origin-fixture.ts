@@ -21,7 +21,7 @@ const PgClient = pg.Client;
 
 import { sharedSkip } from './common/index.ts';
 
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const ORIGIN_SCHEMA_DIR =
   process.env['FGENTIC_ORIGIN_SCHEMA_DIR'] ?? join(REPO, '..', 'shared', 'upstream', 'fgentic-origin-477e415');
 
