@@ -110,6 +110,17 @@ export async function seed(api: ApiServerDouble, input: Resources): Promise<void
         authorization: Buffer.from(`Bearer mcp-key-${String(i).padStart(16, '0')}`).toString('base64'),
       },
     });
+  await seedReconciled(api);
+}
+
+/**
+ * Writes into the double what a finished reconcile leaves (every rendered object, every status),
+ * computed by the shipped Reconciler against an in-memory cluster: an initial sync of this many
+ * objects through the double would take most of a run and is not what is measured.
+ */
+export async function seedReconciled(
+  api: ApiServerDouble,
+): Promise<{ objects: number; result: Awaited<ReturnType<Reconciler['pass']>> }> {
   const own = {
     platforms: api.list(RV, 'RetrievalPlatform'),
     agents: api.list(RV, 'RetrievalAgent'),
@@ -148,11 +159,12 @@ export async function seed(api: ApiServerDouble, input: Resources): Promise<void
     readMirror: async () => undefined,
     upstream: () => readUpstream(api.kubeConfig()),
   };
-  await new Reconciler(memory).pass(memory);
+  const result = await new Reconciler(memory).pass(memory);
   for (const o of objects.values()) {
     if (o.kind === 'Secret') continue;
     const { uid: _u, ...metadata } = o.metadata;
     api.put({ ...o, metadata });
   }
   for (const r of Object.values(byKind).flat()) api.put(r);
+  return { objects: objects.size, result };
 }

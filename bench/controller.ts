@@ -22,26 +22,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type PassTiming, startController } from '../controller/cli.ts';
 import { KubeClient, RENDERED_KINDS } from '../controller/kube/client.ts';
-import { readUpstream } from '../controller/kube/discovery.ts';
-import {
-  type ClusterState,
-  type ClusterWriter,
-  PASS_STAGES,
-  type PassStage,
-  Reconciler,
-} from '../controller/reconcile.ts';
+import { PASS_STAGES, type PassStage } from '../controller/reconcile.ts';
 import { render } from '../controller/render/index.ts';
 import { loadResources } from '../controller/render-command.ts';
-import type {
-  K8sObject,
-  OwnResource,
-  PartnerClient,
-  Resources,
-  RetrievalAgent,
-  RetrievalRoom,
-} from '../controller/types.ts';
+import type { K8sObject, PartnerClient, Resources, RetrievalAgent, RetrievalRoom } from '../controller/types.ts';
 import { ApiServerDouble } from '../testkit/controller/apiserver.ts';
 import { kustomizeDocs, RbacAuthorizer } from '../testkit/controller/rbac.ts';
+import { seedReconciled as seedCluster } from './controller-scale-cluster.ts';
 
 // `--revocation` and `--faults`: the scale and fault schedules (bench/controller-scale.ts).
 if (process.argv.includes('--revocation') || process.argv.includes('--faults')) {
@@ -296,55 +283,10 @@ function renderedDiff(before: Resources, after: Resources): K8sObject[] {
  * policy): the first pass writes them, and a resync reads them and writes none.
  */
 async function seedReconciled(api: ApiServerDouble): Promise<void> {
-  const RVK = 'retrieval.fgentic.dev/v1alpha1';
-  const own = {
-    platforms: api.list(RVK, 'RetrievalPlatform'),
-    agents: api.list(RVK, 'RetrievalAgent'),
-    rooms: api.list(RVK, 'RetrievalRoom'),
-    partners: api.list(RVK, 'PartnerClient'),
-  } as unknown as Resources;
-  const objects = new Map<string, K8sObject>();
-  const k = (o: K8sObject) => `${o.apiVersion}|${o.kind}|${o.metadata.namespace ?? ''}|${o.metadata.name}`;
-  const byKind: Record<string, OwnResource[]> = {
-    RetrievalPlatform: own.platforms,
-    RetrievalAgent: own.agents,
-    RetrievalRoom: own.rooms,
-    PartnerClient: own.partners,
-  };
-  let uid = 0;
-  const memory: ClusterWriter & ClusterState = {
-    own: <T extends OwnResource>(kind: string) => (byKind[kind] ?? []) as T[],
-    rendered: (apiVersion, kind) => [...objects.values()].filter((o) => o.apiVersion === apiVersion && o.kind === kind),
-    live: (apiVersion, kind, namespace, name) => objects.get(`${apiVersion}|${kind}|${namespace ?? ''}|${name}`),
-    apply: async (o) => {
-      const stored = { ...o, metadata: { ...o.metadata, uid: `seed-${uid++}` } };
-      objects.set(k(o), stored);
-      return stored;
-    },
-    delete: async (o) => objects.delete(k(o)),
-    patchStatus: async (res, status) => {
-      res.status = { ...(res.status ?? {}), ...status };
-      return undefined;
-    },
-    event: async () => undefined,
-    readSecretKey: async (namespace, name, key) => {
-      const s = api.get('v1', 'Secret', namespace, name) as { data?: Record<string, string> } | undefined;
-      const v = s?.data?.[key];
-      return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
-    },
-    readMirror: async () => undefined,
-    upstream: () => readUpstream(api.kubeConfig()),
-  };
-  const seeded = await new Reconciler(memory).pass(memory);
+  const { objects, result } = await seedCluster(api);
   process.stderr.write(
-    `seeded ${objects.size} objects, ${seeded.statusWrites} statuses, ${seeded.errors.length} errors, unsupported ${seeded.unsupported !== undefined}\n`,
+    `seeded ${objects} objects, ${result.statusWrites} statuses, ${result.errors.length} errors, unsupported ${result.unsupported !== undefined}\n`,
   );
-  for (const o of objects.values()) {
-    if (o.kind === 'Secret') continue;
-    const { uid: _u, ...metadata } = o.metadata;
-    api.put({ ...o, metadata });
-  }
-  for (const r of Object.values(byKind).flat()) api.put(r);
 }
 
 async function runArm(arm: string, input: Resources): Promise<Arm> {
