@@ -87,6 +87,14 @@ export interface LiveRoomCheckConfig {
   readonly timeoutMs: number;
 }
 
+/** The room registry as the decisions read it: a `Map`, or the shards' maps behind one lookup (registry.ts). */
+export interface RoomLookup {
+  get(roomId: string): RoomEntry | undefined;
+  has(roomId: string): boolean;
+  readonly size: number;
+  keys(): Iterable<string>;
+}
+
 export interface ProjectorConfig {
   readonly version: 1;
   readonly publicRetrievalTimeoutSeconds: number;
@@ -97,7 +105,7 @@ export interface ProjectorConfig {
     readonly bridgedOrigins: readonly BridgedOrigin[];
   };
   readonly agents: readonly AgentRoute[];
-  readonly rooms: ReadonlyMap<string, RoomEntry>;
+  readonly rooms: RoomLookup;
   readonly partners: readonly PartnerEntry[];
   /** (issuer, audience, azp) → entries; the loader guarantees at most one per key. */
   readonly partnerIndex: ReadonlyMap<string, readonly PartnerEntry[]>;

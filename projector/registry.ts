@@ -10,8 +10,12 @@
  * every rule — duplicate rooms or partner keys across shards included — holds exactly as for a
  * single file. A shard that is missing or whose digest differs from the manifest makes the set
  * inconsistent: the caller keeps its last good registry for a bounded time (README "Registry").
+ *
+ * Every entry sits in the shard its key addresses (`shardPosition`), which the controller's render
+ * (controller/render/registry.ts) uses to place it: a room is then looked up in its own shard's map,
+ * so a change re-validates one shard and the assembly reuses the other 255 maps as they are.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { errorFields } from '../common/error-fields.ts';
 import { isPlainObject, type JsonValue, parseStrictJson } from '../contract/index.ts';
 import {
@@ -19,6 +23,7 @@ import {
   type PartnerEntry,
   type ProjectorConfig,
   type RoomEntry,
+  type RoomLookup,
   validateConfig,
 } from './config.ts';
 
@@ -41,11 +46,40 @@ export interface ShardRef {
 export type AssembleResult = ConfigResult | { readonly ok: false; readonly error: string; readonly inconsistent: true };
 
 export function shardDigest(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
+  return hash('sha256', text, 'hex');
 }
 
 export function shardName(index: number): string {
   return `${REGISTRY_SHARD_PREFIX}${String(index).padStart(3, '0')}`;
+}
+
+export const roomKey = (roomId: string): string => roomId;
+export const partnerRegistryKey = (issuer: string, audience: string, azp: string): string =>
+  `partner\u0000${issuer}\u0000${audience}\u0000${azp}`;
+
+/**
+ * The shard an entry key belongs to among `count`: the first byte of the key's SHA-256, so it never
+ * depends on how many entries there are (with 256 shards, the byte itself).
+ */
+export function shardPosition(key: string, count: number): number {
+  return (hash('sha256', key, 'buffer')[0] as number) % count;
+}
+
+/** The rooms of every shard behind one lookup: a room ID is looked for in the shard it addresses. */
+class ShardedRooms implements RoomLookup {
+  readonly size: number;
+  constructor(private readonly parts: readonly RoomLookup[]) {
+    this.size = parts.reduce((n, p) => n + p.size, 0);
+  }
+  get(roomId: string): RoomEntry | undefined {
+    return this.parts[shardPosition(roomKey(roomId), this.parts.length)]?.get(roomId);
+  }
+  has(roomId: string): boolean {
+    return this.get(roomId) !== undefined;
+  }
+  *keys(): Iterable<string> {
+    for (const p of this.parts) yield* p.keys();
+  }
 }
 
 function invalid(error: string): ConfigResult {
@@ -70,7 +104,6 @@ export function registryManifest(base: Record<string, JsonValue>): ShardRef[] | 
   const shards = r['shards'];
   if (!Array.isArray(shards) || shards.length < 1 || shards.length > MAX_REGISTRY_SHARDS)
     return `registry.shards: must list 1–${MAX_REGISTRY_SHARDS} shards`;
-  const names = new Set<string>();
   const out: ShardRef[] = [];
   for (const [k, s] of shards.entries()) {
     const p = `registry.shards[${k}]`;
@@ -80,9 +113,9 @@ export function registryManifest(base: Record<string, JsonValue>): ShardRef[] | 
     const name = e['name'];
     const sha256 = e['sha256'];
     if (typeof name !== 'string' || !SHARD_NAME.test(name)) return `${p}.name: must be ${REGISTRY_SHARD_PREFIX}NNN`;
+    // The position is the address (shardPosition), so the names follow it.
+    if (name !== shardName(k)) return `${p}.name: must be ${shardName(k)} (shards are listed in order)`;
     if (typeof sha256 !== 'string' || !HEX64.test(sha256)) return `${p}.sha256: must be 64 lowercase hex digits`;
-    if (names.has(name)) return `${p}.name: duplicate shard`;
-    names.add(name);
     out.push({ name, sha256 });
   }
   return out;
@@ -90,19 +123,34 @@ export function registryManifest(base: Record<string, JsonValue>): ShardRef[] | 
 
 /** Validated content of one shard, kept while the base (without its manifest) and the shard are unchanged. */
 interface ShardPart {
-  readonly rooms: ProjectorConfig['rooms'];
+  readonly rooms: RoomLookup;
   readonly partners: ProjectorConfig['partners'];
   readonly partnerIndex: ProjectorConfig['partnerIndex'];
 }
 
 export type Assembler = (baseText: string, shards: ReadonlyMap<string, string>) => AssembleResult;
 
+/** A shard's digest, recomputed only when its text changed (256 shards of a large registry are ~10 MB). */
+type DigestCache = Map<string, { readonly text: string; readonly sha256: string }>;
+
+function cachedDigest(cache: DigestCache, name: string, text: string): string {
+  const hit = cache.get(name);
+  if (hit !== undefined && hit.text === text) return hit.sha256;
+  const sha256 = shardDigest(text);
+  cache.set(name, { text, sha256 });
+  return sha256;
+}
+
 /** Every digest first: a set in transit is recognised without parsing anything. */
-function inTransit(manifest: readonly ShardRef[], shards: ReadonlyMap<string, string>): AssembleResult | undefined {
+function inTransit(
+  manifest: readonly ShardRef[],
+  shards: ReadonlyMap<string, string>,
+  digests: DigestCache,
+): AssembleResult | undefined {
   for (const ref of manifest) {
     const text = shards.get(ref.name);
     if (text === undefined) return { ok: false, error: `registry shard ${ref.name} missing`, inconsistent: true };
-    if (shardDigest(text) !== ref.sha256)
+    if (cachedDigest(digests, ref.name, text) !== ref.sha256)
       return {
         ok: false,
         error: `registry shard ${ref.name} does not match the manifest`,
@@ -112,9 +160,11 @@ function inTransit(manifest: readonly ShardRef[], shards: ReadonlyMap<string, st
   return undefined;
 }
 
-/** One shard's rooms and partners, validated together with the base they depend on. */
+/** One shard's rooms and partners, validated together with the base they depend on, each at its address. */
 function validateShard(
   ref: ShardRef,
+  position: number,
+  count: number,
   text: string,
   rest: Record<string, JsonValue>,
 ): { readonly part: ShardPart } | { readonly failed: AssembleResult } {
@@ -129,19 +179,24 @@ function validateShard(
     return { failed: invalid(`${ref.name}: rooms and partners must be arrays`) };
   const checked = validateConfig({ ...rest, rooms: r, partners: p });
   if (!checked.ok) return { failed: invalid(`${ref.name}: ${checked.error}`) };
-  return { part: checked.config };
+  const { rooms, partners, partnerIndex } = checked.config;
+  for (const id of rooms.keys())
+    if (shardPosition(roomKey(id), count) !== position)
+      return { failed: invalid(`${ref.name}: a room is not in the shard its ID addresses`) };
+  for (const e of partners)
+    if (shardPosition(partnerRegistryKey(e.issuer, e.audience, e.azp), count) !== position)
+      return { failed: invalid(`${ref.name}: a partner is not in the shard its issuer, audience and azp address`) };
+  return { part: { rooms, partners, partnerIndex } };
 }
 
-/** The shards' parts merged over the base's configuration; a room or partner mapping in two shards is refused. */
+/**
+ * The shards' parts over the base's configuration. Rooms stay in their shards' maps (each room is in
+ * the one shard it addresses, so none can be in two); partners, a few thousand at most, are merged.
+ */
 function mergeParts(core: ProjectorConfig, parts: readonly ShardPart[]): AssembleResult {
-  const rooms = new Map<string, RoomEntry>();
   const partners: PartnerEntry[] = [];
   const partnerIndex = new Map<string, readonly PartnerEntry[]>();
   for (const part of parts) {
-    for (const [id, entry] of part.rooms) {
-      if (rooms.has(id)) return invalid('rooms: duplicate room across registry shards');
-      rooms.set(id, entry);
-    }
     for (const e of part.partners) partners.push(e);
     for (const [k, v] of part.partnerIndex) {
       if (partnerIndex.has(k))
@@ -149,6 +204,7 @@ function mergeParts(core: ProjectorConfig, parts: readonly ShardPart[]): Assembl
       partnerIndex.set(k, v);
     }
   }
+  const rooms = new ShardedRooms(parts.map((p) => p.rooms));
   return { ok: true, config: { ...core, rooms, partners, partnerIndex } };
 }
 
@@ -160,6 +216,7 @@ function mergeParts(core: ProjectorConfig, parts: readonly ShardPart[]): Assembl
  */
 export function createAssembler(): Assembler {
   let cache = new Map<string, ShardPart>();
+  const digests: DigestCache = new Map();
   return (baseText, shards) => {
     try {
       const base = parseObject(baseText, MAX_BASE_BYTES, 'projector.json');
@@ -176,7 +233,7 @@ export function createAssembler(): Assembler {
         basePartners.length !== 0
       )
         return invalid('rooms/partners: must be empty when a registry manifest is present');
-      const transit = inTransit(manifest, shards);
+      const transit = inTransit(manifest, shards, digests);
       if (transit !== undefined) return transit;
       const { registry: _manifest, ...rest } = base;
       const core = validateConfig(rest);
@@ -184,11 +241,11 @@ export function createAssembler(): Assembler {
       const coreKey = shardDigest(JSON.stringify(rest));
       const next = new Map<string, ShardPart>();
       const parts: ShardPart[] = [];
-      for (const ref of manifest) {
-        const key = `${coreKey}:${ref.sha256}`;
-        let part = cache.get(key) ?? next.get(key);
+      for (const [position, ref] of manifest.entries()) {
+        const key = `${coreKey}:${manifest.length}:${position}:${ref.sha256}`;
+        let part = cache.get(key);
         if (part === undefined) {
-          const shard = validateShard(ref, shards.get(ref.name)!, rest);
+          const shard = validateShard(ref, position, manifest.length, shards.get(ref.name)!, rest);
           if ('failed' in shard) return shard.failed;
           part = shard.part;
         }

@@ -19,8 +19,15 @@
  * full render (`registryObjects`) builds the same objects from scratch, and a differential test
  * checks that both agree after any sequence of changes.
  */
-import { createHash } from 'node:crypto';
-import { MAX_REGISTRY_SHARDS, REGISTRY_SHARD_KEY, shardDigest, shardName } from '../../projector/registry.ts';
+import {
+  MAX_REGISTRY_SHARDS,
+  partnerRegistryKey,
+  REGISTRY_SHARD_KEY,
+  roomKey,
+  shardDigest,
+  shardName,
+  shardPosition,
+} from '../../projector/registry.ts';
 import type { Conflict, K8sObject, OwnerReference, RetrievalRoom } from '../types.ts';
 import { cmpStr } from './model.ts';
 
@@ -36,14 +43,12 @@ export const PROJECTOR_CONFIG_LABEL = 'retrieval.fgentic.dev/projector-config';
 
 const utf8Length = (s: string): number => Buffer.byteLength(s, 'utf8');
 
-/** The shard of an entry key: the first byte of its SHA-256, so it never depends on the count of entries. */
+/** The shard of an entry key, by the address the projector checks (projector/registry.ts). */
 export function shardOf(key: string): number {
-  return (createHash('sha256').update(key, 'utf8').digest()[0] as number) % REGISTRY_SHARDS;
+  return shardPosition(key, REGISTRY_SHARDS);
 }
 
-export const roomKey = (roomId: string) => roomId;
-export const partnerRegistryKey = (issuer: string, audience: string, azp: string) =>
-  `partner\u0000${issuer}\u0000${audience}\u0000${azp}`;
+export { partnerRegistryKey, roomKey };
 
 /** One registry entry: its key (shard address and sort order) and its compact JSON. */
 export interface RegistryEntry {
