@@ -37,7 +37,7 @@ const REPEAT = Number(process.env['BENCH_REPEAT'] ?? 20);
 const FAULT_MS = Number(process.env['BENCH_FAULT_S'] ?? 20) * 1000;
 const CONTROLLER = serviceAccountUser('fgentic-system', 'fgentic-retrieval-controller');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const loads: number[] = [];
+const loads: number[] = [loadavg()[0] as number];
 const sampleLoad = setInterval(() => loads.push(loadavg()[0] as number), 5000);
 sampleLoad.unref();
 /** This process's event-loop delay (the controller and the projector's store share it). */
@@ -148,7 +148,20 @@ function save(): void {
   writeFileSync(join(HERE, 'results', `controller-${MODE}.json`), `${JSON.stringify(results, null, 2)}\n`);
 }
 
+const RESYNCS = Number(process.env['BENCH_RESYNCS'] ?? 5);
+
+/** Every revocation uses a room and a partner of its own (rooms 2, 4, …; partners 0, 1, …). */
+function checkCorpusSize(): void {
+  const changes = 3 * (REPEAT + RESYNCS);
+  const roomsNeeded = 2 * changes + 2;
+  if (ROOMS < roomsNeeded || PARTNERS < changes)
+    throw new Error(
+      `BENCH_ROOMS must be ≥ ${roomsNeeded} and BENCH_PARTNERS ≥ ${changes} for ${REPEAT} repeats and ${RESYNCS} resyncs`,
+    );
+}
+
 async function revocation(): Promise<void> {
+  checkCorpusSize();
   process.stderr.write(`${AGENTS} agents, ${ROOMS} rooms, ${PARTNERS} partners\n`);
   const r = await rig();
   const t0 = Date.now();
@@ -225,7 +238,7 @@ async function revocation(): Promise<void> {
     }
   // During a resync: each resync re-checks every object and room status and reads every MCP key
   // mirror again (about a minute of requests at the limiter's rate); changes land at different moments.
-  for (let n = 0; n < Number(process.env['BENCH_RESYNCS'] ?? 5); n++) {
+  for (let n = 0; n < RESYNCS; n++) {
     r.ctl.resync();
     for (const kind of kinds) {
       await sleep(300);
@@ -314,5 +327,43 @@ try {
   process.exitCode = 1;
 }
 save();
-process.stdout.write(`${JSON.stringify(results, (k, v) => (k === 'samples' ? undefined : v), 2)}\n`);
+printTable();
 clearInterval(sampleLoad);
+
+function printTable(): void {
+  const rows: string[][] = [];
+  if (MODE === 'revocation' && results['revocation']) {
+    rows.push(['revocation', 'p50 / p99 / max ms', 'during a resync p50 / p99 / max ms', 'writes per change']);
+    for (const [kind, v] of Object.entries(results['revocation'] as Record<string, Record<string, number>>))
+      rows.push([
+        kind,
+        `${v['p50']} / ${v['p99']} / ${v['max']}`,
+        `${v['duringResyncP50']} / ${v['duringResyncP99']} / ${v['duringResyncMax']}`,
+        String(v['writesPerChange']),
+      ]);
+  }
+  if (MODE === 'faults' && results['faults']) {
+    rows.push(['schedule', 'attempts (max/s)', 'status attempts, objects', 'writes after', 'served after end ms']);
+    for (const f of results['faults'] as Record<string, unknown>[])
+      rows.push([
+        String(f['schedule']),
+        `${f['attemptsDuring']} (${f['maxPerSecond']})`,
+        `${f['statusAttemptsDuring']}, ${f['statusTargetsDuring']}`,
+        String(f['writesAfter']),
+        f['landedAfterEndMs'] === undefined
+          ? `term lost ${f['lostLeadershipAfterMs']} ms in`
+          : String(f['landedAfterEndMs']),
+      ]);
+  }
+  const load = results['loadAverage1m'] as { min: number; max: number };
+  rows.push([`${AGENTS} / ${ROOMS} / ${PARTNERS}`, `load ${load.min.toFixed(1)}–${load.max.toFixed(1)}`, '', '']);
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  for (const r of rows)
+    process.stdout.write(
+      `${r
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd()}\n`,
+    );
+  process.stdout.write(`JSON: bench/results/controller-${MODE}.json\n`);
+}
