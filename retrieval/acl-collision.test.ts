@@ -158,7 +158,7 @@ describe('an integer ACL id collision cannot admit a row', () => {
         [partner, null, ['partner/org-b/docs'], [7]],
       ] as const) {
         const r = await t.pool.query(
-          `SELECT chunk_id FROM fgentic.rank_v1($1::vector, ARRAY['public'], $2::jsonb, $3::text[],
+          `SELECT chunk_id FROM fgentic.rank_v2($1::vector, ARRAY['public'], $2::jsonb, $3::text[],
              ARRAY[7], $4::integer[], $5, 'exact', 1000, 40, 50000)`,
           [toVectorParam(q), audience, groups, anyIds, depth],
         );

@@ -10,8 +10,8 @@
  * lives only in this transaction (a pooled SET would leak to other sessions:
  * docs/upstream.md#deps-pgvector-iterative-scan), and re-sorts by (distance, chunk_id) with the tie
  * group taken from an exact lookup. The choice runs inside the search functions
- * (retrieval/db/migrations/0001_baseline.sql, rank_v1), so the faster path is also the enforced
- * path: it reads the per-id row counts kept at write time, and after a walk two checks send the
+ * (retrieval/db/migrations/0004_content_in_ranking.sql, rank_v2), so the faster path is also the
+ * enforced path: it reads the per-id row counts kept at write time, and after a walk two checks send the
  * query to the exact path (too few rows found; relative contrast below the corpus threshold: the
  * recall guard). `choosePlan` is the count rule in TypeScript, for tests and benchmarks.
  */

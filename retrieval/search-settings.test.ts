@@ -65,7 +65,7 @@ async function settingsOf(name: string): Promise<string[]> {
 }
 
 test('the ranking core runs without JIT and plans once per session unless a statement says otherwise', async () => {
-  const c = await settingsOf('rank_v1');
+  const c = await settingsOf('rank_v2');
   assert.ok(c.includes('jit=off'), c.join(' '));
   assert.ok(c.includes('plan_cache_mode=force_generic_plan'), c.join(' '));
 });

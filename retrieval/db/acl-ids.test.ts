@@ -169,7 +169,7 @@ describe('ids and keys = their TypeScript reference', () => {
   test("the search side's helpers are the owner's: neither the serving nor the ingestion role calls them", async () => {
     const r = await t.pool.query(
       `SELECT has_function_privilege($1, 'fgentic.audience_ids(jsonb, text[])', 'EXECUTE') AS a,
-              has_function_privilege($1, 'fgentic.rank_v1(public.vector, text[], jsonb, text[], integer[], integer[], integer, text, integer, integer, integer)', 'EXECUTE') AS r,
+              has_function_privilege($1, 'fgentic.rank_v2(public.vector, text[], jsonb, text[], integer[], integer[], integer, text, integer, integer, integer)', 'EXECUTE') AS r,
               has_function_privilege($2, 'fgentic.row_ids(jsonb)', 'EXECUTE') AS w`,
       [RETRIEVAL_ROLE, INGESTION_ROLE],
     );

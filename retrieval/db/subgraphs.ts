@@ -2,9 +2,10 @@
  * Builds and drops the filtered subgraphs that retrieval/subgraph-plan.ts chooses, on the project's
  * own table only. Each index is built and dropped CONCURRENTLY, so writers and searches go on
  * meanwhile; the search chooses a graph only while its row is registered in fgentic.subgraphs and
- * its index is valid (retrieval/db/migrations/0001_baseline.sql, rank_v1). A build registers its
- * row after the index is valid; a drop removes the row before the index. Runs as the table's owner
- * (`migrate`, or `sync` under the owner's login); one run at a time (an advisory lock).
+ * its index is valid (retrieval/db/migrations/0004_content_in_ranking.sql, rank_v2). A build
+ * registers its row after the index is valid; a drop removes the row before the index. Runs as the
+ * table's owner (`migrate`, or `sync` under the owner's login); one run at a time (an advisory
+ * lock).
  */
 import type pg from 'pg';
 import { DEFAULT_PLANNER } from '../planner.ts';

@@ -13,7 +13,7 @@ export type ProfileState =
       readonly stored?: string;
     };
 
-/** Through the function of migration 0003, which both the retrieval and the ingestion role may call. */
+/** Through fgentic.embedding_profile_v1 (migration 0001_baseline.sql), which both the retrieval and the ingestion role may call. */
 export async function readProfile(db: pg.Pool | pg.PoolClient): Promise<string | undefined> {
   const r = await db.query('SELECT fgentic.embedding_profile_v1() AS profile');
   return (r.rows[0]?.profile as string | null | undefined) ?? undefined;
