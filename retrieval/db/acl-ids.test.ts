@@ -223,6 +223,39 @@ describe('what a search reads and returns', () => {
     assert.ok(read < 100, `${read} entries of the ACL index read by ${walks} HNSW searches over 1,500 rows`);
   });
 
+  // The exact scan of a room starts from all of its members' ids at once: the ACL index intersects
+  // their lists, so it reads the rows the whole room may read, not every row of its rarest member.
+  test("a room's exact search reads from the ACL index only the rows every member may read", async () => {
+    const rand = prng(17);
+    const rows = (prefix: string, n: number, principals: (typeof P)[keyof typeof P][]) =>
+      Array.from({ length: n }, (_, i) => ({
+        chunk_id: `${prefix}-${String(i).padStart(4, '0')}`,
+        content: `${prefix} ${i}`,
+        embedding: randomVector(rand),
+        metadata: meta({ principals }),
+      }));
+    await writeChunks(t.pool, {
+      chunks: [...rows('m-bob', 300, [P.bob]), ...rows('m-both', 40, [P.alice, P.bob])],
+    });
+    const aclIndexReads = async () => {
+      await flushStatistics(t.pool, t.retrieval);
+      const r = await t.pool.query<{ n: string }>(
+        `SELECT coalesce(idx_tup_read, 0) AS n FROM pg_catalog.pg_stat_user_indexes
+          WHERE schemaname = 'fgentic' AND indexrelname = 'chunks_acl_gin_idx'`,
+      );
+      return Number(r.rows[0]?.n);
+    };
+    const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice, P.bob] }));
+    const before = await aclIndexReads();
+    const r = await searchKnowledge(t.retrieval, { projection, embedding: randomVector(rand), maxResults: 10 });
+    const read = (await aclIndexReads()) - before;
+    assert.equal(r.plan, 'exact');
+    assert.equal(r.hits.length, 10);
+    for (const h of r.hits) assert.match(h.chunk_id, /^m-both-/);
+    // bob, the rarest member, may read 340 rows; the room 40 (and alice's other rows none of them).
+    assert.ok(read <= 40, `${read} entries of the ACL index read for a room that may read 40 rows`);
+  });
+
   test("a hit carries its source and classification, never the row's list of readers", async () => {
     const v = randomVector(prng(18));
     await writeChunks(t.pool, {

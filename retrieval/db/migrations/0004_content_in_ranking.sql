@@ -7,7 +7,9 @@
 -- it needs (rank_v1 probed all depth + max(depth, 10) ranked rows, and the search functions probed
 -- the answer a second time for its content). When fewer than depth pass, the fallback ranks, under
 -- the typed test, only the rows after the last one step 1 ranked. The search functions keep their
--- signatures, grants and checks; they now take the content from rank_v2. The differential tests
+-- signatures, grants and checks; they now take the content from rank_v2. The exact scan of a
+-- Matrix audience starts from all of its own ids at once (the GIN index intersects them) rather than
+-- from its rarest id alone, so it reads only rows the whole room may read. The differential tests
 -- (retrieval/acl.test.ts, retrieval/acl-collision.test.ts, retrieval/tie-search.test.ts) pin the
 -- answers.
 
@@ -53,8 +55,10 @@ DECLARE
   min_contrast double precision;
   ranked integer;
   returned integer;
-  -- The audience's most selective id (the exact scan starts from it) and its subgraph, if any.
+  -- The audience's most selective id (the fallback scan starts from it), a Matrix audience's own
+  -- ids (the exact scan intersects them), and the audience's subgraph, if any.
   key_ids integer[];
+  member_ids integer[];
   sub_id integer;
   -- Beyond this many authorized rows at the cut-off distance the exact path answers.
   max_fetch constant integer := 5000;
@@ -68,6 +72,13 @@ BEGIN
       ARRAY[(array_agg(a.id ORDER BY coalesce(c.rows, 0), a.id))[1]]
     INTO authorized, key_ids
     FROM unnest(all_ids) AS a(id) LEFT JOIN fgentic.acl_counts c ON c.id = a.id;
+    -- Every id but the level id, which every public row carries: the GIN index intersects their
+    -- lists, so the exact scan reads the rows the whole audience may read, not all of its rarest
+    -- member's. Should a member's id equal the level id, the rarest id stands in.
+    member_ids := array_remove(all_ids, fgentic.level_id(allowed_classifications));
+    IF cardinality(member_ids) = 0 THEN
+      member_ids := key_ids;
+    END IF;
   ELSE
     SELECT least(
         (SELECT coalesce(min(coalesce(c.rows, 0)), 0) FROM unnest(all_ids) AS a(id) LEFT JOIN fgentic.acl_counts c ON c.id = a.id),
@@ -258,24 +269,41 @@ BEGIN
   PERFORM set_config('plan_cache_mode', 'force_generic_plan', true),
     set_config('enable_seqscan', 'off', true),
     set_config('enable_indexscan', 'off', true);
-  WITH authorized_rows AS MATERIALIZED (
-    SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance, d.origin_xmin
-    FROM fgentic.chunks d
-    -- The index condition: the key ids only (a Matrix audience's rarest id, or a partner's groups),
-    -- never the level id every public row carries; the whole integer test is the filter (IS TRUE
-    -- keeps it out of the index condition).
-    WHERE d.acl && key_ids
-      AND (d.acl @> all_ids AND (any_ids IS NULL OR d.acl && any_ids)) IS TRUE
-  )
-  SELECT array_agg(r.chunk_id ORDER BY r.distance, r.chunk_id),
-    array_agg(r.distance ORDER BY r.distance, r.chunk_id),
-    array_agg(r.origin_xmin ORDER BY r.distance, r.chunk_id), count(*)::integer
-  INTO found_ids, found_distances, found_versions, ranked
-  FROM (
-    SELECT a.chunk_id, a.distance, a.origin_xmin FROM authorized_rows a
-    ORDER BY a.distance, a.chunk_id
-    LIMIT fetch_rows
-  ) r;
+  IF any_ids IS NULL THEN
+    WITH authorized_rows AS MATERIALIZED (
+      SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance, d.origin_xmin
+      FROM fgentic.chunks d
+      -- The index condition: the audience's own ids, never the level id; the whole integer test is
+      -- the filter (IS TRUE keeps it out of the index condition).
+      WHERE d.acl @> member_ids AND (d.acl @> all_ids) IS TRUE
+    )
+    SELECT array_agg(r.chunk_id ORDER BY r.distance, r.chunk_id),
+      array_agg(r.distance ORDER BY r.distance, r.chunk_id),
+      array_agg(r.origin_xmin ORDER BY r.distance, r.chunk_id), count(*)::integer
+    INTO found_ids, found_distances, found_versions, ranked
+    FROM (
+      SELECT a.chunk_id, a.distance, a.origin_xmin FROM authorized_rows a
+      ORDER BY a.distance, a.chunk_id
+      LIMIT fetch_rows
+    ) r;
+  ELSE
+    WITH authorized_rows AS MATERIALIZED (
+      SELECT d.chunk_id, d.embedding OPERATOR(public.<=>) query_embedding AS distance, d.origin_xmin
+      FROM fgentic.chunks d
+      -- The index condition: a partner's groups (a row carries one of them), never the level id.
+      WHERE d.acl && key_ids
+        AND (d.acl @> all_ids AND d.acl && any_ids) IS TRUE
+    )
+    SELECT array_agg(r.chunk_id ORDER BY r.distance, r.chunk_id),
+      array_agg(r.distance ORDER BY r.distance, r.chunk_id),
+      array_agg(r.origin_xmin ORDER BY r.distance, r.chunk_id), count(*)::integer
+    INTO found_ids, found_distances, found_versions, ranked
+    FROM (
+      SELECT a.chunk_id, a.distance, a.origin_xmin FROM authorized_rows a
+      ORDER BY a.distance, a.chunk_id
+      LIMIT fetch_rows
+    ) r;
+  END IF;
 
   -- Step 2: the origin's typed test on those rows in rank order, one primary-key probe each, and the
   -- content of those that pass, until depth of them have passed.
