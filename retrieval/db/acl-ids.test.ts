@@ -178,6 +178,16 @@ describe('ids and keys = their TypeScript reference', () => {
 });
 
 describe('what a search reads and returns', () => {
+  /** Entries of the ACL index read so far (the statistics flushed first). */
+  const aclIndexReads = async () => {
+    await flushStatistics(t.pool, t.retrieval);
+    const r = await t.pool.query<{ n: string }>(
+      `SELECT coalesce(idx_tup_read, 0) AS n FROM pg_catalog.pg_stat_user_indexes
+        WHERE schemaname = 'fgentic' AND indexrelname = 'chunks_acl_gin_idx'`,
+    );
+    return Number(r.rows[0]?.n);
+  };
+
   // Every HNSW answer looks copies of its cut-off row up by the key: through the key's btree alone,
   // never a BitmapAnd with the ACL's GIN index, which would read the whole audience.
   test("a broad audience's HNSW search looks copies up through the key's index alone", async () => {
@@ -197,14 +207,6 @@ describe('what a search reads and returns', () => {
         metadata: alice,
       })),
     });
-    const aclIndexReads = async () => {
-      await flushStatistics(t.pool, t.retrieval);
-      const r = await t.pool.query<{ n: string }>(
-        `SELECT coalesce(idx_tup_read, 0) AS n FROM pg_catalog.pg_stat_user_indexes
-          WHERE schemaname = 'fgentic' AND indexrelname = 'chunks_acl_gin_idx'`,
-      );
-      return Number(r.rows[0]?.n);
-    };
     const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice] }));
     let read = 0;
     let walks = 0;
@@ -237,14 +239,6 @@ describe('what a search reads and returns', () => {
     await writeChunks(t.pool, {
       chunks: [...rows('m-bob', 300, [P.bob]), ...rows('m-both', 40, [P.alice, P.bob])],
     });
-    const aclIndexReads = async () => {
-      await flushStatistics(t.pool, t.retrieval);
-      const r = await t.pool.query<{ n: string }>(
-        `SELECT coalesce(idx_tup_read, 0) AS n FROM pg_catalog.pg_stat_user_indexes
-          WHERE schemaname = 'fgentic' AND indexrelname = 'chunks_acl_gin_idx'`,
-      );
-      return Number(r.rows[0]?.n);
-    };
     const projection = decodeFixture(matrixHeader({ caller: P.alice, audience: [P.alice, P.bob] }));
     const before = await aclIndexReads();
     const r = await searchKnowledge(t.retrieval, { projection, embedding: randomVector(rand), maxResults: 10 });
